@@ -1,0 +1,110 @@
+#include "coordinator/cli/local_cluster.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+extern char** environ;
+
+namespace moetune::cli {
+
+std::string SelfDirectory() {
+  std::error_code error;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? "." : self.parent_path().string();
+}
+
+absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
+    const LocalClusterOptions& options) {
+  std::unique_ptr<LocalCluster> cluster(new LocalCluster());
+  coordinator::ServerOptions server_options;
+  server_options.listen = "127.0.0.1:0";
+  server_options.db_path = options.db_path;
+  server_options.scheduler.lease_ms = 10000;
+  server_options.scheduler.heartbeat_interval_ms = 500;
+  ASSIGN_OR_RETURN(cluster->server_, coordinator::CoordinatorServer::Start(
+                                         server_options, RealClock::Get()));
+  if (!options.start_workers) return cluster;
+  const std::string binary = options.worker_binary.empty()
+                                 ? SelfDirectory() + "/moetune-worker"
+                                 : options.worker_binary;
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string log_dir = !options.worker_log_dir.empty() ? options.worker_log_dir
+                              : tmp != nullptr               ? tmp
+                                                             : "/tmp";
+  std::vector<std::string> devices;
+  for (int gpu = 0; gpu < options.gpu_count; ++gpu) devices.push_back(absl::StrCat(gpu));
+  if (devices.empty()) devices.push_back("cpu");
+  for (const std::string& device : devices) {
+    const std::string log = absl::StrCat(log_dir, "/moetune-worker-", getpid(),
+                                         "-", device, ".log");
+    RETURN_IF_ERROR(cluster->SpawnWorker(binary, device, log));
+  }
+  return cluster;
+}
+
+absl::Status LocalCluster::SpawnWorker(const std::string& binary,
+                                       const std::string& device,
+                                       const std::string& log_path) {
+  if (access(binary.c_str(), X_OK) != 0) {
+    return absl::NotFoundError(absl::StrCat(
+        "--worker_binary: ", binary, " is not an executable (build moetune-worker)"));
+  }
+  std::vector<std::string> args = {binary,
+                                   "--coordinator=" + address(),
+                                   "--device=" + device,
+                                   "--name=local:" + device};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, binary.c_str(), &actions, nullptr,
+                             argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    return absl::InternalError(absl::StrCat("spawn ", binary, ": ", std::strerror(rc)));
+  }
+  workers_.push_back(pid);
+  worker_logs_.push_back(log_path);
+  return absl::OkStatus();
+}
+
+void LocalCluster::StopWorkers() {
+  for (pid_t pid : workers_) kill(pid, SIGTERM);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (pid_t pid : workers_) {
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > give_up) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  workers_.clear();
+}
+
+LocalCluster::~LocalCluster() {
+  StopWorkers();
+  if (server_ != nullptr) server_->Shutdown();
+}
+
+}  // namespace moetune::cli

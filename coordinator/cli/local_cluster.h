@@ -1,0 +1,50 @@
+// LocalCluster: the CLI's embedded mode. An in-process coordinator on the
+// given database, listening on a free loopback port, and (for sweeps) one
+// moetune-worker process per GPU, or one CPU worker where there is none.
+// The destructor stops the workers (SIGTERM, then SIGKILL after a grace
+// period) and the coordinator. Not thread-safe; owned by main.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "coordinator/server.h"
+
+namespace moetune::cli {
+
+struct LocalClusterOptions {
+  std::string db_path;
+  bool start_workers = false;
+  std::string worker_binary;  // default: moetune-worker beside this binary
+  std::string worker_log_dir; // default: $TMPDIR or /tmp
+  int gpu_count = 0;          // 0: one CPU worker
+};
+
+class LocalCluster {
+ public:
+  static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(
+      const LocalClusterOptions& options);
+  ~LocalCluster();
+
+  const std::string& address() const { return server_->address(); }
+  const std::vector<std::string>& worker_logs() const { return worker_logs_; }
+
+ private:
+  LocalCluster() = default;
+  absl::Status SpawnWorker(const std::string& binary, const std::string& device,
+                           const std::string& log_path);
+  void StopWorkers();
+
+  std::unique_ptr<coordinator::CoordinatorServer> server_;
+  std::vector<pid_t> workers_;
+  std::vector<std::string> worker_logs_;
+};
+
+// The directory of the running executable.
+std::string SelfDirectory();
+
+}  // namespace moetune::cli

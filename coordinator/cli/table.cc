@@ -1,0 +1,70 @@
+#include "coordinator/cli/table.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+
+namespace moetune::cli {
+namespace {
+
+std::string CsvCell(const std::string& cell) {
+  if (cell.find_first_of(",\"\n") == std::string::npos) return cell;
+  return "\"" + absl::StrReplaceAll(cell, {{"\"", "\"\""}}) + "\"";
+}
+
+void PrintAligned(std::ostream& out, const Table& table) {
+  std::vector<size_t> widths(table.headers.size(), 0);
+  for (size_t c = 0; c < table.headers.size(); ++c) {
+    widths[c] = table.headers[c].size();
+    for (const auto& row : table.rows) {
+      if (c < row.size()) widths[c] = std::max(widths[c], row[c].size());
+    }
+  }
+  const auto print_row = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t c = 0; c < widths.size(); ++c) {
+      const std::string cell = c < row.size() ? row[c] : "";
+      line += cell + std::string(widths[c] - std::min(widths[c], cell.size()), ' ');
+      if (c + 1 < widths.size()) line += "  ";
+    }
+    line.erase(line.find_last_not_of(' ') + 1);
+    out << line << "\n";
+  };
+  print_row(table.headers);
+  for (const auto& row : table.rows) print_row(row);
+}
+
+}  // namespace
+
+bool ParseOutputFormat(const std::string& text, OutputFormat* format) {
+  if (text == "table") *format = OutputFormat::kTable;
+  else if (text == "csv") *format = OutputFormat::kCsv;
+  else if (text == "json") *format = OutputFormat::kJson;
+  else return false;
+  return true;
+}
+
+void Table::Print(std::ostream& out, OutputFormat format) const {
+  if (format != OutputFormat::kCsv) {
+    PrintAligned(out, *this);
+    return;
+  }
+  const auto csv_row = [](const std::vector<std::string>& row) {
+    std::vector<std::string> cells;
+    for (const std::string& cell : row) cells.push_back(CsvCell(cell));
+    return absl::StrJoin(cells, ",");
+  };
+  out << csv_row(headers) << "\n";
+  for (const auto& row : rows) out << csv_row(row) << "\n";
+}
+
+std::string FormatDouble(double value, int precision) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return "inf";
+  return absl::StrFormat("%.*f", precision, value);
+}
+
+}  // namespace moetune::cli

@@ -1,0 +1,232 @@
+#include "coordinator/scheduler.h"
+
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "tuner/spec.h"
+#include "tuner/strategy.h"
+
+namespace moetune::coordinator {
+namespace {
+
+bool IsFinal(v1::TrialState state) {
+  return state != v1::QUEUED && state != v1::LEASED &&
+         state != v1::TRIAL_STATE_UNSPECIFIED;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(db::Store* store, WorkerRegistry* registry,
+                     const Clock* clock, SchedulerOptions options)
+    : store_(store), registry_(registry), clock_(clock), options_(options) {}
+
+absl::StatusOr<v1::SubmitSweepResponse> Scheduler::Submit(
+    const v1::SweepSpec& spec) {
+  // Validation first: a rejected spec records nothing.
+  RETURN_IF_ERROR(tuner::ValidateSweepSpec(spec));
+  const v1::SweepSpec full = tuner::WithDefaults(spec);
+  ASSIGN_OR_RETURN(std::unique_ptr<tuner::Strategy> strategy,
+                   tuner::MakeStrategy(full.strategy()));
+  ASSIGN_OR_RETURN(std::vector<v1::Trial> trials,
+                   strategy->InitialTrials(full));
+  if (trials.empty()) {
+    return absl::InvalidArgumentError(
+        "space: the spec expands to no trials (check space.world_size)");
+  }
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(const int64_t sweep_id,
+                   store_->CreateSweep(full, &trials, clock_->NowUnixMs()));
+  v1::SubmitSweepResponse response;
+  response.set_sweep_id(sweep_id);
+  response.set_trial_count(static_cast<int32_t>(trials.size()));
+  LogInfo("sweep ", sweep_id, " '", full.name(), "': ", trials.size(),
+          " trials");
+  Notify();
+  return response;
+}
+
+absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(
+    const v1::RegisterWorkerRequest& request) {
+  if (request.name().empty()) {
+    return absl::InvalidArgumentError("name: must not be empty (host:device)");
+  }
+  const std::string id = registry_->Register(request.name(), request.probe());
+  RETURN_IF_ERROR(store_->UpsertWorker(id, request.name(), request.probe(),
+                                       clock_->NowUnixMs()));
+  v1::RegisterWorkerResponse response;
+  response.set_worker_id(id);
+  response.set_heartbeat_interval_ms(options_.heartbeat_interval_ms);
+  response.set_lease_ms(static_cast<int32_t>(options_.lease_ms));
+  LogInfo("worker ", id, " registered");
+  return response;
+}
+
+v1::HeartbeatResponse Scheduler::Heartbeat(const v1::HeartbeatRequest& request) {
+  v1::HeartbeatResponse response;
+  response.set_known(
+      registry_->Heartbeat(request.worker_id(), request.current_trial_id()));
+  if (response.known()) {
+    (void)store_->TouchWorker(request.worker_id(), clock_->NowUnixMs());
+  }
+  if (request.current_trial_id() != 0) {
+    // CancelSweep cancels queued trials at once; a running one learns here.
+    absl::StatusOr<v1::Trial> trial = store_->GetTrial(request.current_trial_id());
+    absl::StatusOr<v1::Sweep> sweep =
+        trial.ok() ? store_->GetSweep(trial->sweep_id())
+                   : absl::StatusOr<v1::Sweep>(trial.status());
+    response.set_cancel_trial(sweep.ok() && sweep->state() == v1::ABORTED);
+  }
+  return response;
+}
+
+bool Scheduler::WorkerHasBackend(const WorkerEntry& worker,
+                                 const std::string& backend) {
+  for (const v1::BackendProbe& probe : worker.probe.backends()) {
+    if (probe.name() == backend) return probe.available();
+  }
+  return false;
+}
+
+std::string Scheduler::UnavailableReason(const std::string& backend) const {
+  std::vector<std::string> reasons;
+  for (const WorkerEntry& worker : registry_->AliveWorkers()) {
+    if (WorkerHasBackend(worker, backend)) return "";
+    std::string reason = "not registered by this worker";
+    for (const v1::BackendProbe& probe : worker.probe.backends()) {
+      if (probe.name() == backend) reason = probe.reason();
+    }
+    reasons.push_back(absl::StrCat(worker.name, ": ", reason));
+  }
+  return reasons.empty() ? "" : absl::StrJoin(reasons, "; ");
+}
+
+absl::StatusOr<v1::AcquireTrialResponse> Scheduler::Acquire(
+    const std::string& worker_id) {
+  const std::optional<WorkerEntry> worker = registry_->Get(worker_id);
+  if (!worker.has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker_id: '", worker_id, "' is not registered"));
+  }
+  RETURN_IF_ERROR(ExpireLeases());
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(std::vector<v1::Trial> queued,
+                   store_->TrialsInStates({v1::QUEUED}));
+  v1::AcquireTrialResponse response;
+  for (const v1::Trial& trial : queued) {
+    const std::string& backend = trial.config().moe_backend();
+    if (WorkerHasBackend(*worker, backend)) {
+      RETURN_IF_ERROR(store_->LeaseTrial(trial.trial_id(), worker_id,
+                                         clock_->NowUnixMs()));
+      ASSIGN_OR_RETURN(*response.mutable_trial(),
+                       store_->GetTrial(trial.trial_id()));
+      response.set_granted(true);
+      response.set_lease_deadline_unix_ms(clock_->NowUnixMs() + options_.lease_ms);
+      return response;
+    }
+    const std::string reason = UnavailableReason(backend);
+    if (reason.empty()) continue;  // another live worker can run it
+    RETURN_IF_ERROR(store_->FinishTrial(trial.trial_id(), v1::UNAVAILABLE,
+                                        absl::StrCat(backend, " unavailable: ", reason),
+                                        clock_->NowUnixMs()));
+    RETURN_IF_ERROR(MaybeFinishSweep(trial.sweep_id()));
+    Notify();
+  }
+  return response;
+}
+
+absl::StatusOr<v1::ReportResultResponse> Scheduler::Report(
+    const v1::ReportResultRequest& request) {
+  const v1::TrialResult& result = request.result();
+  if (!IsFinal(result.outcome()) || result.outcome() == v1::UNAVAILABLE) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "result.outcome: ", v1::TrialState_Name(result.outcome()),
+        " is not allowed; allowed: DONE, FAILED, INCORRECT, TIMEOUT, CANCELLED"));
+  }
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(const v1::Trial trial, store_->GetTrial(result.trial_id()));
+  v1::TrialResult stored = result;
+  stored.set_worker_id(request.worker_id());
+  ASSIGN_OR_RETURN(const bool recorded,
+                   store_->RecordResult(stored, clock_->NowUnixMs()));
+  v1::ReportResultResponse response;
+  response.set_accepted(recorded);
+  response.set_duplicate(!recorded);
+  if (recorded) {
+    RETURN_IF_ERROR(MaybeFinishSweep(trial.sweep_id()));
+    Notify();
+  }
+  return response;
+}
+
+absl::StatusOr<v1::Sweep> Scheduler::Cancel(int64_t sweep_id) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(store_->CancelSweep(sweep_id, clock_->NowUnixMs()));
+  Notify();
+  return store_->GetSweep(sweep_id);
+}
+
+absl::Status Scheduler::ExpireLeases() {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(std::vector<v1::Trial> leased,
+                   store_->TrialsInStates({v1::LEASED}));
+  for (const v1::Trial& trial : leased) {
+    if (registry_->IsAlive(trial.worker_id())) continue;
+    const int max_attempts = trial.measurement().max_attempts() > 0
+                                 ? trial.measurement().max_attempts()
+                                 : 3;
+    const std::string why =
+        absl::StrCat("worker ", trial.worker_id(), " went silent");
+    if (trial.attempt() < max_attempts) {
+      RETURN_IF_ERROR(store_->RequeueTrial(trial.trial_id(), why,
+                                           clock_->NowUnixMs()));
+      LogWarning("trial ", trial.trial_id(), " re-queued: ", why);
+      continue;
+    }
+    RETURN_IF_ERROR(store_->FinishTrial(
+        trial.trial_id(), v1::FAILED,
+        absl::StrCat(why, "; lost ", trial.attempt(), " times"),
+        clock_->NowUnixMs()));
+    RETURN_IF_ERROR(MaybeFinishSweep(trial.sweep_id()));
+    Notify();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::MaybeFinishSweep(int64_t sweep_id) {
+  ASSIGN_OR_RETURN(const v1::Sweep sweep, store_->GetSweep(sweep_id));
+  if (sweep.state() != v1::RUNNING) return absl::OkStatus();
+  const auto& counts = sweep.trial_counts();
+  const auto count = [&counts](const char* state) {
+    auto it = counts.find(state);
+    return it == counts.end() ? 0 : it->second;
+  };
+  if (count("QUEUED") + count("LEASED") > 0) return absl::OkStatus();
+  LogInfo("sweep ", sweep_id, " finished");
+  return store_->SetSweepState(sweep_id, v1::FINISHED, clock_->NowUnixMs());
+}
+
+void Scheduler::Notify() {
+  absl::MutexLock lock(&event_mu_);
+  ++event_version_;
+}
+
+int64_t Scheduler::event_version() const {
+  absl::MutexLock lock(&event_mu_);
+  return event_version_;
+}
+
+int64_t Scheduler::WaitForEvent(int64_t seen, int64_t timeout_ms) const {
+  absl::MutexLock lock(&event_mu_);
+  const auto changed = [this, seen]() ABSL_SHARED_LOCKS_REQUIRED(event_mu_) {
+    return event_version_ > seen;
+  };
+  event_mu_.AwaitWithTimeout(absl::Condition(&changed),
+                             absl::Milliseconds(timeout_ms));
+  return event_version_;
+}
+
+}  // namespace moetune::coordinator

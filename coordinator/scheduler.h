@@ -1,0 +1,67 @@
+// Scheduler: the coordinator's logic between the gRPC services and the
+// store. Submits sweeps (validate, expand through the tuner's strategy,
+// record), hands trials to workers whose probe says the trial's backend is
+// available (and records a trial UNAVAILABLE, with the workers' reasons, when
+// no live worker has it), renews and expires leases, records results
+// idempotently, cancels sweeps and notices when one is finished. All writes
+// go through the one Store (the coordinator is the database's only writer).
+// Thread-safe: one mutex serialises scheduling decisions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "coordinator/registry.h"
+#include "db/store.h"
+#include "proto/moetune.pb.h"
+
+namespace moetune::coordinator {
+
+struct SchedulerOptions {
+  int64_t lease_ms = 10000;        // a lease lapses this long after a heartbeat
+  int heartbeat_interval_ms = 1000;
+};
+
+class Scheduler {
+ public:
+  Scheduler(db::Store* store, WorkerRegistry* registry, const Clock* clock,
+            SchedulerOptions options);
+
+  absl::StatusOr<v1::SubmitSweepResponse> Submit(const v1::SweepSpec& spec);
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
+      const v1::RegisterWorkerRequest& request);
+  v1::HeartbeatResponse Heartbeat(const v1::HeartbeatRequest& request);
+  // A granted trial, or none now (nothing this worker can run).
+  absl::StatusOr<v1::AcquireTrialResponse> Acquire(const std::string& worker_id);
+  absl::StatusOr<v1::ReportResultResponse> Report(
+      const v1::ReportResultRequest& request);
+  absl::StatusOr<v1::Sweep> Cancel(int64_t sweep_id);
+  // Re-queues (or fails, past max attempts) trials whose worker went silent.
+  absl::Status ExpireLeases();
+  // Bumped whenever a trial reaches a final state or a sweep changes state.
+  int64_t event_version() const;
+  // Blocks until event_version() > seen or the timeout passes.
+  int64_t WaitForEvent(int64_t seen, int64_t timeout_ms) const;
+
+ private:
+  // Why no live worker can run `backend` ("" when one can).
+  std::string UnavailableReason(const std::string& backend) const;
+  static bool WorkerHasBackend(const WorkerEntry& worker,
+                               const std::string& backend);
+  absl::Status MaybeFinishSweep(int64_t sweep_id);
+  void Notify();
+
+  db::Store* store_;
+  WorkerRegistry* registry_;
+  const Clock* clock_;
+  const SchedulerOptions options_;
+  absl::Mutex mu_;  // serialises acquire/report/expire decisions
+  mutable absl::Mutex event_mu_;
+  int64_t event_version_ ABSL_GUARDED_BY(event_mu_) = 0;
+};
+
+}  // namespace moetune::coordinator

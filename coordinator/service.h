@@ -1,0 +1,64 @@
+// The gRPC services: thin and final. Each method translates a request into
+// a Scheduler / Store call and an absl::Status into a grpc::Status; the logic
+// lives in Scheduler and queries. Thread-safe as those are.
+#pragma once
+
+#include "coordinator/registry.h"
+#include "coordinator/scheduler.h"
+#include "db/store.h"
+#include "proto/moetune.grpc.pb.h"
+
+namespace moetune::coordinator {
+
+grpc::Status ToGrpc(const absl::Status& status);
+
+class MoetuneService final : public v1::Moetune::Service {
+ public:
+  MoetuneService(db::Store* store, Scheduler* scheduler,
+                 WorkerRegistry* registry, const Clock* clock)
+      : store_(store), scheduler_(scheduler), registry_(registry),
+        clock_(clock) {}
+
+  grpc::Status SubmitSweep(grpc::ServerContext*, const v1::SubmitSweepRequest*,
+                           v1::SubmitSweepResponse*) override;
+  grpc::Status GetSweep(grpc::ServerContext*, const v1::GetSweepRequest*,
+                        v1::Sweep*) override;
+  grpc::Status ListSweeps(grpc::ServerContext*, const v1::ListSweepsRequest*,
+                          v1::ListSweepsResponse*) override;
+  grpc::Status CancelSweep(grpc::ServerContext*, const v1::CancelSweepRequest*,
+                           v1::Sweep*) override;
+  grpc::Status WatchSweep(grpc::ServerContext*, const v1::WatchSweepRequest*,
+                          grpc::ServerWriter<v1::SweepEvent>*) override;
+  grpc::Status QueryTrials(grpc::ServerContext*, const v1::TrialFilter*,
+                           v1::QueryTrialsResponse*) override;
+  grpc::Status GetBest(grpc::ServerContext*, const v1::GetBestRequest*,
+                       v1::GetBestResponse*) override;
+  grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*,
+                           v1::ListWorkersResponse*) override;
+
+ private:
+  db::Store* store_;
+  Scheduler* scheduler_;
+  WorkerRegistry* registry_;
+  const Clock* clock_;
+};
+
+class WorkerControlService final : public v1::WorkerControl::Service {
+ public:
+  explicit WorkerControlService(Scheduler* scheduler) : scheduler_(scheduler) {}
+
+  grpc::Status RegisterWorker(grpc::ServerContext*,
+                              const v1::RegisterWorkerRequest*,
+                              v1::RegisterWorkerResponse*) override;
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*,
+                         v1::HeartbeatResponse*) override;
+  grpc::Status AcquireTrial(grpc::ServerContext*, const v1::AcquireTrialRequest*,
+                            v1::AcquireTrialResponse*) override;
+  grpc::Status ReportResult(grpc::ServerContext*, const v1::ReportResultRequest*,
+                            v1::ReportResultResponse*) override;
+
+ private:
+  Scheduler* scheduler_;
+};
+
+}  // namespace moetune::coordinator

@@ -1,0 +1,78 @@
+// The GPU MoE library's public face: plain C++ (no CUDA, abseil or gRPC
+// headers), so the worker, compiled by g++, calls the kernels through it. When
+// the build has no CUDA, worker/gpu_stub.cc defines the same functions and
+// answers "built without CUDA". Every function is safe to call without a
+// GPU: errors come back as values, never as aborts. Functions are
+// thread-safe unless noted; RunMoeLayer uses the device exclusively while it
+// runs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moetune::gpu {
+
+struct DeviceInfo {
+  bool present = false;
+  int ordinal = 0;
+  std::string name;
+  int sm_major = 0, sm_minor = 0, sm_count = 0;
+  int64_t memory_bytes = 0;
+  int sm_clock_mhz = 0, mem_clock_mhz = 0;
+  int driver_version = 0, runtime_version = 0;  // CUDA's 13000-style ints
+  std::string error;  // why not present
+};
+
+DeviceInfo QueryDevice(int ordinal);
+int DeviceCount();  // 0 when there is no driver or device
+std::vector<int> CompiledArchs();  // e.g. {90}
+// Streaming read bandwidth (GB/s, 1e9 B/s) over a buffer far larger than L2.
+double MeasureReadBandwidthGBps(int ordinal, std::string* error);
+std::string NcclVersion();  // "" when NCCL is not linked
+
+struct BackendAvailability {
+  bool available = false;
+  std::string reason;  // why not
+};
+BackendAvailability ProbeMoeBackend(const std::string& name, int ordinal);
+
+struct MoeDims {
+  int hidden = 0, moe_inter = 0, num_experts = 0, top_k = 0, num_shared = 0;
+  float routed_scaling = 1.0f;
+};
+struct MoeShard {
+  int tp = 1, ep = 1, rank = 0;
+};
+struct MoeProblem {
+  MoeDims dims;
+  uint64_t seed = 0;
+  int layer = 0;
+  int batch = 1;
+  std::vector<float> router_bias;  // [num_experts]
+  std::vector<float> input;        // [batch][hidden]
+  MoeShard shard;
+};
+struct MoeRunOptions {
+  std::string backend;
+  int block_n = 0, block_k = 0;
+  bool cuda_graph = false;
+  int warmup = 3;
+  int iterations = 20;
+  int device = 0;
+  bool compute_reference = false;  // also run the trusted GPU path
+};
+enum class RunStatus { kOk, kCannotImplement, kBadProblem, kUnavailable, kCudaError };
+struct MoeRunResult {
+  RunStatus status = RunStatus::kOk;
+  std::string message;
+  std::vector<double> samples_us;       // raw timed iterations (us)
+  std::vector<float> output;            // [batch][hidden]
+  std::vector<float> reference_output;  // trusted path, when asked
+  double bytes = 0;                     // the rank's minimum bytes
+  int distinct_experts = 0;
+};
+
+MoeRunResult RunMoeLayer(const MoeProblem& problem, const MoeRunOptions& options);
+
+}  // namespace moetune::gpu

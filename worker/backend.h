@@ -1,0 +1,61 @@
+// Backend: one MoE implementation a trial can select by name, and the
+// registry that lists them all (DESIGN.md §3: listed is not available; every
+// backend probes). A backend computes and times; the TrialRunner judges
+// (correctness against the reference, statistics, roofline).
+// Backends are used from one thread at a time (one trial per process).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/backend_catalog.h"
+#include "kernels/reference/decode_step.h"
+#include "proto/moetune.pb.h"
+
+namespace moetune::worker {
+
+// The device a worker drives: -1 = the CPU, else a CUDA ordinal.
+struct DeviceTarget {
+  int ordinal = -1;
+  bool is_gpu() const { return ordinal >= 0; }
+};
+
+struct TrialInputs {
+  v1::Trial trial;
+  ref::StepSpec step;  // the workload resolved against its preset
+  DeviceTarget target;
+};
+
+// What a backend hands back; the runner decides what it means.
+struct BackendRun {
+  std::vector<float> output;      // the region's output, row-major
+  std::vector<float> reference;   // a trusted device path's output, or empty
+                                  // (then the runner computes the CPU one)
+  std::vector<double> samples_us; // raw timed iterations (us)
+  double bytes = 0;               // minimum bytes moved per iteration
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const BackendInfo& info() const = 0;
+  // Whether this backend can run on `target`, and why not.
+  virtual v1::BackendProbe Probe(const DeviceTarget& target) = 0;
+  // FAILED_PRECONDITION: this kernel cannot do this shape; INVALID_ARGUMENT:
+  // a bad problem; UNAVAILABLE: not on this machine; INTERNAL: a device error.
+  virtual absl::StatusOr<BackendRun> Run(const TrialInputs& inputs) = 0;
+};
+
+class BackendRegistry {
+ public:
+  void Register(std::unique_ptr<Backend> backend);
+  Backend* Find(const std::string& name) const;  // nullptr if unknown
+  const std::vector<std::unique_ptr<Backend>>& all() const { return backends_; }
+
+ private:
+  std::vector<std::unique_ptr<Backend>> backends_;
+};
+
+}  // namespace moetune::worker

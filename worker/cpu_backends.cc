@@ -1,0 +1,168 @@
+#include "worker/cpu_backends.h"
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "kernels/cpu_moe.h"
+#include "kernels/reference/decode_step.h"
+#include "kernels/reference/moe_reference.h"
+#include "kernels/reference/router.h"
+
+namespace moetune::worker {
+namespace {
+
+using RegionFn = std::function<absl::Status(std::vector<float>* out)>;
+
+// Warm-up, then one sample per iteration from the monotonic clock.
+absl::StatusOr<std::vector<double>> TimeOnCpu(const Clock& clock,
+                                              const v1::Measurement& m,
+                                              const RegionFn& region) {
+  std::vector<float> scratch;
+  for (int i = 0; i < m.warmup_iterations(); ++i) {
+    RETURN_IF_ERROR(region(&scratch));
+  }
+  std::vector<double> samples;
+  samples.reserve(m.iterations());
+  for (int i = 0; i < m.iterations(); ++i) {
+    const int64_t start = clock.MonotonicNs();
+    RETURN_IF_ERROR(region(&scratch));
+    samples.push_back(static_cast<double>(clock.MonotonicNs() - start) / 1e3);
+  }
+  return samples;
+}
+
+// Runs `region` once for the output, then times it.
+absl::StatusOr<BackendRun> RunRegion(const Clock& clock,
+                                     const TrialInputs& in,
+                                     const RegionFn& region, double bytes) {
+  BackendRun run;
+  RETURN_IF_ERROR(region(&run.output));
+  ASSIGN_OR_RETURN(run.samples_us,
+                   TimeOnCpu(clock, in.trial.measurement(), region));
+  run.bytes = bytes;
+  return run;
+}
+
+bool IsMoeRegion(const TrialInputs& in) {
+  return in.trial.workload().region() == v1::MOE_LAYER;
+}
+
+// The MoE layer region for a given MoE implementation.
+RegionFn MoeRegion(const TrialInputs& in, ref::MoeFn moe) {
+  const int layer = FirstMoeLayer(in.step);
+  auto x = std::make_shared<std::vector<float>>(
+      ref::MoeLayerInput(in.step, layer));
+  const int batch = in.step.batch;
+  const int hidden = in.step.config.hidden;
+  return [moe = std::move(moe), x, layer, batch, hidden](
+             std::vector<float>* out) {
+    out->assign(static_cast<size_t>(batch) * hidden, 0.0f);
+    return moe(layer, x->data(), batch, out->data());
+  };
+}
+
+RegionFn DecodeRegion(const TrialInputs& in, ref::MoeFn moe) {
+  const ref::StepSpec step = in.step;
+  return [step, moe = std::move(moe)](std::vector<float>* out) {
+    ASSIGN_OR_RETURN(*out, ref::DecodeStep(step, moe));
+    return absl::OkStatus();
+  };
+}
+
+double RegionBytes(const TrialInputs& in) {
+  if (!IsMoeRegion(in)) return static_cast<double>(ref::DecodeStepBytes(in.step));
+  const int layer = FirstMoeLayer(in.step);
+  const std::vector<float> x = ref::MoeLayerInput(in.step, layer);
+  return static_cast<double>(
+      ref::MoeLayerBytes(in.step, layer, x.data(), in.step.batch));
+}
+
+v1::BackendProbe CpuOnlyProbe(const BackendInfo& info,
+                              const DeviceTarget& target) {
+  v1::BackendProbe probe;
+  probe.set_name(info.name);
+  probe.set_available(!target.is_gpu());
+  if (target.is_gpu()) {
+    probe.set_reason(absl::StrCat(
+        "CPU backend; this worker drives GPU ", target.ordinal,
+        " (CPU backends run on CPU workers: --device cpu)"));
+  }
+  for (const Tile& tile : info.tiles) {
+    v1::TileShape* shape = probe.add_tiles();
+    shape->set_block_n(tile.block_n);
+    shape->set_block_k(tile.block_k);
+  }
+  return probe;
+}
+
+class CpuReferenceBackend final : public Backend {
+ public:
+  explicit CpuReferenceBackend(const Clock* clock) : clock_(clock) {}
+  const BackendInfo& info() const override {
+    return *FindBackend("cpu_reference");
+  }
+  v1::BackendProbe Probe(const DeviceTarget& target) override {
+    return CpuOnlyProbe(info(), target);
+  }
+  absl::StatusOr<BackendRun> Run(const TrialInputs& in) override {
+    const ref::StepSpec step = in.step;
+    ref::MoeFn moe = [step](int layer, const float* x, int batch, float* y) {
+      ref::MoeLayerReference(step, layer, x, batch, y);
+      return absl::OkStatus();
+    };
+    RegionFn region = IsMoeRegion(in) ? MoeRegion(in, moe)
+                                      : DecodeRegion(in, nullptr);
+    return RunRegion(*clock_, in, region, RegionBytes(in));
+  }
+
+ private:
+  const Clock* clock_;
+};
+
+class CpuBlockedBackend final : public Backend {
+ public:
+  explicit CpuBlockedBackend(const Clock* clock) : clock_(clock) {}
+  const BackendInfo& info() const override {
+    return *FindBackend("cpu_blocked");
+  }
+  v1::BackendProbe Probe(const DeviceTarget& target) override {
+    return CpuOnlyProbe(info(), target);
+  }
+  absl::StatusOr<BackendRun> Run(const TrialInputs& in) override {
+    const v1::TileShape& tile = in.trial.config().tile();
+    RETURN_IF_ERROR(cpu::CanImplementBlocked(in.step, tile.block_n(),
+                                             tile.block_k()));
+    ASSIGN_OR_RETURN(std::shared_ptr<cpu::BlockedMoe> blocked,
+                     cpu::BlockedMoe::Create(in.step, tile.block_n(),
+                                             tile.block_k()));
+    ref::MoeFn moe = [blocked](int layer, const float* x, int batch,
+                               float* y) {
+      return blocked->Run(layer, x, batch, y);
+    };
+    RegionFn region =
+        IsMoeRegion(in) ? MoeRegion(in, moe) : DecodeRegion(in, moe);
+    return RunRegion(*clock_, in, region, RegionBytes(in));
+  }
+
+ private:
+  const Clock* clock_;
+};
+
+}  // namespace
+
+int FirstMoeLayer(const ref::StepSpec& step) {
+  return step.config.num_dense_layers;
+}
+
+std::unique_ptr<Backend> MakeCpuReferenceBackend(const Clock* clock) {
+  return std::make_unique<CpuReferenceBackend>(clock);
+}
+std::unique_ptr<Backend> MakeCpuBlockedBackend(const Clock* clock) {
+  return std::make_unique<CpuBlockedBackend>(clock);
+}
+
+}  // namespace moetune::worker

@@ -1,0 +1,49 @@
+// GpuApi: the worker's only door to the GPU. RealGpuApi forwards to
+// kernels/cuda/moe_gpu.h (the CUDA library, or its no-CUDA stand-in that
+// answers "built without CUDA"); tests substitute a fake. Implementations
+// must be thread-safe.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/moe_gpu.h"
+
+namespace moetune::worker {
+
+class GpuApi {
+ public:
+  virtual ~GpuApi() = default;
+  virtual bool BuiltWithCuda() = 0;
+  virtual int DeviceCount() = 0;
+  virtual gpu::DeviceInfo QueryDevice(int ordinal) = 0;
+  virtual double MeasureReadBandwidthGBps(int ordinal, std::string* error) = 0;
+  virtual std::string NcclVersion() = 0;
+  virtual gpu::BackendAvailability ProbeMoeBackend(const std::string& name,
+                                                   int ordinal) = 0;
+  virtual gpu::MoeRunResult RunMoeLayer(const gpu::MoeProblem& problem,
+                                        const gpu::MoeRunOptions& options) = 0;
+};
+
+class RealGpuApi final : public GpuApi {
+ public:
+  bool BuiltWithCuda() override;
+  int DeviceCount() override { return gpu::DeviceCount(); }
+  gpu::DeviceInfo QueryDevice(int ordinal) override {
+    return gpu::QueryDevice(ordinal);
+  }
+  double MeasureReadBandwidthGBps(int ordinal, std::string* error) override {
+    return gpu::MeasureReadBandwidthGBps(ordinal, error);
+  }
+  std::string NcclVersion() override { return gpu::NcclVersion(); }
+  gpu::BackendAvailability ProbeMoeBackend(const std::string& name,
+                                           int ordinal) override {
+    return gpu::ProbeMoeBackend(name, ordinal);
+  }
+  gpu::MoeRunResult RunMoeLayer(const gpu::MoeProblem& problem,
+                                const gpu::MoeRunOptions& options) override {
+    return gpu::RunMoeLayer(problem, options);
+  }
+};
+
+}  // namespace moetune::worker

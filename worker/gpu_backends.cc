@@ -1,0 +1,117 @@
+#include "worker/gpu_backends.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "kernels/reference/moe_reference.h"
+#include "kernels/reference/router.h"
+#include "worker/cpu_backends.h"
+
+namespace moetune::worker {
+namespace {
+
+gpu::MoeProblem MakeProblem(const TrialInputs& in) {
+  const model::ModelConfig& c = in.step.config;
+  const int layer = FirstMoeLayer(in.step);
+  gpu::MoeProblem problem;
+  problem.dims = {c.hidden,         c.moe_intermediate,
+                  c.num_experts,    c.experts_per_token,
+                  c.num_shared_experts, c.routed_scaling};
+  problem.seed = in.step.seed;
+  problem.layer = layer;
+  problem.batch = in.step.batch;
+  problem.router_bias = ref::RouterBias(in.step, layer);
+  problem.input = ref::MoeLayerInput(in.step, layer);
+  problem.shard = {in.step.shard.tp, in.step.shard.ep, in.step.shard.rank};
+  return problem;
+}
+
+gpu::MoeRunOptions MakeOptions(const TrialInputs& in, const std::string& name) {
+  const v1::TrialConfig& config = in.trial.config();
+  gpu::MoeRunOptions options;
+  options.backend = name;
+  options.block_n = config.tile().block_n();
+  options.block_k = config.tile().block_k();
+  options.cuda_graph = config.cuda_graph();
+  options.warmup = in.trial.measurement().warmup_iterations();
+  options.iterations = in.trial.measurement().iterations();
+  options.device = in.target.ordinal;
+  // At real dims the CPU reference of a whole MoE layer takes minutes; the
+  // trusted GPU path (plain kernels straight from the weight hash) is the
+  // oracle there (DESIGN.md §3). Small presets use the CPU reference.
+  options.compute_reference = in.step.config.hidden > 1024;
+  return options;
+}
+
+class GpuMoeBackend final : public Backend {
+ public:
+  GpuMoeBackend(const BackendInfo* info, GpuApi* gpu) : info_(info), gpu_(gpu) {}
+  const BackendInfo& info() const override { return *info_; }
+
+  v1::BackendProbe Probe(const DeviceTarget& target) override {
+    v1::BackendProbe probe;
+    probe.set_name(info_->name);
+    if (!target.is_gpu()) {
+      probe.set_reason("GPU backend; this worker runs on the CPU (--device cpu)");
+    } else {
+      const gpu::BackendAvailability a =
+          gpu_->ProbeMoeBackend(info_->name, target.ordinal);
+      probe.set_available(a.available);
+      probe.set_reason(a.reason);
+    }
+    for (const Tile& tile : info_->tiles) {
+      v1::TileShape* shape = probe.add_tiles();
+      shape->set_block_n(tile.block_n);
+      shape->set_block_k(tile.block_k);
+    }
+    return probe;
+  }
+
+  absl::StatusOr<BackendRun> Run(const TrialInputs& in) override {
+    if (in.trial.workload().region() != v1::MOE_LAYER) {
+      return absl::InvalidArgumentError(
+          "workload.region: GPU backends time MOE_LAYER only");
+    }
+    gpu::MoeRunResult result =
+        gpu_->RunMoeLayer(MakeProblem(in), MakeOptions(in, info_->name));
+    RETURN_IF_ERROR(GpuRunStatus(result));
+    BackendRun run;
+    run.output = std::move(result.output);
+    run.reference = std::move(result.reference_output);
+    run.samples_us = std::move(result.samples_us);
+    run.bytes = result.bytes;
+    return run;
+  }
+
+ private:
+  const BackendInfo* info_;
+  GpuApi* gpu_;
+};
+
+}  // namespace
+
+absl::Status GpuRunStatus(const gpu::MoeRunResult& result) {
+  switch (result.status) {
+    case gpu::RunStatus::kOk:
+      return absl::OkStatus();
+    case gpu::RunStatus::kCannotImplement:
+      return absl::FailedPreconditionError(
+          absl::StrCat("kernel cannot do this shape: ", result.message));
+    case gpu::RunStatus::kBadProblem:
+      return absl::InvalidArgumentError(result.message);
+    case gpu::RunStatus::kUnavailable:
+      return absl::UnavailableError(result.message);
+    case gpu::RunStatus::kCudaError:
+      return absl::InternalError(absl::StrCat("CUDA error: ", result.message));
+  }
+  return absl::InternalError("unknown GPU run status");
+}
+
+std::unique_ptr<Backend> MakeGpuBackend(const std::string& name, GpuApi* gpu) {
+  const BackendInfo* info = FindBackend(name);
+  if (info == nullptr) return nullptr;
+  return std::make_unique<GpuMoeBackend>(info, gpu);
+}
+
+}  // namespace moetune::worker

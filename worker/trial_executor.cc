@@ -1,0 +1,97 @@
+#include "worker/trial_executor.h"
+
+#include <unistd.h>
+
+#include <iostream>
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
+#include "worker/child_process.h"
+
+namespace moetune::worker {
+namespace {
+
+v1::TrialResult Outcome(const v1::Trial& trial, v1::TrialState state,
+                        const std::string& reason) {
+  v1::TrialResult result;
+  result.set_trial_id(trial.trial_id());
+  result.set_attempt(trial.attempt());
+  result.set_outcome(state);
+  result.set_reason(reason);
+  return result;
+}
+
+v1::TrialState StateFor(const ChildOutcome& outcome) {
+  switch (outcome.kind) {
+    case ChildOutcome::Kind::kTimedOut:
+      return v1::TIMEOUT;
+    case ChildOutcome::Kind::kCancelled:
+      return v1::CANCELLED;
+    default:
+      return v1::FAILED;
+  }
+}
+
+}  // namespace
+
+std::chrono::milliseconds TrialDeadline(const v1::Trial& trial) {
+  const double seconds = trial.measurement().trial_timeout_s() > 0
+                             ? trial.measurement().trial_timeout_s()
+                             : 120.0;
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+v1::TrialResult InProcessExecutor::Execute(const v1::TrialExecution& execution,
+                                           const std::atomic<bool>* cancel) {
+  if (cancel != nullptr && cancel->load()) {
+    return Outcome(execution.trial(), v1::CANCELLED, "sweep cancelled");
+  }
+  return runner_->Run(execution);
+}
+
+v1::TrialResult ChildProcessExecutor::Execute(
+    const v1::TrialExecution& execution, const std::atomic<bool>* cancel) {
+  const v1::Trial& trial = execution.trial();
+  const ChildOutcome outcome =
+      RunChildProcess(child_command_, execution.SerializeAsString(),
+                      TrialDeadline(trial), cancel);
+  const bool clean_exit = outcome.kind == ChildOutcome::Kind::kExited &&
+                          outcome.exit_code == 0;
+  v1::TrialResult result;
+  if (clean_exit && result.ParseFromString(outcome.stdout_data)) {
+    return result;
+  }
+  std::string reason = DescribeOutcome(outcome);
+  if (!outcome.stderr_tail.empty()) {
+    absl::StrAppend(&reason, "; stderr: ", outcome.stderr_tail);
+  }
+  if (clean_exit) absl::StrAppend(&reason, "; its result did not parse");
+  return Outcome(trial, StateFor(outcome), reason);
+}
+
+int RunTrialChildMain(TrialRunner* runner) {
+  const std::string input((std::istreambuf_iterator<char>(std::cin)),
+                          std::istreambuf_iterator<char>());
+  v1::TrialExecution execution;
+  if (!execution.ParseFromString(input)) {
+    std::cerr << "trial child: stdin is not a TrialExecution\n";
+    return 2;
+  }
+  // Stdout carries the result alone: anything a library prints goes to
+  // stderr instead, where the supervisor keeps its tail.
+  const int result_fd = dup(STDOUT_FILENO);
+  if (result_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return 3;
+  const v1::TrialResult result = runner->Run(execution);
+  const std::string bytes = result.SerializeAsString();
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = write(result_fd, bytes.data() + written,
+                            bytes.size() - written);
+    if (n <= 0) return 3;
+    written += static_cast<size_t>(n);
+  }
+  close(result_fd);
+  return 0;
+}
+
+}  // namespace moetune::worker

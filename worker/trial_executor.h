@@ -1,0 +1,56 @@
+// TrialExecutor: how the worker agent gets a trial run. ChildProcessExecutor
+// (production) runs it in a supervised child process with a deadline;
+// InProcessExecutor runs the TrialRunner directly (tests, and the child side
+// itself). Both return a result for every trial: failures are outcomes.
+// Execute is called from one thread; Cancel-by-flag is thread-safe.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "proto/moetune.pb.h"
+#include "worker/trial_runner.h"
+
+namespace moetune::worker {
+
+class TrialExecutor {
+ public:
+  virtual ~TrialExecutor() = default;
+  // `cancel` is polled while the trial runs; when set the run is abandoned
+  // and the result says CANCELLED.
+  virtual v1::TrialResult Execute(const v1::TrialExecution& execution,
+                                  const std::atomic<bool>* cancel) = 0;
+};
+
+class InProcessExecutor final : public TrialExecutor {
+ public:
+  explicit InProcessExecutor(TrialRunner* runner) : runner_(runner) {}
+  v1::TrialResult Execute(const v1::TrialExecution& execution,
+                          const std::atomic<bool>* cancel) override;
+
+ private:
+  TrialRunner* runner_;
+};
+
+// Runs `child_command` + the execution on stdin; expects a serialized
+// TrialResult on stdout (see RunTrialChildMain).
+class ChildProcessExecutor final : public TrialExecutor {
+ public:
+  explicit ChildProcessExecutor(std::vector<std::string> child_command)
+      : child_command_(std::move(child_command)) {}
+  v1::TrialResult Execute(const v1::TrialExecution& execution,
+                          const std::atomic<bool>* cancel) override;
+
+ private:
+  std::vector<std::string> child_command_;
+};
+
+// The child side: reads a TrialExecution from stdin, runs it, writes the
+// TrialResult to stdout. Returns the process exit code.
+int RunTrialChildMain(TrialRunner* runner);
+
+// The deadline a trial gets (its measurement's trial_timeout_s; default 120).
+std::chrono::milliseconds TrialDeadline(const v1::Trial& trial);
+
+}  // namespace moetune::worker

@@ -1,0 +1,156 @@
+#include "worker/trial_runner.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "kernels/model_config.h"
+#include "kernels/reference/decode_step.h"
+#include "kernels/reference/moe_reference.h"
+#include "kernels/reference/router.h"
+#include "tuner/stats.h"
+#include "worker/comm_model.h"
+#include "worker/cpu_backends.h"
+
+namespace moetune::worker {
+namespace {
+
+ref::RoutingSpec ResolveRouting(const v1::Routing& routing) {
+  ref::RoutingSpec spec;
+  switch (routing.distribution()) {
+    case v1::Routing::SKEWED:
+      spec.kind = ref::RoutingSpec::Kind::kSkewed;
+      break;
+    case v1::Routing::REPLAYED:
+      spec.kind = ref::RoutingSpec::Kind::kReplayed;
+      break;
+    default:
+      spec.kind = ref::RoutingSpec::Kind::kUniform;
+  }
+  spec.skew = routing.skew();
+  spec.histogram.assign(routing.histogram().begin(), routing.histogram().end());
+  return spec;
+}
+
+std::vector<float> CpuReference(const TrialInputs& in) {
+  if (in.trial.workload().region() == v1::MOE_LAYER) {
+    const int layer = FirstMoeLayer(in.step);
+    const std::vector<float> x = ref::MoeLayerInput(in.step, layer);
+    std::vector<float> y(x.size(), 0.0f);
+    ref::MoeLayerReference(in.step, layer, x.data(), in.step.batch, y.data());
+    return y;
+  }
+  absl::StatusOr<std::vector<float>> logits = ref::DecodeStep(in.step, nullptr);
+  return logits.ok() ? *logits : std::vector<float>{};
+}
+
+void Fail(v1::TrialResult* result, v1::TrialState outcome,
+          const std::string& reason) {
+  result->set_outcome(outcome);
+  result->set_reason(reason);
+}
+
+void AttachRoofline(const TrialInputs& in, double bytes, double read_gbps,
+                    v1::TrialResult* result) {
+  v1::Roofline* roofline = result->mutable_roofline();
+  roofline->set_bytes(bytes);
+  CommShape shape;
+  shape.batch = in.step.batch;
+  shape.hidden = in.step.config.hidden;
+  shape.top_k = in.step.config.experts_per_token;
+  shape.tp = in.step.shard.tp;
+  shape.ep = in.step.shard.ep;
+  shape.layers = in.trial.workload().region() == v1::MOE_LAYER
+                     ? 1
+                     : in.step.layers;
+  const double comm_us = ModelCommFloorUs(shape);
+  const double memory_us = read_gbps > 0 ? bytes / (read_gbps * 1e3) : 0;
+  roofline->set_comm_floor_us(comm_us);
+  roofline->set_comm_modelled(shape.tp * shape.ep > 1);
+  roofline->set_floor_us(memory_us + comm_us);
+  const double median = result->stats().median_us();
+  roofline->set_efficiency(median > 0 ? roofline->floor_us() / median : 0);
+}
+
+}  // namespace
+
+absl::StatusOr<ref::StepSpec> ResolveStep(const v1::Trial& trial) {
+  const v1::Workload& w = trial.workload();
+  ASSIGN_OR_RETURN(model::ModelConfig config,
+                   model::PresetByName(w.model_preset()));
+  ref::StepSpec step;
+  step.layers = w.layers() > 0 ? std::min(w.layers(), config.num_layers)
+                               : config.num_layers;
+  step.config = std::move(config);
+  step.batch = w.batch_size();
+  step.context = w.context_length();
+  step.routing = ResolveRouting(w.routing());
+  step.seed = w.seed();
+  step.shard.tp = std::max(1, trial.config().tp());
+  step.shard.ep = std::max(1, trial.config().ep());
+  step.shard.rank = 0;
+  return step;
+}
+
+double RelativeL2Error(const std::vector<float>& out,
+                       const std::vector<float>& ref) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (out.size() != ref.size() || out.empty()) return kInf;
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!std::isfinite(out[i]) || !std::isfinite(ref[i])) return kInf;
+    const double d = static_cast<double>(out[i]) - ref[i];
+    diff += d * d;
+    norm += static_cast<double>(ref[i]) * ref[i];
+  }
+  if (norm == 0) return diff == 0 ? 0 : kInf;
+  return std::sqrt(diff / norm);
+}
+
+double ErrorBound(const BackendInfo& info) {
+  return info.kind == BackendKind::kCpu ? 1e-4 : 2e-2;
+}
+
+v1::TrialResult TrialRunner::Run(const v1::TrialExecution& execution) {
+  v1::TrialResult result;
+  const v1::Trial& trial = execution.trial();
+  result.set_trial_id(trial.trial_id());
+  result.set_attempt(trial.attempt());
+  *result.mutable_fingerprint() = execution.probe().fingerprint();
+  Backend* backend = registry_->Find(trial.config().moe_backend());
+  absl::StatusOr<ref::StepSpec> step = ResolveStep(trial);
+  if (backend == nullptr || !step.ok()) {
+    Fail(&result, v1::FAILED,
+         backend == nullptr
+             ? absl::StrCat("unknown backend '", trial.config().moe_backend(), "'")
+             : std::string(step.status().message()));
+    return result;
+  }
+  TrialInputs in{trial, *step, DeviceTarget{execution.device_ordinal()}};
+  absl::StatusOr<BackendRun> run = backend->Run(in);
+  if (!run.ok()) {
+    Fail(&result, v1::FAILED, run.status().ToString());
+    return result;
+  }
+  const std::vector<float> reference =
+      run->reference.empty() ? CpuReference(in) : run->reference;
+  result.set_max_rel_error(RelativeL2Error(run->output, reference));
+  result.set_error_bound(ErrorBound(backend->info()));
+  *result.mutable_stats() = tuner::Summarize(run->samples_us);
+  result.mutable_samples_us()->Add(run->samples_us.begin(),
+                                   run->samples_us.end());
+  AttachRoofline(in, run->bytes,
+                 execution.probe().device().measured_read_gbps(), &result);
+  if (!(result.max_rel_error() <= result.error_bound())) {
+    Fail(&result, v1::INCORRECT,
+         absl::StrCat("relative error ", result.max_rel_error(),
+                      " exceeds the bound ", result.error_bound()));
+    return result;
+  }
+  result.set_outcome(v1::DONE);
+  return result;
+}
+
+}  // namespace moetune::worker

@@ -1,0 +1,102 @@
+// moetune-worker: one per GPU (or one CPU worker). Probes, registers with the
+// coordinator, and runs trials in supervised child processes. The same binary
+// is the child: `moetune-worker --run_trial` reads a TrialExecution on stdin.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <iostream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "google/protobuf/util/json_util.h"
+#include "worker/agent.h"
+#include "worker/probe.h"
+
+ABSL_FLAG(std::string, coordinator, "127.0.0.1:50051",
+          "coordinator address host:port");
+ABSL_FLAG(std::string, device, "cpu", "cpu, or a CUDA device ordinal (0, 1, ...)");
+ABSL_FLAG(std::string, name, "", "worker name; default host:device");
+ABSL_FLAG(int, max_trials, 0, "exit after this many trials (0 = never)");
+ABSL_FLAG(bool, probe_only, false, "print the probe as JSON and exit");
+ABSL_FLAG(bool, run_trial, false,
+          "internal: run one trial from stdin (the supervised child)");
+
+namespace moetune::worker {
+namespace {
+
+std::atomic<WorkerAgent*> g_agent{nullptr};
+
+void OnSignal(int) {
+  WorkerAgent* agent = g_agent.load();
+  if (agent != nullptr) agent->Stop();
+}
+
+// -1 for "cpu", else the ordinal; an error names the flag and allowed values.
+absl::StatusOr<int> ParseDevice(const std::string& device) {
+  if (device == "cpu") return -1;
+  int ordinal = -1;
+  if (absl::SimpleAtoi(device, &ordinal) && ordinal >= 0) return ordinal;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--device: '", device, "' is not allowed; allowed: cpu or 0, 1, 2, ..."));
+}
+
+int WorkerMain(int ordinal) {
+  RealClock* clock = RealClock::Get();
+  RealGpuApi gpu;
+  RealSystemInfo system;
+  BackendRegistry registry = MakeDefaultRegistry(clock, &gpu);
+  TrialRunner runner(&registry);
+  if (absl::GetFlag(FLAGS_run_trial)) return RunTrialChildMain(&runner);
+  const v1::Probe probe =
+      ProbeWorker(DeviceTarget{ordinal}, registry, {&system, &gpu, clock});
+  if (absl::GetFlag(FLAGS_probe_only)) {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions print;
+    print.add_whitespace = true;
+    (void)google::protobuf::util::MessageToJsonString(probe, &json, print);
+    std::cout << json;
+    return 0;
+  }
+  std::string name = absl::GetFlag(FLAGS_name);
+  if (name.empty()) name = absl::StrCat(system.HostName(), ":", absl::GetFlag(FLAGS_device));
+  ChildProcessExecutor executor(
+      {"/proc/self/exe", "--run_trial", absl::StrCat("--device=", absl::GetFlag(FLAGS_device))});
+  AgentOptions options;
+  options.name = name;
+  options.device_ordinal = ordinal;
+  options.max_trials = absl::GetFlag(FLAGS_max_trials);
+  WorkerAgent agent(
+      grpc::CreateChannel(absl::GetFlag(FLAGS_coordinator),
+                          grpc::InsecureChannelCredentials()),
+      options, probe, &executor);
+  g_agent = &agent;
+  signal(SIGTERM, OnSignal);
+  signal(SIGINT, OnSignal);
+  const absl::Status status = agent.Run();
+  g_agent = nullptr;
+  if (!status.ok()) LogError("worker: ", status.ToString());
+  return status.ok() ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace moetune::worker
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "moetune-worker --coordinator HOST:PORT --device cpu|N");
+  absl::ParseCommandLine(argc, argv);
+  signal(SIGPIPE, SIG_IGN);
+  absl::StatusOr<int> ordinal =
+      moetune::worker::ParseDevice(absl::GetFlag(FLAGS_device));
+  if (!ordinal.ok()) {
+    std::cerr << ordinal.status().message() << "\n";
+    return 2;
+  }
+  return moetune::worker::WorkerMain(*ordinal);
+}
