@@ -13,6 +13,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/log.h"
 #include "google/protobuf/util/json_util.h"
 #include "worker/agent.h"
@@ -24,6 +25,9 @@ ABSL_FLAG(std::string, device, "cpu", "cpu, or a CUDA device ordinal (0, 1, ...)
 ABSL_FLAG(std::string, name, "", "worker name; default host:device");
 ABSL_FLAG(int, max_trials, 0, "exit after this many trials (0 = never)");
 ABSL_FLAG(bool, probe_only, false, "print the probe as JSON and exit");
+ABSL_FLAG(std::string, trial_wrapper, "",
+          "command prefix for each trial process, e.g. 'compute-sanitizer "
+          "--tool memcheck' (split on spaces)");
 ABSL_FLAG(bool, run_trial, false,
           "internal: run one trial from stdin (the supervised child)");
 
@@ -46,6 +50,23 @@ absl::StatusOr<int> ParseDevice(const std::string& device) {
       "--device: '", device, "' is not allowed; allowed: cpu or 0, 1, 2, ..."));
 }
 
+// The child command: this binary in --run_trial mode, behind an optional
+// wrapper (a sanitizer, a profiler, or a test's fault injector).
+std::vector<std::string> TrialCommand(const std::string& wrapper,
+                                      const std::string& device) {
+  std::vector<std::string> command;
+  for (absl::string_view part : absl::StrSplit(wrapper, ' ', absl::SkipEmpty())) {
+    command.emplace_back(part);
+  }
+  // The wrapper needs a real path: /proc/self/exe would name the wrapper.
+  char self[4096] = {};
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  command.push_back(n > 0 ? std::string(self, n) : "/proc/self/exe");
+  command.push_back("--run_trial");
+  command.push_back(absl::StrCat("--device=", device));
+  return command;
+}
+
 int WorkerMain(int ordinal) {
   RealClock* clock = RealClock::Get();
   RealGpuApi gpu;
@@ -65,8 +86,8 @@ int WorkerMain(int ordinal) {
   }
   std::string name = absl::GetFlag(FLAGS_name);
   if (name.empty()) name = absl::StrCat(system.HostName(), ":", absl::GetFlag(FLAGS_device));
-  ChildProcessExecutor executor(
-      {"/proc/self/exe", "--run_trial", absl::StrCat("--device=", absl::GetFlag(FLAGS_device))});
+  ChildProcessExecutor executor(TrialCommand(absl::GetFlag(FLAGS_trial_wrapper),
+                                            absl::GetFlag(FLAGS_device)));
   AgentOptions options;
   options.name = name;
   options.device_ordinal = ordinal;

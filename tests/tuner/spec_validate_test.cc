@@ -1,0 +1,367 @@
+// Every error path of ValidateSweepSpec: the exact field path prefix, and
+// that the message lists what is allowed.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+#include "kernels/backend_catalog.h"
+#include "tuner/spec.h"
+
+namespace moetune::tuner {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+v1::SweepSpec Parse(const std::string& text) {
+  v1::SweepSpec spec;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec))
+      << text;
+  return spec;
+}
+
+// Valid: the smallest spec with a CPU and a GPU backend.
+v1::SweepSpec Base() {
+  return Parse(R"pb(
+    workload {
+      model_preset: "tiny"
+      batch_sizes: 1
+      context_lengths: 256
+      region: MOE_LAYER
+    }
+    space { moe_backends: "cpu_blocked" moe_backends: "fused_gemv" }
+  )pb");
+}
+
+std::string ErrorOf(const v1::SweepSpec& spec) {
+  const absl::Status status = ValidateSweepSpec(spec);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  return std::string(status.message());
+}
+
+TEST(ValidateTest, BaseIsValid) {
+  EXPECT_TRUE(ValidateSweepSpec(Base()).ok()) << ValidateSweepSpec(Base());
+}
+
+TEST(ValidateTest, UnknownPreset) {
+  v1::SweepSpec spec = Base();
+  spec.mutable_workload()->set_model_preset("x");
+  EXPECT_EQ(ErrorOf(spec),
+            "workload.model_preset: unknown preset 'x'; allowed: glm5, tiny");
+  spec.mutable_workload()->clear_model_preset();
+  EXPECT_EQ(ErrorOf(spec),
+            "workload.model_preset: unknown preset ''; allowed: glm5, tiny");
+}
+
+TEST(ValidateTest, LayersAgainstThePreset) {
+  v1::SweepSpec spec = Base();
+  spec.mutable_workload()->set_layers(5);
+  EXPECT_THAT(ErrorOf(spec),
+              StartsWith("workload.layers: 5 is out of range; allowed: 0..4"));
+  spec.mutable_workload()->set_layers(-1);
+  EXPECT_THAT(ErrorOf(spec), StartsWith("workload.layers: -1 is out of range"));
+  spec.mutable_workload()->set_layers(4);
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok());
+  spec.mutable_workload()->set_model_preset("glm5");
+  spec.mutable_workload()->set_layers(78);
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok());
+  spec.mutable_workload()->set_layers(79);
+  EXPECT_THAT(
+      ErrorOf(spec),
+      StartsWith("workload.layers: 79 is out of range; allowed: 0..78"));
+}
+
+TEST(ValidateTest, BatchSizes) {
+  v1::SweepSpec spec = Base();
+  spec.mutable_workload()->clear_batch_sizes();
+  EXPECT_EQ(ErrorOf(spec), "workload.batch_sizes: must not be empty");
+  spec.mutable_workload()->add_batch_sizes(0);
+  EXPECT_EQ(ErrorOf(spec),
+            "workload.batch_sizes[0]: 0 is out of range; allowed: 1..4096");
+  spec.mutable_workload()->set_batch_sizes(0, 4096);
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok());
+  spec.mutable_workload()->add_batch_sizes(4097);
+  EXPECT_EQ(ErrorOf(spec),
+            "workload.batch_sizes[1]: 4097 is out of range; allowed: 1..4096");
+  spec.mutable_workload()->set_batch_sizes(1, 8);
+  spec.mutable_workload()->add_batch_sizes(4096);
+  EXPECT_THAT(ErrorOf(spec),
+              StartsWith("workload.batch_sizes[2]: 4096 is repeated (first at "
+                         "[0])"));
+}
+
+TEST(ValidateTest, ContextLengths) {
+  v1::SweepSpec spec = Base();
+  spec.mutable_workload()->clear_context_lengths();
+  EXPECT_EQ(ErrorOf(spec), "workload.context_lengths: must not be empty");
+  spec.mutable_workload()->add_context_lengths(1048576);
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok());
+  spec.mutable_workload()->add_context_lengths(1048577);
+  EXPECT_EQ(ErrorOf(spec),
+            "workload.context_lengths[1]: 1048577 is out of range; allowed: "
+            "1..1048576");
+  spec.mutable_workload()->set_context_lengths(1, -3);
+  EXPECT_THAT(ErrorOf(spec),
+              StartsWith("workload.context_lengths[1]: -3 is out of range"));
+}
+
+TEST(ValidateTest, SkewedRoutingNeedsPositiveSkew) {
+  v1::SweepSpec spec = Base();
+  v1::Routing& routing = *spec.mutable_workload()->mutable_routing();
+  routing.set_distribution(v1::Routing::SKEWED);
+  EXPECT_THAT(ErrorOf(spec), StartsWith("workload.routing.skew: 0 is out of "
+                                        "range; allowed: finite values > 0"));
+  routing.set_skew(-1);
+  EXPECT_THAT(ErrorOf(spec), StartsWith("workload.routing.skew: -1 is out"));
+  routing.set_skew(NAN);
+  EXPECT_THAT(ErrorOf(spec), StartsWith("workload.routing.skew: nan is out"));
+  routing.set_skew(1.0);
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok());
+}
+
+TEST(ValidateTest, SkewOrHistogramWithoutTheirDistribution) {
+  v1::SweepSpec spec = Base();
+  v1::Routing& routing = *spec.mutable_workload()->mutable_routing();
+  routing.set_skew(1.0);  // distribution left UNSPECIFIED = UNIFORM
+  EXPECT_THAT(ErrorOf(spec),
+              StartsWith("workload.routing.skew: is only used by SKEWED"));
+  routing.set_distribution(v1::Routing::SKEWED);
+  routing.add_histogram(1.0);
+  EXPECT_THAT(ErrorOf(spec),
+              StartsWith("workload.routing.histogram: is only used by "
+                         "REPLAYED"));
+}
+
+TEST(ValidateTest, ReplayedRoutingHistogram) {
+  v1::SweepSpec spec = Base();
+  v1::Routing& routing = *spec.mutable_workload()->mutable_routing();
+  routing.set_distribution(v1::Routing::REPLAYED);
+  EXPECT_EQ(ErrorOf(spec),
+            "workload.routing.histogram: must not be empty for REPLAYED "
+            "routing");
+  routing.add_histogram(1.0);
+  EXPECT_THAT(ErrorOf(spec),
+              StartsWith("workload.routing.histogram: has 1 entries; allowed: "
+                         "exactly 32"));
+  for (int i = 1; i < 32; ++i) routing.add_histogram(0.0);
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok());
+  routing.set_histogram(3, -1.0);
+  EXPECT_EQ(ErrorOf(spec),
+            "workload.routing.histogram[3]: -1 is out of range; allowed: "
+            "finite values >= 0");
+  routing.set_histogram(3, 0.0);
+  routing.set_histogram(0, 0.0);
+  EXPECT_EQ(ErrorOf(spec),
+            "workload.routing.histogram: all entries are 0; allowed: at least "
+            "one > 0");
+}
+
+TEST(ValidateTest, UnknownDistribution) {
+  v1::SweepSpec spec = Base();
+  spec.mutable_workload()->mutable_routing()->set_distribution(
+      static_cast<v1::Routing::Distribution>(9));
+  EXPECT_EQ(ErrorOf(spec),
+            "workload.routing.distribution: 9 is not allowed; allowed: "
+            "UNIFORM, SKEWED, REPLAYED");
+}
+
+TEST(ValidateTest, DecodeStepOnlyForCpuBackends) {
+  v1::SweepSpec spec = Base();
+  spec.mutable_workload()->set_region(v1::DECODE_STEP);
+  EXPECT_THAT(ErrorOf(spec),
+              StartsWith("workload.region: DECODE_STEP is only timed by CPU "
+                         "backends; 'fused_gemv'"));
+  EXPECT_THAT(ErrorOf(spec), HasSubstr("allowed with it: MOE_LAYER"));
+  spec.mutable_workload()->set_region(v1::REGION_UNSPECIFIED);  // = DECODE
+  EXPECT_THAT(ErrorOf(spec), StartsWith("workload.region: DECODE_STEP is"));
+  spec.mutable_space()->set_moe_backends(1, "cpu_reference");
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok());
+  spec.mutable_workload()->set_region(static_cast<v1::Region>(5));
+  EXPECT_EQ(ErrorOf(spec),
+            "workload.region: 5 is not allowed; allowed: DECODE_STEP, "
+            "MOE_LAYER");
+}
+
+TEST(ValidateTest, Backends) {
+  v1::SweepSpec spec = Base();
+  spec.mutable_space()->clear_moe_backends();
+  EXPECT_EQ(ErrorOf(spec), "space.moe_backends: must not be empty; allowed: " +
+                               KnownBackendNames());
+  spec.mutable_space()->add_moe_backends("foo");
+  EXPECT_EQ(ErrorOf(spec),
+            "space.moe_backends[0]: unknown backend 'foo'; "
+            "allowed: " +
+                KnownBackendNames());
+  EXPECT_THAT(ErrorOf(spec),
+              HasSubstr("cpu_reference, cpu_blocked, dequant_cublas, "
+                        "fused_gemv, grouped_mma, native_fp4"));
+  spec.mutable_space()->set_moe_backends(0, "cpu_blocked");
+  spec.mutable_space()->add_moe_backends("cpu_reference");
+  spec.mutable_space()->add_moe_backends("cpu_blocked");
+  EXPECT_THAT(ErrorOf(spec),
+              StartsWith("space.moe_backends[2]: 'cpu_blocked' is repeated "
+                         "(first at [0])"));
+}
+
+TEST(ValidateTest, TilesMustBelongToAListedBackend) {
+  v1::SweepSpec spec = Base();
+  auto add_tile = [&spec](int n, int k) {
+    v1::TileShape* tile = spec.mutable_space()->add_tiles();
+    tile->set_block_n(n);
+    tile->set_block_k(k);
+  };
+  add_tile(8, 128);  // cpu_blocked
+  add_tile(8, 512);  // fused_gemv
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok());
+  add_tile(5, 64);
+  EXPECT_EQ(ErrorOf(spec),
+            "space.tiles[2]: {block_n: 5, block_k: 64} is not a tile of any "
+            "listed backend; tiles of cpu_blocked: 4x64, 8x128, 16x256, "
+            "32x512; tiles of fused_gemv: 4x256, 8x256, 8x512, 16x512");
+  spec.mutable_space()->mutable_tiles(2)->set_block_n(64);  // grouped_mma's
+  EXPECT_THAT(ErrorOf(spec), StartsWith("space.tiles[2]: {block_n: 64, "
+                                        "block_k: 64} is not a tile"));
+  spec.mutable_space()->mutable_tiles(2)->set_block_n(8);
+  spec.mutable_space()->mutable_tiles(2)->set_block_k(128);
+  EXPECT_THAT(ErrorOf(spec),
+              StartsWith("space.tiles[2]: 8x128 is repeated (first at [0])"));
+}
+
+TEST(ValidateTest, TilesWithNoTiledBackendListed) {
+  v1::SweepSpec spec = Base();
+  spec.mutable_space()->clear_moe_backends();
+  spec.mutable_space()->add_moe_backends("cpu_reference");
+  v1::TileShape* tile = spec.mutable_space()->add_tiles();
+  tile->set_block_n(8);
+  tile->set_block_k(128);
+  EXPECT_EQ(ErrorOf(spec),
+            "space.tiles[0]: {block_n: 8, block_k: 128} is not a tile of any "
+            "listed backend; no listed backend takes a tile");
+}
+
+TEST(ValidateTest, TpAndEpDegrees) {
+  v1::SweepSpec spec = Base();
+  spec.mutable_space()->add_tp(1);
+  spec.mutable_space()->add_tp(3);
+  EXPECT_EQ(ErrorOf(spec),
+            "space.tp[1]: 3 is not allowed; allowed: 1, 2, 4, 8");
+  spec.mutable_space()->set_tp(1, 1);
+  EXPECT_THAT(ErrorOf(spec),
+              StartsWith("space.tp[1]: 1 is repeated (first at [0])"));
+  spec.mutable_space()->set_tp(1, 8);
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok());
+  spec.mutable_space()->add_ep(16);
+  EXPECT_EQ(ErrorOf(spec),
+            "space.ep[0]: 16 is not allowed; allowed: 1, 2, 4, 8");
+  spec.mutable_space()->set_ep(0, 0);
+  EXPECT_EQ(ErrorOf(spec),
+            "space.ep[0]: 0 is not allowed; allowed: 1, 2, 4, 8");
+}
+
+TEST(ValidateTest, CudaGraphRepeat) {
+  v1::SweepSpec spec = Base();
+  spec.mutable_space()->add_cuda_graph(true);
+  spec.mutable_space()->add_cuda_graph(false);
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok());
+  spec.mutable_space()->add_cuda_graph(true);
+  EXPECT_THAT(ErrorOf(spec),
+              StartsWith("space.cuda_graph[2]: true is repeated (first at "
+                         "[0])"));
+}
+
+TEST(ValidateTest, WorldSize) {
+  v1::SweepSpec spec = Base();
+  spec.mutable_space()->set_world_size(3);
+  EXPECT_EQ(ErrorOf(spec),
+            "space.world_size: 3 is not allowed; allowed: 0 (no filter), 1, 2, "
+            "4, 8");
+  spec.mutable_space()->set_world_size(8);  // tp, ep empty = {1}
+  EXPECT_THAT(ErrorOf(spec),
+              StartsWith("space.world_size: no (tp, ep) pair has tp * ep == 8; "
+                         "tp: {1}, ep: {1}"));
+  spec.mutable_space()->add_tp(1);
+  spec.mutable_space()->add_tp(2);
+  spec.mutable_space()->add_ep(4);
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok());  // 2 * 4
+  spec.mutable_space()->set_world_size(1);
+  EXPECT_THAT(ErrorOf(spec), StartsWith("space.world_size: no (tp, ep) pair "
+                                        "has tp * ep == 1; tp: {1, 2}, ep: "
+                                        "{4}"));
+  spec.mutable_space()->set_world_size(4);  // 1 * 4
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok());
+}
+
+TEST(ValidateTest, Strategy) {
+  v1::SweepSpec spec = Base();
+  spec.mutable_strategy()->set_kind(static_cast<v1::Strategy::Kind>(7));
+  EXPECT_EQ(ErrorOf(spec), "strategy.kind: 7 is not allowed; allowed: GRID");
+  spec.mutable_strategy()->set_kind(v1::Strategy::GRID);
+  spec.mutable_strategy()->set_max_trials(-1);
+  EXPECT_EQ(ErrorOf(spec),
+            "strategy.max_trials: -1 is out of range; allowed: >= 0 (0 = no "
+            "limit)");
+  spec.mutable_strategy()->set_max_trials(5);
+  spec.mutable_strategy()->set_max_gpu_seconds(-0.5);
+  EXPECT_THAT(ErrorOf(spec), StartsWith("strategy.max_gpu_seconds: -0.5 is out "
+                                        "of range; allowed: finite values >= "
+                                        "0"));
+  spec.mutable_strategy()->set_max_gpu_seconds(INFINITY);
+  EXPECT_THAT(ErrorOf(spec), StartsWith("strategy.max_gpu_seconds: inf is"));
+  spec.mutable_strategy()->set_max_gpu_seconds(3600);
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok());
+}
+
+TEST(ValidateTest, MeasurementRanges) {
+  v1::SweepSpec spec = Base();
+  v1::Measurement& m = *spec.mutable_measurement();
+  m.set_warmup_iterations(10001);
+  EXPECT_EQ(ErrorOf(spec),
+            "measurement.warmup_iterations: 10001 is out of range; allowed: "
+            "1..10000 (0 = default 3)");
+  m.set_warmup_iterations(-1);
+  EXPECT_THAT(ErrorOf(spec), StartsWith("measurement.warmup_iterations: -1"));
+  m.set_warmup_iterations(10000);
+  m.set_iterations(100001);
+  EXPECT_EQ(ErrorOf(spec),
+            "measurement.iterations: 100001 is out of range; allowed: "
+            "1..100000 (0 = default 20)");
+  m.set_iterations(100000);
+  m.set_trial_timeout_s(0.5);
+  EXPECT_EQ(ErrorOf(spec),
+            "measurement.trial_timeout_s: 0.5 is out of range; allowed: "
+            "1..86400 (0 = default 120)");
+  m.set_trial_timeout_s(86401);
+  EXPECT_THAT(ErrorOf(spec), StartsWith("measurement.trial_timeout_s: 86401"));
+  m.set_trial_timeout_s(NAN);
+  EXPECT_THAT(ErrorOf(spec), StartsWith("measurement.trial_timeout_s: nan"));
+  m.set_trial_timeout_s(86400);
+  m.set_max_attempts(11);
+  EXPECT_EQ(ErrorOf(spec),
+            "measurement.max_attempts: 11 is out of range; allowed: 1..10 (0 "
+            "= default 3)");
+  m.set_max_attempts(10);
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok());
+}
+
+TEST(ValidateTest, FirstErrorInFieldOrder) {
+  v1::SweepSpec spec = Base();
+  spec.mutable_measurement()->set_iterations(-1);
+  spec.mutable_strategy()->set_max_trials(-1);
+  EXPECT_THAT(ErrorOf(spec), StartsWith("strategy.max_trials:"));
+  spec.mutable_space()->add_tp(3);
+  EXPECT_THAT(ErrorOf(spec), StartsWith("space.tp[0]:"));
+  spec.mutable_space()->add_moe_backends("foo");
+  EXPECT_THAT(ErrorOf(spec), StartsWith("space.moe_backends[2]:"));
+  spec.mutable_workload()->set_region(v1::DECODE_STEP);  // field 7 of workload
+  EXPECT_THAT(ErrorOf(spec), StartsWith("workload.region:"));
+  spec.mutable_workload()->set_batch_sizes(0, 0);
+  EXPECT_THAT(ErrorOf(spec), StartsWith("workload.batch_sizes[0]:"));
+  spec.mutable_workload()->set_model_preset("nope");
+  EXPECT_THAT(ErrorOf(spec), StartsWith("workload.model_preset:"));
+}
+
+}  // namespace
+}  // namespace moetune::tuner

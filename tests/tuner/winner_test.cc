@@ -1,0 +1,192 @@
+#include "tuner/winner.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace moetune::tuner {
+namespace {
+
+using ::testing::ElementsAre;
+
+struct Spec {
+  int64_t id;
+  std::string workload;
+  std::string fingerprint;
+  double median, ci_low, ci_high;
+  int64_t updated_ms = 1000;
+  v1::TrialState state = v1::DONE;
+};
+
+v1::Trial MakeTrial(const Spec& s) {
+  v1::Trial t;
+  t.set_trial_id(s.id);
+  t.set_workload_hash(s.workload);
+  t.mutable_workload()->set_batch_size(static_cast<int>(s.workload.size()));
+  t.set_state(s.state);
+  t.set_updated_at_unix_ms(s.updated_ms);
+  v1::TrialResult& r = *t.mutable_result();
+  r.set_trial_id(s.id);
+  r.set_outcome(s.state);
+  r.mutable_fingerprint()->set_hash(s.fingerprint);
+  r.mutable_fingerprint()->set_device_name("dev-" + s.fingerprint);
+  r.mutable_stats()->set_samples(20);
+  r.mutable_stats()->set_median_us(s.median);
+  r.mutable_stats()->set_ci_low_us(s.ci_low);
+  r.mutable_stats()->set_ci_high_us(s.ci_high);
+  return t;
+}
+
+std::vector<v1::Trial> MakeTrials(const std::vector<Spec>& specs) {
+  std::vector<v1::Trial> trials;
+  for (const Spec& s : specs) trials.push_back(MakeTrial(s));
+  return trials;
+}
+
+std::vector<int64_t> Tied(const v1::BestForWorkload& b) {
+  return {b.tied_trial_ids().begin(), b.tied_trial_ids().end()};
+}
+
+TEST(SelectBestTest, ClearWinnerRunnerUpAndMargin) {
+  const v1::GetBestResponse r = SelectBest(MakeTrials({
+      {1, "w", "fp", 20.0, 19.0, 21.0},
+      {2, "w", "fp", 10.0, 9.0, 11.0},
+      {3, "w", "fp", 12.5, 11.5, 13.0},
+  }));
+  ASSERT_EQ(r.workloads_size(), 1);
+  const v1::BestForWorkload& b = r.workloads(0);
+  EXPECT_EQ(b.workload_hash(), "w");
+  EXPECT_EQ(b.best().trial_id(), 2);
+  EXPECT_EQ(b.runner_up().trial_id(), 3);
+  EXPECT_DOUBLE_EQ(b.margin_us(), 2.5);
+  EXPECT_FALSE(b.tie());  // 11.5 > 11
+  EXPECT_THAT(Tied(b), ElementsAre(2));
+  EXPECT_EQ(b.fingerprint().hash(), "fp");
+  EXPECT_EQ(b.fingerprint().device_name(), "dev-fp");
+  EXPECT_EQ(b.workload().batch_size(), 1);
+  EXPECT_TRUE(r.excluded().empty());
+}
+
+TEST(SelectBestTest, OverlappingIntervalsAreTies) {
+  const v1::GetBestResponse r = SelectBest(MakeTrials({
+      {1, "w", "fp", 10.0, 9.0, 11.0},
+      {2, "w", "fp", 10.5, 9.5, 11.5},   // runner-up, overlaps
+      {3, "w", "fp", 13.0, 10.8, 15.0},  // third, wide CI reaching the best's
+      {4, "w", "fp", 30.0, 29.0, 31.0},  // clearly slower
+  }));
+  ASSERT_EQ(r.workloads_size(), 1);
+  const v1::BestForWorkload& b = r.workloads(0);
+  EXPECT_EQ(b.best().trial_id(), 1);
+  EXPECT_EQ(b.runner_up().trial_id(), 2);
+  EXPECT_TRUE(b.tie());
+  EXPECT_DOUBLE_EQ(b.margin_us(), 0.5);
+  EXPECT_THAT(Tied(b), ElementsAre(1, 2, 3));
+}
+
+TEST(SelectBestTest, EqualMediansBreakOnTrialId) {
+  const v1::GetBestResponse r = SelectBest(MakeTrials({
+      {7, "w", "fp", 10.0, 9.0, 11.0},
+      {5, "w", "fp", 10.0, 9.0, 11.0},
+  }));
+  ASSERT_EQ(r.workloads_size(), 1);
+  EXPECT_EQ(r.workloads(0).best().trial_id(), 5);
+  EXPECT_EQ(r.workloads(0).runner_up().trial_id(), 7);
+  EXPECT_DOUBLE_EQ(r.workloads(0).margin_us(), 0.0);
+  EXPECT_TRUE(r.workloads(0).tie());
+}
+
+TEST(SelectBestTest, OnlyDoneTrialsRank) {
+  std::vector<v1::Trial> trials = MakeTrials({
+      {1, "w", "fp", 1.0, 0.9, 1.1, 1000, v1::INCORRECT},
+      {2, "w", "fp", 2.0, 1.9, 2.1, 1000, v1::FAILED},
+      {3, "w", "fp", 3.0, 2.9, 3.1, 1000, v1::TIMEOUT},
+      {4, "w", "fp", 50.0, 49.0, 51.0},
+      {5, "w", "fp", 4.0, 3.9, 4.1},  // state DONE, outcome INCORRECT
+      {6, "w", "fp", 5.0, 4.9, 5.1},  // state DONE, no result
+      {7, "w", "fp", 60.0, 45.0, 75.0},
+  });
+  trials[4].mutable_result()->set_outcome(v1::INCORRECT);
+  trials[5].clear_result();
+  const v1::GetBestResponse r = SelectBest(trials);
+  ASSERT_EQ(r.workloads_size(), 1);
+  const v1::BestForWorkload& b = r.workloads(0);
+  EXPECT_EQ(b.best().trial_id(), 4);
+  EXPECT_EQ(b.runner_up().trial_id(), 7);
+  EXPECT_DOUBLE_EQ(b.margin_us(), 10.0);
+  EXPECT_TRUE(b.tie());
+  EXPECT_THAT(Tied(b), ElementsAre(4, 7));  // never 1, 2, 3, 5 or 6
+}
+
+TEST(SelectBestTest, NoRankableTrialNoEntry) {
+  EXPECT_EQ(SelectBest(MakeTrials({
+                           {1, "w", "fp", 1.0, 0.9, 1.1, 1000, v1::INCORRECT},
+                           {2, "w", "fp", 2.0, 1.9, 2.1, 1000, v1::QUEUED},
+                       }))
+                .workloads_size(),
+            0);
+  EXPECT_EQ(SelectBest({}).workloads_size(), 0);
+}
+
+TEST(SelectBestTest, SingleTrialHasNoRunnerUp) {
+  const v1::GetBestResponse r =
+      SelectBest(MakeTrials({{9, "w", "fp", 10.0, 9.0, 11.0}}));
+  ASSERT_EQ(r.workloads_size(), 1);
+  EXPECT_EQ(r.workloads(0).best().trial_id(), 9);
+  EXPECT_FALSE(r.workloads(0).has_runner_up());
+  EXPECT_EQ(r.workloads(0).margin_us(), 0.0);
+  EXPECT_FALSE(r.workloads(0).tie());
+  EXPECT_THAT(Tied(r.workloads(0)), ElementsAre(9));
+}
+
+TEST(SelectBestTest, FingerprintsAreNeverMixed) {
+  const v1::GetBestResponse r = SelectBest(MakeTrials({
+      {1, "w", "old", 10.0, 9.0, 11.0, 1000},
+      {2, "w", "old", 15.0, 14.0, 16.0, 1500},
+      {3, "w", "new", 12.0, 11.0, 13.0, 2000},  // slower than 1, other env
+  }));
+  ASSERT_EQ(r.workloads_size(), 2);
+  // Newest fingerprint first.
+  const v1::BestForWorkload& fresh = r.workloads(0);
+  EXPECT_EQ(fresh.fingerprint().hash(), "new");
+  EXPECT_EQ(fresh.best().trial_id(), 3);
+  EXPECT_FALSE(fresh.has_runner_up());
+  EXPECT_THAT(Tied(fresh), ElementsAre(3));
+  const v1::BestForWorkload& stale = r.workloads(1);
+  EXPECT_EQ(stale.fingerprint().hash(), "old");
+  EXPECT_EQ(stale.best().trial_id(), 1);
+  EXPECT_EQ(stale.runner_up().trial_id(), 2);
+  EXPECT_DOUBLE_EQ(stale.margin_us(), 5.0);
+  EXPECT_FALSE(stale.tie());
+  EXPECT_THAT(Tied(stale), ElementsAre(1));
+}
+
+TEST(SelectBestTest, NewestIsByLatestTrialOfTheFingerprint) {
+  const v1::GetBestResponse r = SelectBest(MakeTrials({
+      {1, "w", "a", 10.0, 9.0, 11.0, 5000},
+      {2, "w", "b", 10.0, 9.0, 11.0, 4000},
+      {3, "w", "b", 11.0, 10.0, 12.0, 6000},
+  }));
+  ASSERT_EQ(r.workloads_size(), 2);
+  EXPECT_EQ(r.workloads(0).fingerprint().hash(), "b");
+  EXPECT_EQ(r.workloads(1).fingerprint().hash(), "a");
+}
+
+TEST(SelectBestTest, WorkloadsInFirstAppearanceOrder) {
+  const v1::GetBestResponse r = SelectBest(MakeTrials({
+      {1, "zz", "fp", 10.0, 9.0, 11.0},
+      {2, "aaa", "fp", 8.0, 7.0, 9.0},
+      {3, "zz", "fp", 9.0, 8.5, 9.5},
+  }));
+  ASSERT_EQ(r.workloads_size(), 2);
+  EXPECT_EQ(r.workloads(0).workload_hash(), "zz");
+  EXPECT_EQ(r.workloads(0).best().trial_id(), 3);
+  EXPECT_EQ(r.workloads(0).workload().batch_size(), 2);
+  EXPECT_TRUE(r.workloads(0).tie());  // [8.5, 9.5] overlaps [9, 11]
+  EXPECT_EQ(r.workloads(1).workload_hash(), "aaa");
+  EXPECT_EQ(r.workloads(1).best().trial_id(), 2);
+}
+
+}  // namespace
+}  // namespace moetune::tuner

@@ -1,0 +1,352 @@
+// ValidateSweepSpec (declared in spec.h): one small check per field, run in
+// field order so that the first error reported is the first in the spec.
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "kernels/backend_catalog.h"
+#include "tuner/spec.h"
+
+namespace moetune::tuner {
+namespace {
+
+constexpr int kDegrees[] = {1, 2, 4, 8};
+constexpr char kDegreeList[] = "1, 2, 4, 8";
+
+absl::Status Invalid(const std::string& path, const std::string& message) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": ", message));
+}
+
+std::string At(const std::string& path, int index) {
+  return absl::StrCat(path, "[", index, "]");
+}
+
+// `show` maps an element to its text in messages; two elements repeat when
+// their texts are equal (every element type here prints all of its fields).
+template <typename List, typename Show>
+absl::Status CheckNoRepeat(const List& list, const std::string& path,
+                           Show show) {
+  for (int i = 0; i < list.size(); ++i) {
+    const std::string text = show(list.Get(i));
+    for (int j = 0; j < i; ++j) {
+      if (show(list.Get(j)) != text) continue;
+      return Invalid(At(path, i), absl::StrCat(text, " is repeated (first at [",
+                                               j, "]); list each value once"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string ShowInt(int32_t value) { return absl::StrCat(value); }
+
+// Non-empty, each in [lo, hi], no repeats.
+absl::Status CheckIntList(const google::protobuf::RepeatedField<int32_t>& list,
+                          const std::string& path, int lo, int hi) {
+  if (list.empty()) return Invalid(path, "must not be empty");
+  for (int i = 0; i < list.size(); ++i) {
+    if (list.Get(i) < lo || list.Get(i) > hi) {
+      return Invalid(At(path, i),
+                     absl::StrCat(list.Get(i),
+                                  " is out of range; allowed: ", lo, "..", hi));
+    }
+  }
+  return CheckNoRepeat(list, path, ShowInt);
+}
+
+// ------------------------------------------------------------- workload --
+
+absl::Status CheckPreset(const v1::WorkloadSpace& w, const PresetInfo** out) {
+  *out = FindPreset(w.model_preset());
+  if (*out != nullptr) return absl::OkStatus();
+  return Invalid("workload.model_preset",
+                 absl::StrCat("unknown preset '", w.model_preset(),
+                              "'; allowed: ", KnownPresetNames()));
+}
+
+absl::Status CheckLayers(const v1::WorkloadSpace& w, const PresetInfo& preset) {
+  if (w.layers() >= 0 && w.layers() <= preset.num_layers) {
+    return absl::OkStatus();
+  }
+  return Invalid("workload.layers",
+                 absl::StrCat(w.layers(), " is out of range; allowed: 0..",
+                              preset.num_layers, " (0 = all layers of '",
+                              std::string(preset.name), "')"));
+}
+
+absl::Status CheckHistogram(const v1::Routing& routing,
+                            const PresetInfo& preset) {
+  const std::string path = "workload.routing.histogram";
+  const auto& histogram = routing.histogram();
+  if (histogram.empty()) {
+    return Invalid(path, "must not be empty for REPLAYED routing");
+  }
+  if (histogram.size() != preset.num_experts) {
+    return Invalid(
+        path, absl::StrCat("has ", histogram.size(),
+                           " entries; allowed: exactly ", preset.num_experts,
+                           " (one per routed "
+                           "expert of '",
+                           std::string(preset.name), "')"));
+  }
+  bool any_positive = false;
+  for (int i = 0; i < histogram.size(); ++i) {
+    if (!std::isfinite(histogram.Get(i)) || histogram.Get(i) < 0) {
+      return Invalid(At(path, i), absl::StrCat(histogram.Get(i),
+                                               " is out of range; allowed: "
+                                               "finite values >= 0"));
+    }
+    any_positive = any_positive || histogram.Get(i) > 0;
+  }
+  if (any_positive) return absl::OkStatus();
+  return Invalid(path, "all entries are 0; allowed: at least one > 0");
+}
+
+absl::Status CheckRouting(const v1::Routing& routing,
+                          const PresetInfo& preset) {
+  const v1::Routing::Distribution kind = routing.distribution();
+  if (!v1::Routing::Distribution_IsValid(kind)) {
+    return Invalid("workload.routing.distribution",
+                   absl::StrCat(kind,
+                                " is not allowed; allowed: UNIFORM, "
+                                "SKEWED, REPLAYED"));
+  }
+  const bool skewed = kind == v1::Routing::SKEWED;
+  if (skewed && !(std::isfinite(routing.skew()) && routing.skew() > 0)) {
+    return Invalid("workload.routing.skew",
+                   absl::StrCat(routing.skew(),
+                                " is out of range; allowed: "
+                                "finite values > 0 for SKEWED"));
+  }
+  if (!skewed && routing.skew() != 0) {
+    return Invalid("workload.routing.skew",
+                   "is only used by SKEWED routing; set distribution: SKEWED "
+                   "or drop skew");
+  }
+  if (kind == v1::Routing::REPLAYED) return CheckHistogram(routing, preset);
+  if (!routing.histogram().empty()) {
+    return Invalid("workload.routing.histogram",
+                   "is only used by REPLAYED routing; set distribution: "
+                   "REPLAYED or drop histogram");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRegion(const v1::WorkloadSpace& w,
+                         const v1::SearchSpace& space) {
+  if (!v1::Region_IsValid(w.region())) {
+    return Invalid("workload.region", absl::StrCat(w.region(),
+                                                   " is not allowed; allowed: "
+                                                   "DECODE_STEP, MOE_LAYER"));
+  }
+  if (w.region() == v1::MOE_LAYER) return absl::OkStatus();
+  for (const std::string& name : space.moe_backends()) {
+    const BackendInfo* backend = FindBackend(name);
+    if (backend == nullptr || backend->supports_decode_step) continue;
+    return Invalid(
+        "workload.region",
+        absl::StrCat("DECODE_STEP is only timed by CPU backends; '", name,
+                     "' times MOE_LAYER only; allowed with "
+                     "it: MOE_LAYER"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckWorkload(const v1::SweepSpec& spec) {
+  const v1::WorkloadSpace& w = spec.workload();
+  const PresetInfo* preset = nullptr;
+  RETURN_IF_ERROR(CheckPreset(w, &preset));
+  RETURN_IF_ERROR(CheckLayers(w, *preset));
+  RETURN_IF_ERROR(
+      CheckIntList(w.batch_sizes(), "workload.batch_sizes", 1, kMaxBatchSize));
+  RETURN_IF_ERROR(CheckIntList(w.context_lengths(), "workload.context_lengths",
+                               1, kMaxContextLength));
+  RETURN_IF_ERROR(CheckRouting(w.routing(), *preset));
+  return CheckRegion(w, spec.space());
+}
+
+// ---------------------------------------------------------------- space --
+
+std::string ShowTile(const v1::TileShape& tile) {
+  return absl::StrCat(tile.block_n(), "x", tile.block_k());
+}
+
+bool HasTile(const BackendInfo& backend, const v1::TileShape& tile) {
+  for (const Tile& own : backend.tiles) {
+    if (own.block_n == tile.block_n() && own.block_k == tile.block_k()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::Status CheckBackends(const v1::SearchSpace& space) {
+  const std::string path = "space.moe_backends";
+  if (space.moe_backends().empty()) {
+    return Invalid(path, absl::StrCat("must not be empty; allowed: ",
+                                      KnownBackendNames()));
+  }
+  for (int i = 0; i < space.moe_backends().size(); ++i) {
+    const std::string& name = space.moe_backends(i);
+    if (FindBackend(name) != nullptr) continue;
+    return Invalid(At(path, i),
+                   absl::StrCat("unknown backend '", name,
+                                "'; allowed: ", KnownBackendNames()));
+  }
+  return CheckNoRepeat(space.moe_backends(), path, [](const std::string& s) {
+    return absl::StrCat("'", s, "'");
+  });
+}
+
+// "tiles of cpu_blocked: 4x64, 8x128; tiles of fused_gemv: ..." over the
+// listed backends that take tiles, or a note that none does.
+std::string ListedTiles(const v1::SearchSpace& space) {
+  std::vector<std::string> parts;
+  for (const std::string& name : space.moe_backends()) {
+    const BackendInfo* backend = FindBackend(name);
+    if (backend == nullptr || backend->tiles.empty()) continue;
+    parts.push_back(absl::StrCat(
+        "tiles of ", name, ": ",
+        absl::StrJoin(backend->tiles, ", ", [](std::string* out, Tile t) {
+          absl::StrAppend(out, t.block_n, "x", t.block_k);
+        })));
+  }
+  if (parts.empty()) return "no listed backend takes a tile";
+  return absl::StrJoin(parts, "; ");
+}
+
+absl::Status CheckTiles(const v1::SearchSpace& space) {
+  for (int i = 0; i < space.tiles().size(); ++i) {
+    const v1::TileShape& tile = space.tiles(i);
+    bool known = false;
+    for (const std::string& name : space.moe_backends()) {
+      const BackendInfo* backend = FindBackend(name);
+      known = known || (backend != nullptr && HasTile(*backend, tile));
+    }
+    if (known) continue;
+    return Invalid(At("space.tiles", i),
+                   absl::StrCat("{block_n: ", tile.block_n(),
+                                ", block_k: ", tile.block_k(),
+                                "} is not a tile of any listed backend; ",
+                                ListedTiles(space)));
+  }
+  return CheckNoRepeat(space.tiles(), "space.tiles", ShowTile);
+}
+
+bool IsDegree(int value) {
+  for (int degree : kDegrees) {
+    if (value == degree) return true;
+  }
+  return false;
+}
+
+absl::Status CheckDegrees(const google::protobuf::RepeatedField<int32_t>& list,
+                          const std::string& path) {
+  for (int i = 0; i < list.size(); ++i) {
+    if (IsDegree(list.Get(i))) continue;
+    return Invalid(
+        At(path, i),
+        absl::StrCat(list.Get(i), " is not allowed; allowed: ", kDegreeList));
+  }
+  return CheckNoRepeat(list, path, ShowInt);
+}
+
+// The list as WithDefaults will see it: empty means {1}.
+std::vector<int> OrOne(const google::protobuf::RepeatedField<int32_t>& list) {
+  if (list.empty()) return {1};
+  return {list.begin(), list.end()};
+}
+
+absl::Status CheckWorldSize(const v1::SearchSpace& space) {
+  const int world = space.world_size();
+  if (world == 0) return absl::OkStatus();
+  if (!IsDegree(world)) {
+    return Invalid("space.world_size",
+                   absl::StrCat(world,
+                                " is not allowed; allowed: 0 (no "
+                                "filter), ",
+                                kDegreeList));
+  }
+  const std::vector<int> tps = OrOne(space.tp());
+  const std::vector<int> eps = OrOne(space.ep());
+  for (int tp : tps) {
+    for (int ep : eps) {
+      if (tp * ep == world) return absl::OkStatus();
+    }
+  }
+  return Invalid("space.world_size",
+                 absl::StrCat("no (tp, ep) pair has tp * ep == ", world,
+                              "; tp: {", absl::StrJoin(tps, ", "), "}, ep: {",
+                              absl::StrJoin(eps, ", "), "} (empty = {1})"));
+}
+
+absl::Status CheckSpace(const v1::SearchSpace& space) {
+  RETURN_IF_ERROR(CheckBackends(space));
+  RETURN_IF_ERROR(CheckTiles(space));
+  RETURN_IF_ERROR(CheckDegrees(space.tp(), "space.tp"));
+  RETURN_IF_ERROR(CheckDegrees(space.ep(), "space.ep"));
+  RETURN_IF_ERROR(CheckNoRepeat(space.cuda_graph(), "space.cuda_graph",
+                                [](bool b) { return b ? "true" : "false"; }));
+  return CheckWorldSize(space);
+}
+
+// ------------------------------------------------- strategy, measurement --
+
+absl::Status CheckStrategy(const v1::Strategy& strategy) {
+  if (!v1::Strategy::Kind_IsValid(strategy.kind())) {
+    return Invalid("strategy.kind", absl::StrCat(strategy.kind(),
+                                                 " is not allowed; allowed: "
+                                                 "GRID"));
+  }
+  if (strategy.max_trials() < 0) {
+    return Invalid("strategy.max_trials",
+                   absl::StrCat(strategy.max_trials(),
+                                " is out of range; "
+                                "allowed: >= 0 (0 = no limit)"));
+  }
+  const double seconds = strategy.max_gpu_seconds();
+  if (!std::isfinite(seconds) || seconds < 0) {
+    return Invalid("strategy.max_gpu_seconds",
+                   absl::StrCat(seconds,
+                                " is out of range; allowed: finite "
+                                "values >= 0 (0 = no limit)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCount(int value, const std::string& path, int lo, int hi,
+                        int default_value) {
+  if (value == 0 || (value >= lo && value <= hi)) return absl::OkStatus();
+  return Invalid(
+      path, absl::StrCat(value, " is out of range; allowed: ", lo, "..", hi,
+                         " (0 = default ", default_value, ")"));
+}
+
+absl::Status CheckMeasurement(const v1::Measurement& m) {
+  RETURN_IF_ERROR(CheckCount(m.warmup_iterations(),
+                             "measurement.warmup_iterations", 1,
+                             kMaxWarmupIterations, kDefaultWarmupIterations));
+  RETURN_IF_ERROR(CheckCount(m.iterations(), "measurement.iterations", 1,
+                             kMaxIterations, kDefaultIterations));
+  const double timeout = m.trial_timeout_s();
+  if (timeout != 0 && !(timeout >= 1 && timeout <= kMaxTrialTimeoutS)) {
+    return Invalid("measurement.trial_timeout_s",
+                   absl::StrCat(timeout, " is out of range; allowed: 1..",
+                                kMaxTrialTimeoutS, " (0 = default ",
+                                kDefaultTrialTimeoutS, ")"));
+  }
+  return CheckCount(m.max_attempts(), "measurement.max_attempts", 1,
+                    kMaxAttempts, kDefaultMaxAttempts);
+}
+
+}  // namespace
+
+absl::Status ValidateSweepSpec(const v1::SweepSpec& spec) {
+  RETURN_IF_ERROR(CheckWorkload(spec));
+  RETURN_IF_ERROR(CheckSpace(spec.space()));
+  RETURN_IF_ERROR(CheckStrategy(spec.strategy()));
+  return CheckMeasurement(spec.measurement());
+}
+
+}  // namespace moetune::tuner

@@ -1,0 +1,24 @@
+#include "tuner/strategy.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "tuner/grid_strategy.h"
+
+namespace moetune::tuner {
+
+Strategy::~Strategy() = default;
+
+absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
+    const v1::Strategy& strategy) {
+  switch (strategy.kind()) {
+    case v1::Strategy::KIND_UNSPECIFIED:
+    case v1::Strategy::GRID:
+      return std::make_unique<GridStrategy>();
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("strategy.kind: ", strategy.kind(),
+                       " is not allowed; allowed: GRID"));
+  }
+}
+
+}  // namespace moetune::tuner
