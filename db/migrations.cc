@@ -1,0 +1,160 @@
+// RULE: migrations are append-only. Never edit, reorder or delete a script
+// that has shipped: databases in the field have already applied it and will
+// never run it again. To change the schema, append a new script (ALTER TABLE,
+// CREATE INDEX, a table copy, ...). The same holds for the meaning of stored
+// numbers: enum columns hold moetune.v1 enum numbers, which the proto keeps
+// append-only too.
+
+#include "db/migrations.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+
+namespace moetune::db {
+namespace {
+
+// Version 1: the first schema. Times are ms since the Unix epoch; state and
+// outcome columns hold moetune.v1 enum numbers; *_blob-like columns
+// (probe, spec, workload, config, measurement, fingerprint, result) hold
+// serialized moetune.v1 messages, and plain columns copy out what is filtered
+// or sorted on.
+constexpr std::string_view kV1Schema = R"sql(
+CREATE TABLE fingerprints (
+  hash           TEXT PRIMARY KEY NOT NULL,  -- Fingerprint.hash (hex)
+  device_name    TEXT NOT NULL,
+  sm_arch        TEXT NOT NULL,
+  sm_count       INTEGER NOT NULL,
+  sm_clock_mhz   INTEGER NOT NULL,
+  mem_clock_mhz  INTEGER NOT NULL,
+  driver_version TEXT NOT NULL,
+  cuda_version   TEXT NOT NULL,
+  nccl_version   TEXT NOT NULL,
+  build_hash     TEXT NOT NULL,
+  fingerprint    BLOB NOT NULL              -- v1.Fingerprint
+);
+
+CREATE TABLE workers (
+  worker_id        TEXT PRIMARY KEY NOT NULL,
+  name             TEXT NOT NULL,
+  registered_at    INTEGER NOT NULL,        -- first registration (ms)
+  last_heartbeat   INTEGER NOT NULL,        -- ms
+  fingerprint_hash TEXT REFERENCES fingerprints(hash),  -- NULL: none sent
+  probe            BLOB NOT NULL            -- v1.Probe, the latest
+);
+
+-- One row per backend per probe; probe_no counts a worker's probes from 1.
+CREATE TABLE probes (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  worker_id     TEXT NOT NULL REFERENCES workers(worker_id),
+  probe_no      INTEGER NOT NULL CHECK (probe_no >= 1),
+  backend       TEXT NOT NULL,
+  available     INTEGER NOT NULL CHECK (available IN (0, 1)),
+  reason        TEXT NOT NULL,
+  probed_at     INTEGER NOT NULL,           -- ms
+  backend_probe BLOB NOT NULL               -- v1.BackendProbe (with tiles)
+);
+CREATE INDEX probes_by_worker ON probes(worker_id, probe_no);
+
+CREATE TABLE sweeps (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  name        TEXT NOT NULL,
+  spec        BLOB NOT NULL,                -- v1.SweepSpec
+  state       INTEGER NOT NULL,             -- v1.SweepState
+  created_at  INTEGER NOT NULL,             -- ms
+  finished_at INTEGER                       -- ms; NULL while running
+);
+
+CREATE TABLE trials (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  sweep_id      INTEGER NOT NULL REFERENCES sweeps(id),
+  state         INTEGER NOT NULL,           -- v1.TrialState
+  attempt       INTEGER NOT NULL CHECK (attempt >= 0),  -- leases granted
+  worker_id     TEXT NOT NULL DEFAULT '',   -- last worker to hold it
+  reason        TEXT NOT NULL DEFAULT '',
+  moe_backend   TEXT NOT NULL,
+  workload_hash TEXT NOT NULL,
+  workload      BLOB NOT NULL,              -- v1.Workload
+  config        BLOB NOT NULL,              -- v1.TrialConfig
+  measurement   BLOB NOT NULL,              -- v1.Measurement
+  updated_at    INTEGER NOT NULL            -- ms
+);
+CREATE INDEX trials_by_sweep_state ON trials(sweep_id, state);
+CREATE INDEX trials_by_workload ON trials(workload_hash);
+
+-- Every report, including late ones that did not decide the trial's state.
+CREATE TABLE results (
+  trial_id         INTEGER NOT NULL REFERENCES trials(id),
+  attempt          INTEGER NOT NULL CHECK (attempt >= 1),
+  outcome          INTEGER NOT NULL,        -- v1.TrialState
+  worker_id        TEXT NOT NULL,
+  median_us        REAL NOT NULL,
+  mean_us          REAL NOT NULL,
+  p90_us           REAL NOT NULL,
+  p99_us           REAL NOT NULL,
+  stddev_us        REAL NOT NULL,
+  ci_low_us        REAL NOT NULL,
+  ci_high_us       REAL NOT NULL,
+  floor_us         REAL NOT NULL,
+  efficiency       REAL NOT NULL,
+  max_rel_error    REAL NOT NULL,
+  fingerprint_hash TEXT REFERENCES fingerprints(hash),  -- NULL: none sent
+  samples          BLOB NOT NULL,  -- samples_us: IEEE-754 doubles, 8 bytes LE
+  result           BLOB NOT NULL,  -- v1.TrialResult without samples_us
+  recorded_at      INTEGER NOT NULL,        -- ms
+  PRIMARY KEY (trial_id, attempt)
+);
+)sql";
+
+// Append new scripts at the end; see the rule at the top of this file.
+constexpr std::string_view kMigrations[] = {
+    kV1Schema,
+};
+
+}  // namespace
+
+std::span<const std::string_view> ShippedMigrations() { return kMigrations; }
+
+int LatestMigrationVersion() {
+  return static_cast<int>(ShippedMigrations().size());
+}
+
+absl::StatusOr<int> ReadUserVersion(Connection& conn) {
+  ASSIGN_OR_RETURN(const int64_t version,
+                   conn.QueryInt64("PRAGMA user_version"));
+  return static_cast<int>(version);
+}
+
+absl::StatusOr<int> Migrate(Connection& conn,
+                            std::span<const std::string_view> scripts) {
+  const int latest = static_cast<int>(scripts.size());
+  while (true) {
+    // The version is read inside the write transaction so that two
+    // processes opening one file cannot both apply the same script.
+    ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(conn));
+    ASSIGN_OR_RETURN(const int version, ReadUserVersion(conn));
+    if (version > latest) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "database schema version ", version,
+          " is newer than this build knows (latest ", latest,
+          "); it was written by a newer moetune: upgrade this binary"));
+    }
+    if (version == latest) return version;  // txn rolls back: nothing done
+    absl::Status status = conn.Exec(scripts[version]);
+    if (status.ok()) {
+      status = conn.Exec(absl::StrCat("PRAGMA user_version = ", version + 1));
+    }
+    if (status.ok()) status = txn.Commit();
+    if (!status.ok()) {
+      return absl::Status(
+          status.code(),
+          absl::StrCat("migration to schema version ", version + 1,
+                       " failed: ", status.message()));
+    }
+    LogInfo("db: migrated schema to version ", version + 1);
+  }
+}
+
+}  // namespace moetune::db

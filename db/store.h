@@ -1,0 +1,160 @@
+// moetune's SQLite store: workers and their probes, environment fingerprints,
+// sweeps, trials and every reported result. The coordinator is its only
+// writer (DESIGN.md §5); tools may read the file concurrently thanks to WAL.
+//
+// The connection is opened with journal_mode=WAL, synchronous=FULL (a
+// committed result survives power loss), busy_timeout=5000 ms and
+// foreign_keys=ON; the schema is brought up to date by db/migrations.h. Every
+// write is one BEGIN IMMEDIATE ... COMMIT transaction, rolled back on any
+// error, so a failed call leaves nothing behind.
+//
+// Times are int64 ms since the Unix epoch supplied by the caller: the store
+// has no clock, which keeps it deterministic under test.
+//
+// Trial state machine as the store enforces it:
+//   QUEUED --LeaseTrial--> LEASED (attempt + 1)
+//   LEASED --RequeueTrial--> QUEUED (worker lost; attempt kept)
+//   LEASED --RecordResult (current attempt)--> DONE/FAILED/INCORRECT/TIMEOUT/
+//                                              CANCELLED
+//   QUEUED or LEASED --FinishTrial--> FAILED/UNAVAILABLE/CANCELLED
+//   QUEUED --CancelSweep--> CANCELLED
+// A trial's `state` is authoritative; its attached `result` is the recorded
+// result with the highest attempt, which explains the state whenever the
+// state came from a report.
+//
+// Thread-safety: thread-safe. One connection, guarded by one mutex: calls are
+// serialised (SQLite has one writer anyway).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "db/sqlite.h"
+#include "proto/moetune.pb.h"
+
+namespace moetune::db {
+
+// The connection settings as SQLite reports them (not as requested).
+struct StoreSettings {
+  std::string journal_mode;  // "wal" for a file; "memory" for ":memory:"
+  int synchronous = 0;       // 2 = FULL
+  bool foreign_keys = false;
+  int busy_timeout_ms = 0;
+};
+
+class Store {
+ public:
+  // Opens or creates the database at `path` (":memory:" for a private
+  // in-memory one) and applies missing migrations. FAILED_PRECONDITION when
+  // the file's schema is newer than this build knows.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
+
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // The schema version of the open database (== LatestSchemaVersion()).
+  int SchemaVersion() const { return schema_version_; }
+  static int LatestSchemaVersion();
+  // Reads the pragmas back from the connection: for tests and diagnostics.
+  absl::StatusOr<StoreSettings> Settings();
+
+  // ------------------------------------------------------------ workers --
+  // Inserts or updates the worker (registered_at is kept from the first
+  // registration; last_heartbeat becomes now_ms), stores the probe's
+  // fingerprint and appends one probe row per backend. probed_at is
+  // probe.probed_at_unix_ms, or now_ms when that is 0.
+  absl::Status UpsertWorker(const std::string& worker_id,
+                            const std::string& name, const v1::Probe& probe,
+                            int64_t now_ms);
+  // NOT_FOUND when the worker never registered.
+  absl::Status TouchWorker(const std::string& worker_id, int64_t now_ms);
+  // Ordered by worker_id. `alive` is left false (the registry decides
+  // liveness); current_trial_id is the LEASED trial held by the worker, if
+  // any.
+  absl::StatusOr<std::vector<v1::WorkerInfo>> ListWorkers();
+  // The backends of the worker's latest probe, in the probe's order.
+  absl::StatusOr<std::vector<v1::BackendProbe>> LatestProbes(
+      const std::string& worker_id);
+
+  // ------------------------------------------------------------- sweeps --
+  // One transaction: the sweep (RUNNING) and all its trials (QUEUED, attempt
+  // 0, workload_hash as given, which must be non-empty). On success fills
+  // trial_id, sweep_id, state, attempt and updated_at of every *trials entry
+  // and returns the sweep id; on failure *trials is unchanged. A trial
+  // without its own measurement gets spec.measurement.
+  absl::StatusOr<int64_t> CreateSweep(const v1::SweepSpec& spec,
+                                      std::vector<v1::Trial>* trials,
+                                      int64_t now_ms);
+  // With trial_counts keyed by TrialState name and total_trials.
+  absl::StatusOr<v1::Sweep> GetSweep(int64_t sweep_id);
+  // Newest first; limit 0 = all.
+  absl::StatusOr<std::vector<v1::Sweep>> ListSweeps(int limit);
+  // Any SweepState but UNSPECIFIED; finished_at becomes now_ms for FINISHED
+  // and ABORTED and is cleared for RUNNING.
+  absl::Status SetSweepState(int64_t sweep_id, v1::SweepState state,
+                             int64_t now_ms);
+  // QUEUED trials -> CANCELLED and the sweep -> ABORTED in one transaction.
+  // LEASED trials are left for their worker's report. Cancelling an ABORTED
+  // sweep is a no-op; a FINISHED one is FAILED_PRECONDITION.
+  absl::Status CancelSweep(int64_t sweep_id, int64_t now_ms);
+
+  // ------------------------------------------------------------- trials --
+  absl::StatusOr<v1::Trial> GetTrial(int64_t trial_id);
+  // Ordered by trial_id; every field of the filter left at its default
+  // matches everything.
+  absl::StatusOr<std::vector<v1::Trial>> QueryTrials(
+      const v1::TrialFilter& filter);
+  // Ordered by trial_id. For recovery after a coordinator restart.
+  absl::StatusOr<std::vector<v1::Trial>> TrialsInStates(
+      const std::vector<v1::TrialState>& states);
+  // DONE trials of one workload across sweeps, ordered by trial_id.
+  absl::StatusOr<std::vector<v1::Trial>> DoneTrialsForWorkload(
+      const std::string& workload_hash);
+
+  // QUEUED -> LEASED, attempt + 1, worker_id recorded. FAILED_PRECONDITION if
+  // the trial is not QUEUED.
+  absl::Status LeaseTrial(int64_t trial_id, const std::string& worker_id,
+                          int64_t now_ms);
+  // LEASED -> QUEUED (the worker was lost). FAILED_PRECONDITION otherwise.
+  absl::Status RequeueTrial(int64_t trial_id, const std::string& reason,
+                            int64_t now_ms);
+  // A final state without a result: FAILED, UNAVAILABLE or CANCELLED, from
+  // QUEUED or LEASED. FAILED_PRECONDITION if the trial is already final.
+  absl::Status FinishTrial(int64_t trial_id, v1::TrialState state,
+                           const std::string& reason, int64_t now_ms);
+
+  // Stores a worker's report, idempotent by (trial_id, attempt): returns
+  // false and changes nothing when that pair is already recorded. Otherwise
+  // inserts the result (and its fingerprint) and returns true. The outcome
+  // must be DONE, FAILED, INCORRECT, TIMEOUT or CANCELLED (a worker stopped
+  // by its heartbeat reports CANCELLED).
+  // In the same transaction the trial moves to result.outcome only if it is
+  // LEASED and result.attempt is its current attempt, i.e. the report comes
+  // from the lease holder. Any other report (an older attempt after a
+  // re-queue, a trial already final, or one re-queued and not yet leased
+  // again) is kept for the record without touching the trial. A report for
+  // an attempt that was never leased (attempt > the trial's attempt) is
+  // FAILED_PRECONDITION: it cannot come from a real lease.
+  absl::StatusOr<bool> RecordResult(const v1::TrialResult& result,
+                                    int64_t now_ms);
+
+  // See Connection::InjectFaultForTesting: makes a later statement fail so
+  // that tests can check that transactions roll back.
+  void InjectFaultForTesting(std::string sql_substring, int skip = 0);
+
+ private:
+  Store(Connection conn, int schema_version)
+      : conn_(std::move(conn)), schema_version_(schema_version) {}
+
+  absl::Mutex mu_;
+  Connection conn_ ABSL_GUARDED_BY(mu_);
+  const int schema_version_;
+};
+
+}  // namespace moetune::db
