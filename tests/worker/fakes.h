@@ -1,0 +1,65 @@
+// Fakes for the worker's OS and GPU dependencies.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "worker/gpu_api.h"
+#include "worker/system_info.h"
+
+namespace moetune::worker {
+
+class FakeSystemInfo final : public SystemInfo {
+ public:
+  std::string HostName() override { return "testhost"; }
+  std::string CpuModel() override { return "Fake CPU 9000"; }
+  int HardwareThreads() override { return 4; }
+  int64_t MemoryBytes() override { return int64_t{16} << 30; }
+  double MeasureCpuReadGBps() override { return 10.0; }
+};
+
+// A GPU that is there (or not), with per-backend answers and a scripted run.
+class FakeGpuApi final : public GpuApi {
+ public:
+  bool present = true;
+  std::vector<std::string> available_backends = {"fused_gemv"};
+  gpu::MoeRunResult next_run;
+  gpu::MoeProblem last_problem;
+  gpu::MoeRunOptions last_options;
+
+  bool BuiltWithCuda() override { return true; }
+  int DeviceCount() override { return present ? 1 : 0; }
+  gpu::DeviceInfo QueryDevice(int ordinal) override {
+    gpu::DeviceInfo info;
+    info.present = present;
+    info.ordinal = ordinal;
+    if (!present) {
+      info.error = "no CUDA-capable device is detected";
+      return info;
+    }
+    info.name = "Fake H200";
+    info.sm_major = 9;
+    info.sm_count = 132;
+    info.memory_bytes = int64_t{141} << 30;
+    info.driver_version = 13000;
+    info.runtime_version = 13000;
+    return info;
+  }
+  double MeasureReadBandwidthGBps(int, std::string*) override { return 4500; }
+  std::string NcclVersion() override { return "2.28.3"; }
+  gpu::BackendAvailability ProbeMoeBackend(const std::string& name,
+                                           int) override {
+    for (const std::string& b : available_backends) {
+      if (b == name) return {true, ""};
+    }
+    return {false, name + " is not available on Fake H200"};
+  }
+  gpu::MoeRunResult RunMoeLayer(const gpu::MoeProblem& problem,
+                                const gpu::MoeRunOptions& options) override {
+    last_problem = problem;
+    last_options = options;
+    return next_run;
+  }
+};
+
+}  // namespace moetune::worker

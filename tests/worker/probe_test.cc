@@ -1,0 +1,79 @@
+#include "worker/probe.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/worker/fakes.h"
+
+namespace moetune::worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+const v1::BackendProbe& Find(const v1::Probe& probe, const std::string& name) {
+  for (const v1::BackendProbe& b : probe.backends()) {
+    if (b.name() == name) return b;
+  }
+  static const v1::BackendProbe* missing = new v1::BackendProbe();
+  return *missing;
+}
+
+class ProbeTest : public ::testing::Test {
+ protected:
+  FakeClock clock_;
+  FakeSystemInfo system_;
+  FakeGpuApi gpu_;
+  BackendRegistry registry_ = MakeDefaultRegistry(&clock_, &gpu_);
+  ProbeEnv env_{&system_, &gpu_, &clock_};
+};
+
+TEST_F(ProbeTest, EveryCatalogBackendIsProbed) {
+  const v1::Probe probe = ProbeWorker(DeviceTarget{-1}, registry_, env_);
+  EXPECT_EQ(probe.backends_size(), static_cast<int>(BackendCatalog().size()));
+  EXPECT_EQ(probe.probed_at_unix_ms(), clock_.NowUnixMs());
+}
+
+TEST_F(ProbeTest, CpuWorkerHasCpuBackendsAndSaysWhyNotGpuOnes) {
+  const v1::Probe probe = ProbeWorker(DeviceTarget{-1}, registry_, env_);
+  EXPECT_EQ(probe.fingerprint().device_name(), "Fake CPU 9000");
+  EXPECT_EQ(probe.fingerprint().sm_arch(), "cpu");
+  EXPECT_DOUBLE_EQ(probe.device().measured_read_gbps(), 10.0);
+  EXPECT_TRUE(Find(probe, "cpu_reference").available());
+  EXPECT_TRUE(Find(probe, "cpu_blocked").available());
+  EXPECT_EQ(Find(probe, "cpu_blocked").tiles_size(), 4);
+  EXPECT_FALSE(Find(probe, "fused_gemv").available());
+  EXPECT_THAT(Find(probe, "fused_gemv").reason(), HasSubstr("runs on the CPU"));
+}
+
+TEST_F(ProbeTest, GpuWorkerAsksTheGpuLibraryPerBackend) {
+  const v1::Probe probe = ProbeWorker(DeviceTarget{0}, registry_, env_);
+  EXPECT_EQ(probe.fingerprint().device_name(), "Fake H200");
+  EXPECT_EQ(probe.fingerprint().sm_arch(), "sm_90");
+  EXPECT_EQ(probe.fingerprint().cuda_version(), "13.0");
+  EXPECT_EQ(probe.fingerprint().nccl_version(), "2.28.3");
+  EXPECT_DOUBLE_EQ(probe.device().measured_read_gbps(), 4500);
+  EXPECT_TRUE(Find(probe, "fused_gemv").available());
+  EXPECT_FALSE(Find(probe, "native_fp4").available());
+  EXPECT_THAT(Find(probe, "native_fp4").reason(), HasSubstr("not available"));
+  EXPECT_FALSE(Find(probe, "cpu_blocked").available());
+  EXPECT_THAT(Find(probe, "cpu_blocked").reason(), HasSubstr("CPU workers"));
+}
+
+TEST_F(ProbeTest, MissingGpuIsNamedInTheFingerprint) {
+  gpu_.present = false;
+  const v1::Probe probe = ProbeWorker(DeviceTarget{3}, registry_, env_);
+  EXPECT_THAT(probe.fingerprint().device_name(), HasSubstr("GPU 3 absent"));
+}
+
+TEST_F(ProbeTest, FingerprintHashIsStableAndSensitive) {
+  const v1::Probe a = ProbeWorker(DeviceTarget{0}, registry_, env_);
+  const v1::Probe b = ProbeWorker(DeviceTarget{0}, registry_, env_);
+  EXPECT_EQ(a.fingerprint().hash(), b.fingerprint().hash());
+  EXPECT_EQ(a.fingerprint().hash().size(), 16u);
+  v1::Fingerprint changed = a.fingerprint();
+  changed.set_sm_clock_mhz(1000);
+  EXPECT_NE(FingerprintHash(changed), a.fingerprint().hash());
+  EXPECT_EQ(CudaVersionString(12080), "12.8");
+}
+
+}  // namespace
+}  // namespace moetune::worker

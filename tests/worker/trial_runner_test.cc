@@ -1,0 +1,186 @@
+#include "worker/trial_runner.h"
+
+#include <cmath>
+#include <limits>
+
+#include "common/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/worker/fakes.h"
+#include "worker/cpu_backends.h"
+#include "worker/gpu_backends.h"
+
+namespace moetune::worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A backend whose run is scripted by the test.
+class ScriptedBackend final : public Backend {
+ public:
+  explicit ScriptedBackend(absl::StatusOr<BackendRun> run)
+      : run_(std::move(run)) {}
+  const BackendInfo& info() const override { return *FindBackend("fused_gemv"); }
+  v1::BackendProbe Probe(const DeviceTarget&) override { return {}; }
+  absl::StatusOr<BackendRun> Run(const TrialInputs&) override { return run_; }
+
+ private:
+  absl::StatusOr<BackendRun> run_;
+};
+
+v1::TrialExecution Execution(const std::string& backend, v1::Region region,
+                             int batch = 2) {
+  v1::TrialExecution execution;
+  v1::Trial* trial = execution.mutable_trial();
+  trial->set_trial_id(17);
+  trial->set_attempt(2);
+  trial->mutable_workload()->set_model_preset("tiny");
+  trial->mutable_workload()->set_batch_size(batch);
+  trial->mutable_workload()->set_context_length(32);
+  trial->mutable_workload()->set_seed(5);
+  trial->mutable_workload()->set_region(region);
+  trial->mutable_config()->set_moe_backend(backend);
+  trial->mutable_config()->mutable_tile()->set_block_n(8);
+  trial->mutable_config()->mutable_tile()->set_block_k(128);
+  trial->mutable_config()->set_tp(1);
+  trial->mutable_config()->set_ep(1);
+  trial->mutable_measurement()->set_warmup_iterations(1);
+  trial->mutable_measurement()->set_iterations(5);
+  execution.mutable_probe()->mutable_device()->set_measured_read_gbps(10.0);
+  execution.mutable_probe()->mutable_fingerprint()->set_hash("fp1");
+  execution.set_device_ordinal(-1);
+  return execution;
+}
+
+BackendRun Scripted(std::vector<float> output, std::vector<float> reference) {
+  BackendRun run;
+  run.output = std::move(output);
+  run.reference = std::move(reference);
+  run.samples_us = {10, 12, 11, 13, 9};
+  run.bytes = 1e6;  // 1 MB at 10 GB/s = 100 us
+  return run;
+}
+
+TEST(TrialRunnerTest, CpuBackendsAreCorrectAndTimedOnBothRegions) {
+  FakeClock unused;
+  BackendRegistry registry;
+  registry.Register(MakeCpuReferenceBackend(RealClock::Get()));
+  registry.Register(MakeCpuBlockedBackend(RealClock::Get()));
+  TrialRunner runner(&registry);
+  for (const char* backend : {"cpu_reference", "cpu_blocked"}) {
+    for (v1::Region region : {v1::MOE_LAYER, v1::DECODE_STEP}) {
+      const v1::TrialResult r = runner.Run(Execution(backend, region));
+      EXPECT_EQ(r.outcome(), v1::DONE) << backend << " " << r.reason();
+      EXPECT_EQ(r.trial_id(), 17);
+      EXPECT_EQ(r.attempt(), 2);
+      EXPECT_EQ(r.samples_us_size(), 5);
+      EXPECT_EQ(r.stats().samples(), 5);
+      EXPECT_GT(r.stats().median_us(), 0);
+      EXPECT_LE(r.max_rel_error(), 1e-4);
+      EXPECT_GT(r.roofline().bytes(), 0);
+      EXPECT_FALSE(r.roofline().comm_modelled());
+      EXPECT_EQ(r.fingerprint().hash(), "fp1");
+    }
+  }
+}
+
+TEST(TrialRunnerTest, RooflineIsBytesOverMeasuredBandwidth) {
+  BackendRegistry registry;
+  registry.Register(std::make_unique<ScriptedBackend>(
+      Scripted({1, 2, 3}, {1, 2, 3})));
+  TrialRunner runner(&registry);
+  const v1::TrialResult r = runner.Run(Execution("fused_gemv", v1::MOE_LAYER));
+  ASSERT_EQ(r.outcome(), v1::DONE) << r.reason();
+  EXPECT_DOUBLE_EQ(r.stats().median_us(), 11);
+  EXPECT_DOUBLE_EQ(r.roofline().floor_us(), 100);
+  EXPECT_DOUBLE_EQ(r.roofline().efficiency(), 100.0 / 11.0);
+}
+
+TEST(TrialRunnerTest, WrongOutputIsIncorrectNeverFast) {
+  BackendRegistry registry;
+  registry.Register(std::make_unique<ScriptedBackend>(
+      Scripted({1, 2, 4}, {1, 2, 3})));
+  TrialRunner runner(&registry);
+  const v1::TrialResult r = runner.Run(Execution("fused_gemv", v1::MOE_LAYER));
+  EXPECT_EQ(r.outcome(), v1::INCORRECT);
+  EXPECT_NEAR(r.max_rel_error(), 1 / std::sqrt(14.0), 1e-9);
+  EXPECT_DOUBLE_EQ(r.error_bound(), 2e-2);
+  EXPECT_THAT(r.reason(), HasSubstr("exceeds the bound"));
+}
+
+TEST(TrialRunnerTest, NanOrMissingOutputIsIncorrect) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (std::vector<float> output :
+       {std::vector<float>{1, nan, 3}, std::vector<float>{1, 2}}) {
+    BackendRegistry registry;
+    registry.Register(std::make_unique<ScriptedBackend>(
+        Scripted(output, {1, 2, 3})));
+    TrialRunner runner(&registry);
+    EXPECT_EQ(runner.Run(Execution("fused_gemv", v1::MOE_LAYER)).outcome(),
+              v1::INCORRECT);
+  }
+}
+
+TEST(TrialRunnerTest, BackendErrorsAndUnknownNamesAreFailures) {
+  BackendRegistry registry;
+  registry.Register(std::make_unique<ScriptedBackend>(
+      absl::FailedPreconditionError("kernel cannot do this shape: 5x7")));
+  TrialRunner runner(&registry);
+  v1::TrialResult r = runner.Run(Execution("fused_gemv", v1::MOE_LAYER));
+  EXPECT_EQ(r.outcome(), v1::FAILED);
+  EXPECT_THAT(r.reason(), HasSubstr("cannot do this shape"));
+  r = runner.Run(Execution("warp_drive", v1::MOE_LAYER));
+  EXPECT_EQ(r.outcome(), v1::FAILED);
+  EXPECT_THAT(r.reason(), HasSubstr("unknown backend 'warp_drive'"));
+}
+
+TEST(TrialRunnerTest, ShardedTrialsCarryAModelledCommFloor) {
+  BackendRegistry registry;
+  registry.Register(MakeCpuBlockedBackend(RealClock::Get()));
+  TrialRunner runner(&registry);
+  v1::TrialExecution execution = Execution("cpu_blocked", v1::MOE_LAYER);
+  execution.mutable_trial()->mutable_config()->set_ep(2);
+  const v1::TrialResult r = runner.Run(execution);
+  ASSERT_EQ(r.outcome(), v1::DONE) << r.reason();
+  EXPECT_TRUE(r.roofline().comm_modelled());
+  EXPECT_GT(r.roofline().comm_floor_us(), 0);
+}
+
+TEST(RelativeL2ErrorTest, HandComputed) {
+  EXPECT_DOUBLE_EQ(RelativeL2Error({3, 4}, {3, 4}), 0);
+  EXPECT_DOUBLE_EQ(RelativeL2Error({3, 5}, {3, 4}), 1.0 / 5.0);
+  EXPECT_TRUE(std::isinf(RelativeL2Error({}, {})));
+}
+
+TEST(GpuBackendTest, AdaptsTheTrialAndMapsStatuses) {
+  FakeGpuApi gpu;
+  std::unique_ptr<Backend> backend = MakeGpuBackend("fused_gemv", &gpu);
+  TrialInputs in;
+  in.trial = Execution("fused_gemv", v1::MOE_LAYER, 3).trial();
+  in.trial.mutable_config()->set_cuda_graph(true);
+  in.step = *ResolveStep(in.trial);
+  in.target = DeviceTarget{0};
+  gpu.next_run.status = gpu::RunStatus::kOk;
+  gpu.next_run.output = {1, 2};
+  gpu.next_run.samples_us = {5, 6};
+  absl::StatusOr<BackendRun> run = backend->Run(in);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(gpu.last_problem.batch, 3);
+  EXPECT_EQ(gpu.last_problem.dims.hidden, 256);
+  EXPECT_EQ(gpu.last_problem.input.size(), 3u * 256);
+  EXPECT_EQ(gpu.last_problem.router_bias.size(), 32u);
+  EXPECT_EQ(gpu.last_options.block_n, 8);
+  EXPECT_TRUE(gpu.last_options.cuda_graph);
+  EXPECT_FALSE(gpu.last_options.compute_reference);  // tiny: CPU reference
+  gpu.next_run.status = gpu::RunStatus::kCannotImplement;
+  EXPECT_EQ(backend->Run(in).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  gpu.next_run.status = gpu::RunStatus::kCudaError;
+  EXPECT_EQ(backend->Run(in).status().code(), absl::StatusCode::kInternal);
+  in.trial.mutable_workload()->set_region(v1::DECODE_STEP);
+  EXPECT_EQ(backend->Run(in).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace moetune::worker
