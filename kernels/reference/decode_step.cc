@@ -1,0 +1,166 @@
+#include "kernels/reference/decode_step.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "kernels/nvfp4_format.h"
+#include "kernels/reference/attention.h"
+#include "kernels/reference/model_weights.h"
+#include "kernels/reference/moe_reference.h"
+#include "kernels/reference/ops.h"
+#include "kernels/weight_gen.h"
+
+namespace moetune::ref {
+namespace {
+
+// y = down(SiLU(gate x) * (up x)) with the NVFP4 dense MLP of `layer`.
+void DenseMlp(const StepSpec& spec, int layer, const float* x, float* y) {
+  const model::ModelConfig& c = spec.config;
+  const int inter = c.dense_intermediate;
+  const Nvfp4TensorDesc gate_up = DenseGateUpDesc(spec, layer);
+  std::vector<float> gate(static_cast<size_t>(inter));
+  std::vector<float> up(static_cast<size_t>(inter));
+  GemvNvfp4(gate_up, 0, inter, 0, c.hidden, x, gate.data());
+  GemvNvfp4(gate_up, inter, inter, 0, c.hidden, x, up.data());
+  for (int j = 0; j < inter; ++j) gate[j] = Silu(gate[j]) * up[j];
+  GemvNvfp4(DenseDownDesc(spec, layer), 0, c.hidden, 0, inter, gate.data(), y);
+}
+
+absl::Status Mlp(const StepSpec& spec, int layer, const MoeFn& moe,
+                 const std::vector<float>& normed, std::vector<float>& out) {
+  const int hidden = spec.config.hidden;
+  if (!model::IsMoeLayer(spec.config, layer)) {
+    for (int b = 0; b < spec.batch; ++b) {
+      DenseMlp(spec, layer, normed.data() + static_cast<size_t>(b) * hidden,
+               out.data() + static_cast<size_t>(b) * hidden);
+    }
+    return absl::OkStatus();
+  }
+  if (!moe) {
+    MoeLayerReference(spec, layer, normed.data(), spec.batch, out.data());
+    return absl::OkStatus();
+  }
+  return moe(layer, normed.data(), spec.batch, out.data());
+}
+
+// One decoder layer over the residual stream h [batch][hidden], in place.
+absl::Status DecoderLayer(const StepSpec& spec, int layer, int first_sequence,
+                          const MoeFn& moe, std::vector<float>& h) {
+  const model::ModelConfig& c = spec.config;
+  const std::vector<float> attn_gamma =
+      NormGamma(spec, layer, weights::kAttnNorm, c.hidden);
+  const std::vector<float> ffn_gamma =
+      NormGamma(spec, layer, weights::kFfnNorm, c.hidden);
+  std::vector<float> normed(h.size());
+  std::vector<float> out(h.size());
+  for (int b = 0; b < spec.batch; ++b) {
+    const size_t row = static_cast<size_t>(b) * c.hidden;
+    RmsNorm(h.data() + row, attn_gamma.data(), c.hidden, c.rms_eps,
+            normed.data() + row);
+    MlaAttention(spec, layer, first_sequence + b, normed.data() + row,
+                 out.data() + row);
+  }
+  for (size_t i = 0; i < h.size(); ++i) h[i] += out[i];
+  for (int b = 0; b < spec.batch; ++b) {
+    const size_t row = static_cast<size_t>(b) * c.hidden;
+    RmsNorm(h.data() + row, ffn_gamma.data(), c.hidden, c.rms_eps,
+            normed.data() + row);
+  }
+  RETURN_IF_ERROR(Mlp(spec, layer, moe, normed, out));
+  for (size_t i = 0; i < h.size(); ++i) h[i] += out[i];
+  return absl::OkStatus();
+}
+
+std::vector<float> Logits(const StepSpec& spec, std::vector<float>& h) {
+  const model::ModelConfig& c = spec.config;
+  const std::vector<float> gamma =
+      NormGamma(spec, 0, weights::kFinalNorm, c.hidden);
+  const Bf16TensorDesc lm_head = Bf16Desc(spec, 0, weights::kLmHead);
+  std::vector<float> logits(static_cast<size_t>(spec.batch) * c.vocab);
+  for (int b = 0; b < spec.batch; ++b) {
+    float* row = h.data() + static_cast<size_t>(b) * c.hidden;
+    RmsNorm(row, gamma.data(), c.hidden, c.rms_eps, row);
+    GemvBf16(lm_head, row, logits.data() + static_cast<size_t>(b) * c.vocab);
+  }
+  return logits;
+}
+
+int64_t AttentionWeightBytes(const StepSpec& spec, int layer) {
+  const model::ModelConfig& c = spec.config;
+  int64_t elements = 0;
+  for (uint32_t tensor :
+       {weights::kQA, weights::kQB, weights::kKVA, weights::kKVB, weights::kO,
+        weights::kIndexerQB, weights::kIndexerK, weights::kIndexerWeights}) {
+    const Bf16TensorDesc desc = Bf16Desc(spec, layer, tensor);
+    elements += desc.rows * desc.k;
+  }
+  // Gammas: attention norm, q_a norm, kv_a norm, indexer-key norm, ffn norm.
+  elements +=
+      2 * int64_t{c.hidden} + c.q_lora_rank + c.kv_lora_rank + c.index_head_dim;
+  return 2 * elements;
+}
+
+int64_t KvReadBytes(const StepSpec& spec) {
+  const model::ModelConfig& c = spec.config;
+  const int64_t kept = std::min(c.index_topk, spec.context);
+  const int64_t per_sequence = int64_t{spec.context} * c.index_head_dim +
+                               kept * (c.kv_lora_rank + c.qk_rope_dim);
+  return 2 * per_sequence * spec.batch;
+}
+
+int64_t Nvfp4Bytes(const Nvfp4TensorDesc& desc) {
+  return nvfp4::CodeBytes(desc.rows, desc.k) +
+         nvfp4::ScaleBytes(desc.rows, desc.k);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<float>> DecodeStep(const StepSpec& spec,
+                                              const MoeFn& moe) {
+  return DecodeSequences(spec, 0, moe);
+}
+
+absl::StatusOr<std::vector<float>> DecodeSequences(const StepSpec& spec,
+                                                   int first_sequence,
+                                                   const MoeFn& moe) {
+  RETURN_IF_ERROR(ValidateStepSpec(spec));
+  if (first_sequence < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("first_sequence: must be >= 0, got ", first_sequence));
+  }
+  const model::ModelConfig& c = spec.config;
+  const Bf16TensorDesc embedding = Bf16Desc(spec, 0, weights::kEmbedding);
+  std::vector<float> h(static_cast<size_t>(spec.batch) * c.hidden);
+  for (int b = 0; b < spec.batch; ++b) {
+    const int token = TokenId(spec, first_sequence + b);
+    for (int i = 0; i < c.hidden; ++i) {
+      h[static_cast<size_t>(b) * c.hidden + i] = embedding.Weight(token, i);
+    }
+  }
+  for (int layer = 0; layer < spec.layers; ++layer) {
+    RETURN_IF_ERROR(DecoderLayer(spec, layer, first_sequence, moe, h));
+  }
+  return Logits(spec, h);
+}
+
+int64_t DecodeStepBytes(const StepSpec& spec) {
+  const model::ModelConfig& c = spec.config;
+  int64_t bytes = 0;
+  for (int layer = 0; layer < spec.layers; ++layer) {
+    bytes += AttentionWeightBytes(spec, layer) + KvReadBytes(spec);
+    if (model::IsMoeLayer(c, layer)) {
+      const std::vector<float> x = MoeLayerInput(spec, layer);
+      bytes += MoeLayerBytes(spec, layer, x.data(), spec.batch);
+    } else {
+      bytes += Nvfp4Bytes(DenseGateUpDesc(spec, layer)) +
+               Nvfp4Bytes(DenseDownDesc(spec, layer));
+    }
+  }
+  const int64_t lm_head = int64_t{c.vocab} * c.hidden;
+  bytes += 2 * (int64_t{spec.batch} * c.hidden + c.hidden + lm_head +
+                int64_t{spec.batch} * c.vocab);
+  return bytes;
+}
+
+}  // namespace moetune::ref

@@ -1,0 +1,49 @@
+// One full decode step of GLM-5 on the CPU (DESIGN.md §2): token ids ->
+// embedding -> `layers` decoder layers (RMSNorm, MLA attention with the DSA
+// indexer, residual, RMSNorm, dense MLP or MoE, residual) -> final RMSNorm
+// -> lm_head logits. Every sequence b of the batch has its own token id and
+// synthetic KV cache, so rows are independent. The MoE layer is pluggable
+// so a backend's MoE can run inside the reference step.
+// Attention and the dense MLP are computed whole on every rank; with a
+// sharded spec the MoE output is this rank's partial sum standing in for
+// the all-reduced one (communication is not modelled here), so the logits
+// are the unsharded model's only for the trivial shard.
+// Pure functions (given a pure MoeFn); thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/reference/step_spec.h"
+
+namespace moetune::ref {
+
+// Computes the MoE layer `layer`: x = normed hidden [batch][hidden], y =
+// output [batch][hidden] (overwritten).
+using MoeFn =
+    std::function<absl::Status(int layer, const float* x, int batch, float* y)>;
+
+// Logits [spec.batch][vocab] of sequences 0 .. batch-1. A null `moe` uses
+// MoeLayerReference. INVALID_ARGUMENT for a bad spec; a failing MoeFn's
+// status is returned.
+absl::StatusOr<std::vector<float>> DecodeStep(const StepSpec& spec,
+                                              const MoeFn& moe);
+
+// The same for sequences first_sequence .. first_sequence + batch - 1, so a
+// batch row can be recomputed alone.
+absl::StatusOr<std::vector<float>> DecodeSequences(const StepSpec& spec,
+                                                   int first_sequence,
+                                                   const MoeFn& moe);
+
+// Bytes the rank's decode step must at least move (assumes a valid spec):
+// every BF16 attention and indexer weight and norm gamma of the run layers;
+// per sequence and layer, the indexer keys of all `context` past tokens and
+// the latent entries of min(index_topk, context) kept ones (BF16); dense
+// MLPs' NVFP4 codes and scales; MoE layers' MoeLayerBytes on MoeLayerInput
+// (the step's own routing is only known by running it); embedding rows, the
+// final norm, lm_head and the logits (BF16).
+int64_t DecodeStepBytes(const StepSpec& spec);
+
+}  // namespace moetune::ref

@@ -1,0 +1,158 @@
+#include "kernels/reference/model_weights.h"
+
+#include <cmath>
+#include <utility>
+
+#include "kernels/weight_gen.h"
+
+namespace moetune::ref {
+namespace {
+
+Nvfp4TensorDesc Nvfp4Desc(const StepSpec& spec, int layer, uint32_t tensor,
+                          int64_t rows, int64_t k) {
+  Nvfp4TensorDesc desc;
+  desc.seed = spec.seed;
+  desc.layer = static_cast<uint32_t>(layer);
+  desc.tensor = tensor;
+  desc.rows = rows;
+  desc.k = k;
+  desc.tensor_scale = weights::Nvfp4TensorScale(k);
+  return desc;
+}
+
+// Uniform(-1, 1) scaled to unit mean square: 3 * E[u^2] = 1.
+float UnitRmsValue(uint64_t seed, uint32_t layer, uint32_t tensor,
+                   uint64_t index) {
+  return std::sqrt(3.0f) *
+         weights::UnitUniform(weights::Hash(seed, layer, tensor, index));
+}
+
+uint64_t CacheIndex(int sequence, int t, int dim, int d) {
+  return (static_cast<uint64_t>(sequence) << 40) +
+         static_cast<uint64_t>(t) * static_cast<uint64_t>(dim) +
+         static_cast<uint64_t>(d);
+}
+
+}  // namespace
+
+Nvfp4TensorDesc ExpertGateUpDesc(const StepSpec& spec, int layer, int expert) {
+  const model::ModelConfig& c = spec.config;
+  return Nvfp4Desc(spec, layer, weights::ExpertGateUp(expert),
+                   2 * c.moe_intermediate, c.hidden);
+}
+
+Nvfp4TensorDesc ExpertDownDesc(const StepSpec& spec, int layer, int expert) {
+  const model::ModelConfig& c = spec.config;
+  return Nvfp4Desc(spec, layer, weights::ExpertDown(expert), c.hidden,
+                   c.moe_intermediate);
+}
+
+Nvfp4TensorDesc SharedGateUpDesc(const StepSpec& spec, int layer) {
+  const model::ModelConfig& c = spec.config;
+  return Nvfp4Desc(spec, layer, weights::kSharedGateUp, 2 * c.moe_intermediate,
+                   c.hidden);
+}
+
+Nvfp4TensorDesc SharedDownDesc(const StepSpec& spec, int layer) {
+  const model::ModelConfig& c = spec.config;
+  return Nvfp4Desc(spec, layer, weights::kSharedDown, c.hidden,
+                   c.moe_intermediate);
+}
+
+Nvfp4TensorDesc DenseGateUpDesc(const StepSpec& spec, int layer) {
+  const model::ModelConfig& c = spec.config;
+  return Nvfp4Desc(spec, layer, weights::kDenseGateUp, 2 * c.dense_intermediate,
+                   c.hidden);
+}
+
+Nvfp4TensorDesc DenseDownDesc(const StepSpec& spec, int layer) {
+  const model::ModelConfig& c = spec.config;
+  return Nvfp4Desc(spec, layer, weights::kDenseDown, c.hidden,
+                   c.dense_intermediate);
+}
+
+namespace {
+
+// {rows, k} of a BF16 projection; {0, 0} for other ids.
+std::pair<int64_t, int64_t> Bf16Shape(const model::ModelConfig& c,
+                                      uint32_t tensor) {
+  using P = std::pair<int64_t, int64_t>;
+  const int64_t heads = c.num_heads;
+  switch (tensor) {
+    case weights::kQA:
+      return P{c.q_lora_rank, c.hidden};
+    case weights::kQB:
+      return P{heads * (c.qk_nope_dim + c.qk_rope_dim), c.q_lora_rank};
+    case weights::kKVA:
+      return P{c.kv_lora_rank + c.qk_rope_dim, c.hidden};
+    case weights::kKVB:
+      return P{heads * (c.qk_nope_dim + c.v_head_dim), c.kv_lora_rank};
+    case weights::kO:
+      return P{c.hidden, heads * c.v_head_dim};
+    case weights::kIndexerQB:
+      return P{int64_t{c.index_heads} * c.index_head_dim, c.q_lora_rank};
+    case weights::kIndexerK:
+      return P{c.index_head_dim, c.hidden};
+    case weights::kIndexerWeights:
+      return P{c.index_heads, c.hidden};
+    case weights::kRouter:
+      return P{c.num_experts, c.hidden};
+    case weights::kEmbedding:
+      return P{c.vocab, c.hidden};
+    case weights::kLmHead:
+      return P{c.vocab, c.hidden};
+    default:
+      return P{0, 0};
+  }
+}
+
+}  // namespace
+
+Bf16TensorDesc Bf16Desc(const StepSpec& spec, int layer, uint32_t tensor) {
+  const auto [rows, k] = Bf16Shape(spec.config, tensor);
+  return Bf16TensorDesc{spec.seed, static_cast<uint32_t>(layer), tensor, rows,
+                        k};
+}
+
+std::vector<float> NormGamma(const StepSpec& spec, int layer, uint32_t tensor,
+                             int n) {
+  std::vector<float> gamma(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    gamma[i] =
+        1.0f + weights::Bf16Weight(spec.seed, static_cast<uint32_t>(layer),
+                                   tensor, static_cast<uint64_t>(i), 0.1f);
+  }
+  return gamma;
+}
+
+int TokenId(const StepSpec& spec, int sequence) {
+  const uint64_t h = weights::Hash(spec.seed, 0, weights::kInput,
+                                   static_cast<uint64_t>(sequence));
+  return static_cast<int>(h % static_cast<uint64_t>(spec.config.vocab));
+}
+
+void LatentCacheEntry(const StepSpec& spec, int layer, int sequence, int t,
+                      float* out) {
+  const model::ModelConfig& c = spec.config;
+  const int dim = c.kv_lora_rank + c.qk_rope_dim;
+  const auto l = static_cast<uint32_t>(layer);
+  for (int d = 0; d < dim; ++d) {
+    const uint64_t index = CacheIndex(sequence, t, dim, d);
+    out[d] = d < c.kv_lora_rank
+                 ? UnitRmsValue(spec.seed, l, weights::kKvCache, index)
+                 : weights::UnitUniform(
+                       weights::Hash(spec.seed, l, weights::kKvCache, index));
+  }
+}
+
+void IndexerKeyCacheEntry(const StepSpec& spec, int layer, int sequence, int t,
+                          float* out) {
+  const int dim = spec.config.index_head_dim;
+  for (int d = 0; d < dim; ++d) {
+    out[d] =
+        UnitRmsValue(spec.seed, static_cast<uint32_t>(layer),
+                     weights::kIndexerKCache, CacheIndex(sequence, t, dim, d));
+  }
+}
+
+}  // namespace moetune::ref

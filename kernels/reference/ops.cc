@@ -1,0 +1,88 @@
+#include "kernels/reference/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace moetune::ref {
+
+double Dot(const float* a, const float* b, int n) {
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) {
+    sum += static_cast<double>(a[i]) * static_cast<double>(b[i]);
+  }
+  return sum;
+}
+
+void RmsNorm(const float* x, const float* gamma, int n, float eps, float* out) {
+  const double mean_square = Dot(x, x, n) / n;
+  const double inv_rms = 1.0 / std::sqrt(mean_square + eps);
+  for (int i = 0; i < n; ++i) {
+    out[i] = static_cast<float>(x[i] * inv_rms * gamma[i]);
+  }
+}
+
+void LayerNorm(const float* x, const float* gamma, const float* beta, int n,
+               float eps, float* out) {
+  double mean = 0.0;
+  for (int i = 0; i < n; ++i) mean += x[i];
+  mean /= n;
+  double variance = 0.0;
+  for (int i = 0; i < n; ++i) variance += (x[i] - mean) * (x[i] - mean);
+  variance /= n;
+  const double inv_std = 1.0 / std::sqrt(variance + eps);
+  for (int i = 0; i < n; ++i) {
+    const double shift = beta == nullptr ? 0.0 : beta[i];
+    out[i] = static_cast<float>((x[i] - mean) * inv_std * gamma[i] + shift);
+  }
+}
+
+void ApplyRope(float* x, int dim, int position, float theta) {
+  const int half = dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const double inv_freq =
+        std::pow(static_cast<double>(theta), -2.0 * i / dim);
+    const double angle = position * inv_freq;
+    const double c = std::cos(angle);
+    const double s = std::sin(angle);
+    const double first = x[i];
+    const double second = x[i + half];
+    x[i] = static_cast<float>(first * c - second * s);
+    x[i + half] = static_cast<float>(second * c + first * s);
+  }
+}
+
+void Softmax(float* x, int n) {
+  float max_value = x[0];
+  for (int i = 1; i < n; ++i) max_value = std::max(max_value, x[i]);
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i)
+    sum += std::exp(static_cast<double>(x[i]) - max_value);
+  for (int i = 0; i < n; ++i) {
+    x[i] = static_cast<float>(std::exp(static_cast<double>(x[i]) - max_value) /
+                              sum);
+  }
+}
+
+float Sigmoid(float x) {
+  return static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(x))));
+}
+
+float Silu(float x) {
+  return static_cast<float>(x *
+                            (1.0 / (1.0 + std::exp(-static_cast<double>(x)))));
+}
+
+float RoundToBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  if ((bits & 0x7f800000u) == 0x7f800000u) return x;  // inf / NaN unchanged
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  bits &= 0xffff0000u;
+  float rounded;
+  std::memcpy(&rounded, &bits, sizeof(rounded));
+  return rounded;
+}
+
+}  // namespace moetune::ref

@@ -1,0 +1,73 @@
+// What one decode step (or one MoE layer) computes: the model, how many
+// layers, batch, context, routing distribution, seed and the rank's shard
+// (DESIGN.md §2). Plain values and pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kernels/model_config.h"
+
+namespace moetune::ref {
+
+// How tokens pick experts. The router itself is the model's (sigmoid of
+// BF16 logits); the distribution is steered through the per-layer
+// e_score_correction_bias (see RouterBias in router.h).
+struct RoutingSpec {
+  enum class Kind { kUniform, kSkewed, kReplayed };
+  Kind kind = Kind::kUniform;
+  double skew = 1.0;              // kSkewed: Zipf exponent, >= 0
+  std::vector<double> histogram;  // kReplayed: one count per expert, >= 0
+};
+
+// Rank r of a tp x ep grid: r = ep_rank * tp + tp_rank. EP: expert e lives on
+// ep_rank e / (num_experts / ep). TP: the intermediate dim of every expert
+// and of the shared expert is cut into tp contiguous slices; the shared
+// expert runs on ep_rank 0 only. Attention and the dense MLP are not
+// sharded by the reference (every rank computes them whole).
+struct Shard {
+  int tp = 1;
+  int ep = 1;
+  int rank = 0;
+};
+
+struct StepSpec {
+  model::ModelConfig config;
+  int layers = 0;   // decoder layers run (the first `layers`), > 0, resolved
+  int batch = 1;    // sequences decoded together, >= 1
+  int context = 0;  // past tokens in each sequence's KV cache, >= 0
+  RoutingSpec routing;
+  uint64_t seed = 0;
+  Shard shard;
+};
+
+// OK, or INVALID_ARGUMENT naming the bad field and its allowed values.
+absl::Status ValidateStepSpec(const StepSpec& spec);
+absl::Status ValidateShard(const model::ModelConfig& config,
+                           const Shard& shard);
+absl::Status ValidateRouting(const model::ModelConfig& config,
+                             const RoutingSpec& routing);
+
+// Derived shard facts (assume a valid shard).
+inline int TpRank(const Shard& s) { return s.rank % s.tp; }
+inline int EpRank(const Shard& s) { return s.rank / s.tp; }
+inline int ExpertsPerEpRank(const model::ModelConfig& c, const Shard& s) {
+  return c.num_experts / s.ep;
+}
+inline bool OwnsExpert(const model::ModelConfig& c, const Shard& s,
+                       int expert) {
+  return expert / ExpertsPerEpRank(c, s) == EpRank(s);
+}
+inline bool OwnsShared(const model::ModelConfig& c, const Shard& s) {
+  return c.num_shared_experts > 0 && EpRank(s) == 0;
+}
+// Width of this rank's slice of an expert's intermediate dim, and its start.
+inline int InterSlice(const model::ModelConfig& c, const Shard& s) {
+  return c.moe_intermediate / s.tp;
+}
+inline int InterBegin(const model::ModelConfig& c, const Shard& s) {
+  return TpRank(s) * InterSlice(c, s);
+}
+
+}  // namespace moetune::ref

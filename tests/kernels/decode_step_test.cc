@@ -1,0 +1,148 @@
+#include "kernels/reference/decode_step.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "kernels/reference/moe_reference.h"
+
+namespace moetune::ref {
+namespace {
+
+// 40 past tokens > index_topk 16, so the indexer really drops tokens.
+StepSpec TinySpec(int batch, int context = 40) {
+  StepSpec spec;
+  spec.config = *model::PresetByName("tiny");
+  spec.layers = spec.config.num_layers;
+  spec.batch = batch;
+  spec.context = context;
+  spec.seed = 21;
+  return spec;
+}
+
+TEST(DecodeStepTest, TinyIsDeterministicAndFinite) {
+  const StepSpec spec = TinySpec(3);
+  absl::StatusOr<std::vector<float>> a = DecodeStep(spec, nullptr);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->size(), 3u * 512u);
+  absl::StatusOr<std::vector<float>> b = DecodeStep(spec, nullptr);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*a, *b);
+  double mean_square = 0.0;
+  for (float v : *a) {
+    ASSERT_TRUE(std::isfinite(v));
+    mean_square += double{v} * v;
+  }
+  // Unit-rms final hidden times a 1/sqrt(hidden)-scaled lm_head: ~1/3.
+  EXPECT_GT(mean_square / a->size(), 0.05);
+  EXPECT_LT(mean_square / a->size(), 2.0);
+  StepSpec other_seed = spec;
+  other_seed.seed = 22;
+  EXPECT_NE(*a, *DecodeStep(other_seed, nullptr));
+}
+
+// Each sequence has its own token and KV cache: row b of a batch-3 step
+// is that sequence decoded alone.
+TEST(DecodeStepTest, BatchRowsAreIndependent) {
+  const StepSpec spec = TinySpec(3);
+  const std::vector<float> batch = *DecodeStep(spec, nullptr);
+  const StepSpec single = TinySpec(1);
+  for (int b = 0; b < 3; ++b) {
+    absl::StatusOr<std::vector<float>> alone =
+        DecodeSequences(single, b, nullptr);
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    EXPECT_EQ(*alone, std::vector<float>(batch.begin() + b * 512,
+                                         batch.begin() + (b + 1) * 512))
+        << "row " << b;
+  }
+  EXPECT_NE(std::vector<float>(batch.begin(), batch.begin() + 512),
+            std::vector<float>(batch.begin() + 512, batch.begin() + 1024));
+}
+
+TEST(DecodeStepTest, MoeFnIsCalledForEachMoeLayer) {
+  const StepSpec spec = TinySpec(2, 4);
+  std::vector<int> layers_seen;
+  const MoeFn reference_moe = [&](int layer, const float* x, int batch,
+                                  float* y) {
+    layers_seen.push_back(layer);
+    EXPECT_EQ(batch, 2);
+    MoeLayerReference(spec, layer, x, batch, y);
+    return absl::OkStatus();
+  };
+  const std::vector<float> with_fn = *DecodeStep(spec, reference_moe);
+  EXPECT_EQ(layers_seen, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(with_fn, *DecodeStep(spec, nullptr));
+  const MoeFn zero_moe = [](int, const float*, int batch, float* y) {
+    std::fill_n(y, batch * 256, 0.0f);
+    return absl::OkStatus();
+  };
+  EXPECT_NE(with_fn, *DecodeStep(spec, zero_moe));
+  const MoeFn failing = [](int, const float*, int, float*) {
+    return absl::InternalError("backend exploded");
+  };
+  EXPECT_EQ(DecodeStep(spec, failing).status().message(), "backend exploded");
+}
+
+TEST(DecodeStepTest, LayersLimitsTheLayersRun) {
+  StepSpec spec = TinySpec(1, 4);
+  spec.layers = 1;  // only the dense layer: the MoE is never called
+  const MoeFn must_not_run = [](int, const float*, int, float*) {
+    return absl::InternalError("MoE called");
+  };
+  EXPECT_TRUE(DecodeStep(spec, must_not_run).ok());
+  spec.layers = 2;
+  EXPECT_FALSE(DecodeStep(spec, must_not_run).ok());
+}
+
+TEST(DecodeStepTest, BadSpecsNameTheField) {
+  StepSpec spec = TinySpec(1);
+  spec.layers = 0;
+  EXPECT_NE(DecodeStep(spec, nullptr).status().message().find("step.layers"),
+            std::string::npos);
+  spec = TinySpec(0);
+  EXPECT_EQ(DecodeStep(spec, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(DecodeStep(spec, nullptr).status().message().find("step.batch"),
+            std::string::npos);
+  spec = TinySpec(1, -1);
+  EXPECT_NE(DecodeStep(spec, nullptr).status().message().find("step.context"),
+            std::string::npos);
+  spec = TinySpec(1);
+  spec.routing.kind = RoutingSpec::Kind::kReplayed;
+  spec.routing.histogram = {1.0, 2.0};
+  EXPECT_NE(
+      DecodeStep(spec, nullptr).status().message().find("routing.histogram"),
+      std::string::npos);
+  spec = TinySpec(1);
+  EXPECT_EQ(DecodeSequences(spec, -1, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// tiny, one (dense) layer, batch 1, no context:
+//   attention weights: q_a 128x256 + q_b 192x128 + kv_a 80x256 + kv_b
+//   256x64 + o 256x128 + idx_q 128x128 + idx_k 32x256 + idx_w 4x256 =
+//   152576, gammas 256+128+64+32+256 = 736 -> 2 * 153312 = 306624 bytes;
+//   dense NVFP4: gate_up 1024x256 -> 131072 + 16384, down 256x512 ->
+//   65536 + 8192 = 221184; embedding row 256, final norm 256, lm_head
+//   512x256, logits 512, all BF16 -> 2 * 132096 = 264192.
+TEST(DecodeStepTest, BytesByHand) {
+  StepSpec spec = TinySpec(1, 0);
+  spec.layers = 1;
+  EXPECT_EQ(DecodeStepBytes(spec), 306624 + 221184 + 264192);
+  // 40 past tokens, batch 2: + 2 * (40 * 32 + 16 * 80) * 2 bytes of KV,
+  // and 2 more embedding rows and logits rows: 2 * (256 + 512).
+  spec = TinySpec(2, 40);
+  spec.layers = 1;
+  EXPECT_EQ(DecodeStepBytes(spec),
+            306624 + 221184 + 264192 + 10240 + 2 * (256 + 512));
+  // An MoE layer adds its MoeLayerBytes on the synthetic layer input.
+  spec.layers = 2;
+  const std::vector<float> x = MoeLayerInput(spec, 1);
+  EXPECT_EQ(DecodeStepBytes(spec), 306624 * 2 + 221184 + 264192 + 10240 * 2 +
+                                       2 * (256 + 512) +
+                                       MoeLayerBytes(spec, 1, x.data(), 2));
+}
+
+}  // namespace
+}  // namespace moetune::ref
