@@ -112,30 +112,39 @@ absl::StatusOr<v1::AcquireTrialResponse> Scheduler::Acquire(
         absl::StrCat("worker_id: '", worker_id, "' is not registered"));
   }
   RETURN_IF_ERROR(ExpireLeases());
+  RETURN_IF_ERROR(MarkUnavailableTrials());
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(std::vector<v1::Trial> queued,
                    store_->TrialsInStates({v1::QUEUED}));
   v1::AcquireTrialResponse response;
   for (const v1::Trial& trial : queued) {
+    if (!WorkerHasBackend(*worker, trial.config().moe_backend())) continue;
+    RETURN_IF_ERROR(
+        store_->LeaseTrial(trial.trial_id(), worker_id, clock_->NowUnixMs()));
+    ASSIGN_OR_RETURN(*response.mutable_trial(),
+                     store_->GetTrial(trial.trial_id()));
+    response.set_granted(true);
+    response.set_lease_deadline_unix_ms(clock_->NowUnixMs() + options_.lease_ms);
+    return response;
+  }
+  return response;
+}
+
+absl::Status Scheduler::MarkUnavailableTrials() {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(std::vector<v1::Trial> queued,
+                   store_->TrialsInStates({v1::QUEUED}));
+  for (const v1::Trial& trial : queued) {
     const std::string& backend = trial.config().moe_backend();
-    if (WorkerHasBackend(*worker, backend)) {
-      RETURN_IF_ERROR(store_->LeaseTrial(trial.trial_id(), worker_id,
-                                         clock_->NowUnixMs()));
-      ASSIGN_OR_RETURN(*response.mutable_trial(),
-                       store_->GetTrial(trial.trial_id()));
-      response.set_granted(true);
-      response.set_lease_deadline_unix_ms(clock_->NowUnixMs() + options_.lease_ms);
-      return response;
-    }
     const std::string reason = UnavailableReason(backend);
-    if (reason.empty()) continue;  // another live worker can run it
-    RETURN_IF_ERROR(store_->FinishTrial(trial.trial_id(), v1::UNAVAILABLE,
-                                        absl::StrCat(backend, " unavailable: ", reason),
-                                        clock_->NowUnixMs()));
+    if (reason.empty()) continue;  // a live worker can run it, or none is up
+    RETURN_IF_ERROR(store_->FinishTrial(
+        trial.trial_id(), v1::UNAVAILABLE,
+        absl::StrCat(backend, " unavailable: ", reason), clock_->NowUnixMs()));
     RETURN_IF_ERROR(MaybeFinishSweep(trial.sweep_id()));
     Notify();
   }
-  return response;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::ReportResultResponse> Scheduler::Report(

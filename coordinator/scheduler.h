@@ -42,6 +42,10 @@ class Scheduler {
   absl::StatusOr<v1::Sweep> Cancel(int64_t sweep_id);
   // Re-queues (or fails, past max attempts) trials whose worker went silent.
   absl::Status ExpireLeases();
+  // Records queued trials UNAVAILABLE, with each live worker's reason, when
+  // live workers exist and none of them has the trial's backend. Trials wait
+  // while no worker is up: nothing is known about what they could run.
+  absl::Status MarkUnavailableTrials();
   // Bumped whenever a trial reaches a final state or a sweep changes state.
   int64_t event_version() const;
   // Blocks until event_version() > seen or the timeout passes.

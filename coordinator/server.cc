@@ -1,5 +1,6 @@
 #include "coordinator/server.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -49,8 +50,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
         absl::StrCat("--listen: could not listen on ", options.listen));
   }
   server->address_ = absl::StrCat(HostOf(options.listen), ":", port);
+  // Often enough that a lapsed lease or a trial nobody can run is noticed
+  // well inside one lease.
   server->expiry_period_ms_ =
-      std::max<int64_t>(100, options.scheduler.lease_ms / 4);
+      std::clamp<int64_t>(options.scheduler.lease_ms / 4, 50, 500);
   server->expiry_thread_ = std::thread([s = server.get()] { s->ExpiryLoop(); });
   LogInfo("coordinator listening on ", server->address_, ", db ",
           options.db_path);
@@ -59,8 +62,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
 
 void CoordinatorServer::ExpiryLoop() {
   while (!stopping_) {
-    const absl::Status status = scheduler_->ExpireLeases();
-    if (!status.ok()) LogWarning("lease expiry: ", status.ToString());
+    absl::Status status = scheduler_->ExpireLeases();
+    if (status.ok()) status = scheduler_->MarkUnavailableTrials();
+    if (!status.ok()) LogWarning("scheduler tick: ", status.ToString());
     for (int64_t waited = 0; waited < expiry_period_ms_ && !stopping_;
          waited += 20) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/log.h"
 #include "coordinator/cli/local_cluster.h"
 #include "coordinator/cli/spec_file.h"
 #include "coordinator/cli/views.h"
@@ -42,6 +43,8 @@ absl::StatusOr<Session> Open(const CommandOptions& options, bool with_workers) {
   Session session;
   std::string address = options.coordinator;
   if (address.empty()) {
+    // The embedded coordinator's chatter would drown the table.
+    SetLogLevel(LogLevel::kWarning);
     LocalClusterOptions local;
     local.db_path = options.db_path;
     local.start_workers = with_workers;

@@ -1,0 +1,78 @@
+#include <sstream>
+
+#include "coordinator/cli/spec_file.h"
+#include "coordinator/cli/table.h"
+#include "coordinator/cli/views.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace moetune::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(TableTest, AlignsColumnsAndEscapesCsv) {
+  Table table;
+  table.headers = {"a", "bb"};
+  table.rows = {{"xyz", "1"}, {"q", "has,comma \"quoted\""}};
+  std::ostringstream text;
+  table.Print(text, OutputFormat::kTable);
+  EXPECT_EQ(text.str(), "a    bb\nxyz  1\nq    has,comma \"quoted\"\n");
+  std::ostringstream csv;
+  table.Print(csv, OutputFormat::kCsv);
+  EXPECT_EQ(csv.str(), "a,bb\nxyz,1\nq,\"has,comma \"\"quoted\"\"\"\n");
+}
+
+TEST(TableTest, ParsesFormats) {
+  OutputFormat format;
+  EXPECT_TRUE(ParseOutputFormat("csv", &format));
+  EXPECT_EQ(format, OutputFormat::kCsv);
+  EXPECT_FALSE(ParseOutputFormat("xml", &format));
+}
+
+TEST(SpecFileTest, ReadsJsonAndTextFormat) {
+  auto json = ParseSweepSpec(
+      R"({"name": "x", "workload": {"modelPreset": "tiny", "batchSizes": [1, 8]}})",
+      false);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(json->workload().batch_sizes_size(), 2);
+  auto text = ParseSweepSpec("name: 'y' space { moe_backends: 'cpu_blocked' }", true);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->space().moe_backends(0), "cpu_blocked");
+}
+
+TEST(SpecFileTest, UnknownFieldsAndMissingFilesAreNamed) {
+  auto bad = ParseSweepSpec(R"({"workload": {"batchSize": 1}})", false);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("batchSize"));
+  auto missing = LoadSweepSpec("/nonexistent/spec.json");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("--spec"));
+}
+
+TEST(ViewsTest, TrialRowsShowTimingOnlyWhenTimed) {
+  v1::QueryTrialsResponse trials;
+  v1::Trial* done = trials.add_trials();
+  done->set_trial_id(1);
+  done->set_state(v1::DONE);
+  done->mutable_config()->set_moe_backend("cpu_blocked");
+  done->mutable_config()->mutable_tile()->set_block_n(8);
+  done->mutable_config()->mutable_tile()->set_block_k(128);
+  done->mutable_result()->mutable_stats()->set_samples(3);
+  done->mutable_result()->mutable_stats()->set_median_us(12.34);
+  done->mutable_result()->mutable_roofline()->set_efficiency(0.5);
+  v1::Trial* unavailable = trials.add_trials();
+  unavailable->set_trial_id(2);
+  unavailable->set_state(v1::UNAVAILABLE);
+  unavailable->set_reason("no GPU");
+  const Table table = TrialsTable(trials);
+  ASSERT_EQ(table.rows.size(), 2u);
+  EXPECT_EQ(table.rows[0][2], "8x128");
+  EXPECT_EQ(table.rows[0][7], "12.3");
+  EXPECT_EQ(table.rows[0][11], "50.0%");
+  EXPECT_EQ(table.rows[1][7], "-");
+  EXPECT_EQ(table.rows[1].back(), "no GPU");
+}
+
+}  // namespace
+}  // namespace moetune::cli

@@ -1,0 +1,213 @@
+// End to end: the real moetune-coordinator and moetune-worker processes on
+// loopback, and the moetune CLI, as a user runs them.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/moetune.grpc.pb.h"
+#include "tests/e2e/process.h"
+
+namespace moetune::e2e {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+const std::string kBin = MOETUNE_BIN_DIR;
+const std::string kSource = MOETUNE_SOURCE_DIR;
+
+fs::path TempDir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() /
+                 ("moetune-e2e-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+v1::SweepSpec EightTrialSpec() {
+  v1::SweepSpec spec;
+  spec.set_name("e2e");
+  spec.mutable_workload()->set_model_preset("tiny");
+  spec.mutable_workload()->add_batch_sizes(1);
+  spec.mutable_workload()->add_batch_sizes(3);
+  spec.mutable_workload()->add_context_lengths(64);
+  spec.mutable_workload()->set_region(v1::DECODE_STEP);
+  spec.mutable_space()->add_moe_backends("cpu_reference");
+  spec.mutable_space()->add_moe_backends("cpu_blocked");
+  spec.mutable_space()->add_tiles()->set_block_n(4);
+  spec.mutable_space()->mutable_tiles(0)->set_block_k(64);
+  spec.mutable_space()->add_tiles()->set_block_n(8);
+  spec.mutable_space()->mutable_tiles(1)->set_block_k(128);
+  spec.mutable_space()->add_tp(1);
+  spec.mutable_space()->add_ep(1);
+  spec.mutable_space()->add_ep(2);
+  spec.mutable_measurement()->set_iterations(3);
+  spec.mutable_measurement()->set_warmup_iterations(1);
+  spec.mutable_measurement()->set_trial_timeout_s(60);
+  return spec;
+}
+
+class Cluster {
+ public:
+  explicit Cluster(const fs::path& dir) : dir_(dir) {
+    coordinator_ = std::make_unique<Process>(
+        std::vector<std::string>{kBin + "/moetune-coordinator",
+                                 "--listen=127.0.0.1:0",
+                                 "--db=" + (dir / "e2e.db").string(),
+                                 "--lease_ms=3000", "--heartbeat_ms=200"},
+        (dir / "coordinator.log").string());
+    address_ = coordinator_->ReadLineStartingWith("listening on ", 20000);
+    stub_ = v1::Moetune::NewStub(
+        grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  }
+  void AddWorker(const std::string& name, const std::string& wrapper = "") {
+    std::vector<std::string> argv = {kBin + "/moetune-worker",
+                                     "--coordinator=" + address_,
+                                     "--device=cpu", "--name=" + name};
+    if (!wrapper.empty()) argv.push_back("--trial_wrapper=" + wrapper);
+    workers_.push_back(std::make_unique<Process>(
+        argv, (dir_ / (name.substr(name.find(':') + 1) + ".log")).string()));
+  }
+  int64_t Submit(const v1::SweepSpec& spec) {
+    grpc::ClientContext context;
+    v1::SubmitSweepRequest request;
+    *request.mutable_spec() = spec;
+    v1::SubmitSweepResponse response;
+    const grpc::Status status = stub_->SubmitSweep(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.sweep_id();
+  }
+  // Follows WatchSweep to the end (or 180 s); returns the last progress.
+  v1::Sweep WaitForEnd(int64_t sweep_id) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(180));
+    v1::WatchSweepRequest request;
+    request.set_sweep_id(sweep_id);
+    auto reader = stub_->WatchSweep(&context, request);
+    v1::SweepEvent event;
+    while (reader->Read(&event)) {
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    return event.progress();
+  }
+  std::vector<v1::Trial> Trials(int64_t sweep_id) {
+    grpc::ClientContext context;
+    v1::TrialFilter filter;
+    filter.set_sweep_id(sweep_id);
+    v1::QueryTrialsResponse response;
+    EXPECT_TRUE(stub_->QueryTrials(&context, filter, &response).ok());
+    return {response.trials().begin(), response.trials().end()};
+  }
+  Process& worker(int i) { return *workers_[i]; }
+  const std::string& address() const { return address_; }
+
+ private:
+  fs::path dir_;
+  std::unique_ptr<Process> coordinator_;
+  std::vector<std::unique_ptr<Process>> workers_;
+  std::string address_;
+  std::unique_ptr<v1::Moetune::Stub> stub_;
+};
+
+TEST(EndToEndTest, TwoWorkersRecordEveryTrialOfASweep) {
+  const fs::path dir = TempDir("two-workers");
+  Cluster cluster(dir);
+  ASSERT_FALSE(cluster.address().empty());
+  cluster.AddWorker("e2e:a");
+  cluster.AddWorker("e2e:b");
+  const int64_t sweep_id = cluster.Submit(EightTrialSpec());
+  const v1::Sweep sweep = cluster.WaitForEnd(sweep_id);
+  EXPECT_EQ(sweep.state(), v1::FINISHED);
+  const std::vector<v1::Trial> trials = cluster.Trials(sweep_id);
+  // 2 batches x (cpu_reference + 2 cpu_blocked tiles) x 2 ep: whole decode
+  // steps of the tiny preset.
+  ASSERT_EQ(trials.size(), 12u);
+  int done = 0;
+  std::set<std::string> workers;
+  for (const v1::Trial& t : trials) {
+    ASSERT_EQ(t.state(), v1::DONE) << t.ShortDebugString();
+    ++done;
+    workers.insert(t.result().worker_id());
+    EXPECT_EQ(t.result().samples_us_size(), 3);
+    EXPECT_GT(t.result().stats().median_us(), 0);
+    EXPECT_GT(t.result().roofline().floor_us(), 0);
+    EXPECT_FALSE(t.result().fingerprint().hash().empty());
+    EXPECT_EQ(t.result().roofline().comm_modelled(), t.config().ep() > 1);
+  }
+  EXPECT_EQ(done, 12);
+  EXPECT_EQ(workers.size(), 2u) << "both workers should have run trials";
+}
+
+TEST(EndToEndTest, ACrashOrAHangCostsOneTrialNeverTheWorker) {
+  const fs::path dir = TempDir("faults");
+  // The first trial process segfaults, the second hangs; the rest run.
+  const fs::path wrapper = dir / "faulty.sh";
+  std::ofstream(wrapper) << "#!/bin/sh\n"
+                         << "if mkdir " << (dir / "crashed") << " 2>/dev/null; "
+                         << "then kill -SEGV $$; fi\n"
+                         << "if mkdir " << (dir / "hung") << " 2>/dev/null; "
+                         << "then sleep 600; fi\n"
+                         << "exec \"$@\"\n";
+  fs::permissions(wrapper, fs::perms::owner_all);
+  Cluster cluster(dir);
+  cluster.AddWorker("e2e:faulty", wrapper.string());
+  v1::SweepSpec spec = EightTrialSpec();
+  spec.mutable_space()->clear_ep();
+  spec.mutable_space()->add_moe_backends("fused_gemv");  // no GPU: unavailable
+  spec.mutable_workload()->set_region(v1::MOE_LAYER);
+  spec.mutable_measurement()->set_trial_timeout_s(3);
+  const int64_t sweep_id = cluster.Submit(spec);
+  EXPECT_EQ(cluster.WaitForEnd(sweep_id).state(), v1::FINISHED);
+  const std::vector<v1::Trial> trials = cluster.Trials(sweep_id);
+  ASSERT_EQ(trials.size(), 8u);
+  EXPECT_EQ(trials[3].state(), v1::UNAVAILABLE);
+  EXPECT_THAT(trials[3].reason(), HasSubstr("e2e:faulty"));
+  EXPECT_EQ(trials[0].state(), v1::FAILED);
+  EXPECT_THAT(trials[0].result().reason(), HasSubstr("signal 11"));
+  EXPECT_EQ(trials[1].state(), v1::TIMEOUT);
+  int done = 0;
+  for (const v1::Trial& t : trials) done += t.state() == v1::DONE;
+  EXPECT_EQ(done, 4);  // 6 CPU trials, less the two sacrificed
+  EXPECT_TRUE(cluster.worker(0).Alive());
+}
+
+TEST(EndToEndTest, CliSweepThenBestFromTheDatabaseItLeft) {
+  const fs::path dir = TempDir("cli");
+  const std::string db = (dir / "cli.db").string();
+  const CommandResult sweep = RunCommand(
+      kBin + "/moetune sweep --spec " + kSource + "/deploy/example_sweep.json --db " +
+      db + " --gpus 0");
+  EXPECT_EQ(sweep.exit_code, 0) << sweep.output;
+  EXPECT_THAT(sweep.output, HasSubstr("median_us"));
+  EXPECT_THAT(sweep.output, HasSubstr("native_fp4 unavailable"));
+  const CommandResult best = RunCommand(kBin + "/moetune best --db " + db);
+  EXPECT_EQ(best.exit_code, 0) << best.output;
+  EXPECT_THAT(best.output, HasSubstr("best:"));
+  EXPECT_THAT(best.output, HasSubstr("excluded:"));
+  const CommandResult csv =
+      RunCommand(kBin + "/moetune results --format csv --state DONE --db " + db);
+  EXPECT_EQ(csv.exit_code, 0) << csv.output;
+  EXPECT_THAT(csv.output, HasSubstr("trial,backend,tile"));
+}
+
+TEST(EndToEndTest, CliRejectsABadSpecNamingTheFieldAndRecordsNothing) {
+  const fs::path dir = TempDir("bad-spec");
+  const fs::path spec = dir / "bad.json";
+  std::ofstream(spec) << R"({"workload": {"modelPreset": "tiny", "batchSizes": [1],
+    "contextLengths": [16]}, "space": {"moeBackends": ["cpu_blocked"], "tp": [3]}})";
+  const std::string db = (dir / "bad.db").string();
+  const CommandResult result = RunCommand(kBin + "/moetune sweep --spec " +
+                                          spec.string() + " --db " + db);
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("space.tp[0]: 3 is not allowed"));
+  const CommandResult sweeps = RunCommand(kBin + "/moetune sweeps --format csv --db " + db);
+  EXPECT_THAT(sweeps.output, ::testing::EndsWith("sweep,name,state,trials,done,created\n"));
+}
+
+}  // namespace
+}  // namespace moetune::e2e
