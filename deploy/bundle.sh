@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Makes a relocatable bundle of the moetune binaries for GPU hosts that have
+# the CUDA driver and NCCL but no gRPC (DESIGN.md §8): the binaries plus every
+# shared library they load that such a host may lack (gRPC, abseil, protobuf,
+# c-ares, re2, upb, OpenSSL, ...), all in one directory; the binaries find them
+# through their rpath ($ORIGIN). Never carried: the C/C++ runtime, the CUDA
+# driver and runtime, cuBLAS and NCCL, which the GPU host has.
+#
+#   deploy/bundle.sh [BUILD_DIR] [OUT_DIR]     (defaults: build bundle)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR="${1:-build}"
+OUT_DIR="${2:-bundle}"
+BINARIES=(moetune moetune-worker moetune-coordinator moetune-kernel-bench)
+# Libraries the GPU host provides itself.
+SKIP='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libgcc_s|libstdc\+\+|libcuda\.|libcudart|libcublas|libnccl|libnvidia)'
+
+rm -rf "$OUT_DIR"
+mkdir -p "$OUT_DIR"
+for binary in "${BINARIES[@]}"; do
+  [ -x "$BUILD_DIR/bin/$binary" ] || continue
+  cp "$BUILD_DIR/bin/$binary" "$OUT_DIR/"
+  ldd "$BUILD_DIR/bin/$binary" | awk '/=> \// {print $1, $3}' |
+    while read -r name path; do
+      if [[ ! "$name" =~ $SKIP ]] && [ ! -e "$OUT_DIR/$name" ]; then
+        cp -L "$path" "$OUT_DIR/$name"
+      fi
+    done
+done
+cp deploy/example_sweep.json "$OUT_DIR/"
+echo "bundle: $OUT_DIR ($(du -sh "$OUT_DIR" | cut -f1), $(ls "$OUT_DIR" | wc -l) files)"
