@@ -113,6 +113,27 @@ double ErrorBound(const BackendInfo& info) {
   return info.kind == BackendKind::kCpu ? 1e-4 : 2e-2;
 }
 
+// Checks the run against the reference and fills statistics and roofline.
+static void Judge(const TrialInputs& in, const BackendInfo& info, const BackendRun& run,
+           const v1::Probe& probe, v1::TrialResult* result) {
+  const std::vector<float> reference =
+      run.reference.empty() ? CpuReference(in) : run.reference;
+  result->set_max_rel_error(RelativeL2Error(run.output, reference));
+  result->set_error_bound(ErrorBound(info));
+  *result->mutable_stats() = tuner::Summarize(run.samples_us);
+  result->mutable_samples_us()->Add(run.samples_us.begin(),
+                                    run.samples_us.end());
+  AttachRoofline(in, run.bytes, probe.device().measured_read_gbps(), result);
+  // Written so that NaN fails too.
+  if (!(result->max_rel_error() <= result->error_bound())) {
+    Fail(result, v1::INCORRECT,
+         absl::StrCat("relative error ", result->max_rel_error(),
+                      " exceeds the bound ", result->error_bound()));
+    return;
+  }
+  result->set_outcome(v1::DONE);
+}
+
 v1::TrialResult TrialRunner::Run(const v1::TrialExecution& execution) {
   v1::TrialResult result;
   const v1::Trial& trial = execution.trial();
@@ -120,12 +141,14 @@ v1::TrialResult TrialRunner::Run(const v1::TrialExecution& execution) {
   result.set_attempt(trial.attempt());
   *result.mutable_fingerprint() = execution.probe().fingerprint();
   Backend* backend = registry_->Find(trial.config().moe_backend());
-  absl::StatusOr<ref::StepSpec> step = ResolveStep(trial);
-  if (backend == nullptr || !step.ok()) {
+  if (backend == nullptr) {
     Fail(&result, v1::FAILED,
-         backend == nullptr
-             ? absl::StrCat("unknown backend '", trial.config().moe_backend(), "'")
-             : std::string(step.status().message()));
+         absl::StrCat("unknown backend '", trial.config().moe_backend(), "'"));
+    return result;
+  }
+  absl::StatusOr<ref::StepSpec> step = ResolveStep(trial);
+  if (!step.ok()) {
+    Fail(&result, v1::FAILED, std::string(step.status().message()));
     return result;
   }
   TrialInputs in{trial, *step, DeviceTarget{execution.device_ordinal()}};
@@ -134,22 +157,7 @@ v1::TrialResult TrialRunner::Run(const v1::TrialExecution& execution) {
     Fail(&result, v1::FAILED, run.status().ToString());
     return result;
   }
-  const std::vector<float> reference =
-      run->reference.empty() ? CpuReference(in) : run->reference;
-  result.set_max_rel_error(RelativeL2Error(run->output, reference));
-  result.set_error_bound(ErrorBound(backend->info()));
-  *result.mutable_stats() = tuner::Summarize(run->samples_us);
-  result.mutable_samples_us()->Add(run->samples_us.begin(),
-                                   run->samples_us.end());
-  AttachRoofline(in, run->bytes,
-                 execution.probe().device().measured_read_gbps(), &result);
-  if (!(result.max_rel_error() <= result.error_bound())) {
-    Fail(&result, v1::INCORRECT,
-         absl::StrCat("relative error ", result.max_rel_error(),
-                      " exceeds the bound ", result.error_bound()));
-    return result;
-  }
-  result.set_outcome(v1::DONE);
+  Judge(in, backend->info(), *run, execution.probe(), &result);
   return result;
 }
 
