@@ -108,9 +108,29 @@ CREATE TABLE results (
 );
 )sql";
 
+// Version 2: strategies beyond the grid. A trial remembers the fidelity it
+// was proposed at and its proposal key (a resumed sweep never reruns a
+// proposal), and the accepted best per (workload, fingerprint) is kept as
+// the incumbent a challenger must beat beyond the noise.
+constexpr std::string_view kV2Strategies = R"sql(
+ALTER TABLE trials ADD COLUMN rung INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE trials ADD COLUMN confirm_round INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE trials ADD COLUMN proposal_key TEXT NOT NULL DEFAULT '';
+CREATE INDEX trials_by_proposal ON trials(sweep_id, proposal_key);
+
+CREATE TABLE incumbents (
+  workload_hash    TEXT NOT NULL,
+  fingerprint_hash TEXT NOT NULL,
+  trial_id         INTEGER NOT NULL REFERENCES trials(id),
+  accepted_at      INTEGER NOT NULL,          -- ms
+  PRIMARY KEY (workload_hash, fingerprint_hash)
+);
+)sql";
+
 // Append new scripts at the end; see the rule at the top of this file.
 constexpr std::string_view kMigrations[] = {
     kV1Schema,
+    kV2Strategies,
 };
 
 }  // namespace

@@ -161,9 +161,9 @@ absl::StatusOr<std::vector<int64_t>> InsertTrials(
       Statement insert,
       conn.Prepare(absl::StrCat(
           "INSERT INTO trials (sweep_id, state, attempt, moe_backend, "
-          "workload_hash, workload, config, measurement, updated_at) "
-          "VALUES (?, ",
-          static_cast<int>(v1::QUEUED), ", 0, ?, ?, ?, ?, ?, ?)")));
+          "workload_hash, workload, config, measurement, updated_at, rung, "
+          "confirm_round, proposal_key) VALUES (?, ",
+          static_cast<int>(v1::QUEUED), ", 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)")));
   std::vector<int64_t> ids;
   ids.reserve(trials.size());
   for (const v1::Trial& trial : trials) {
@@ -175,7 +175,9 @@ absl::StatusOr<std::vector<int64_t>> InsertTrials(
         sweep_id, trial.config().moe_backend(), trial.workload_hash(),
         BlobRef{SerializeMessage(trial.workload())},
         BlobRef{SerializeMessage(trial.config())},
-        BlobRef{SerializeMessage(measurement)}, now_ms));
+        BlobRef{SerializeMessage(measurement)}, now_ms,
+        static_cast<int64_t>(trial.rung()),
+        static_cast<int64_t>(trial.confirm_round()), trial.proposal_key()));
     RETURN_IF_ERROR(insert.Run());
     ids.push_back(conn.LastInsertRowId());
   }
@@ -230,7 +232,8 @@ absl::StatusOr<TrialHead> LoadTrialHead(Connection& conn, int64_t trial_id) {
 constexpr std::string_view kSelectTrials =
     "SELECT t.id, t.sweep_id, t.state, t.attempt, t.worker_id, t.reason, "
     "t.workload_hash, t.workload, t.config, t.measurement, t.updated_at, "
-    "r.result, r.samples FROM trials AS t LEFT JOIN results AS r "
+    "r.result, r.samples, t.rung, t.confirm_round, t.proposal_key "
+    "FROM trials AS t LEFT JOIN results AS r "
     "ON r.trial_id = t.id AND r.attempt = "
     "(SELECT MAX(attempt) FROM results WHERE trial_id = t.id)";
 
@@ -261,6 +264,9 @@ absl::StatusOr<v1::Trial> TrialFromRow(const Statement& row) {
   RETURN_IF_ERROR(ParseMessage(row.Blob(9), absl::StrCat("measurement", of),
                                trial.mutable_measurement()));
   trial.set_updated_at_unix_ms(row.Int64(10));
+  trial.set_rung(static_cast<int32_t>(row.Int64(13)));
+  trial.set_confirm_round(static_cast<int32_t>(row.Int64(14)));
+  trial.set_proposal_key(row.Text(15));
   if (!row.IsNull(11)) {
     RETURN_IF_ERROR(
         ResultFromRow(row, trial.trial_id(), trial.mutable_result()));
@@ -510,6 +516,64 @@ absl::StatusOr<int64_t> Store::CreateSweep(const v1::SweepSpec& spec,
     }
   }
   return sweep_id;
+}
+
+absl::Status Store::AddTrials(int64_t sweep_id, std::vector<v1::Trial>* trials,
+                             int64_t now_ms) {
+  if (trials == nullptr) return absl::InvalidArgumentError("trials is null");
+  for (size_t i = 0; i < trials->size(); ++i) {
+    RETURN_IF_ERROR(
+        CheckNonEmpty((*trials)[i].workload_hash(),
+                      absl::StrCat("trials[", i, "].workload_hash")));
+  }
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(conn_));
+  ASSIGN_OR_RETURN(std::vector<v1::Sweep> sweeps,
+                   SelectSweeps(conn_, "WHERE id = ?", sweep_id));
+  if (sweeps.empty()) {
+    return absl::NotFoundError(absl::StrCat("sweep ", sweep_id, " not found"));
+  }
+  if (sweeps.front().state() != v1::RUNNING) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("sweep ", sweep_id, " is not RUNNING"));
+  }
+  const v1::SweepSpec& spec = sweeps.front().spec();
+  ASSIGN_OR_RETURN(const std::vector<int64_t> ids,
+                   InsertTrials(conn_, sweep_id, spec, *trials, now_ms));
+  RETURN_IF_ERROR(txn.Commit());
+  for (size_t i = 0; i < trials->size(); ++i) {
+    v1::Trial& trial = (*trials)[i];
+    trial.set_trial_id(ids[i]);
+    trial.set_sweep_id(sweep_id);
+    trial.set_state(v1::QUEUED);
+    trial.set_attempt(0);
+    trial.set_updated_at_unix_ms(now_ms);
+    if (!trial.has_measurement()) *trial.mutable_measurement() = spec.measurement();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Store::SetIncumbent(const std::string& workload_hash,
+                                 const std::string& fingerprint_hash,
+                                 int64_t trial_id, int64_t now_ms) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(conn_));
+  RETURN_IF_ERROR(conn_.Execute(
+      "INSERT INTO incumbents (workload_hash, fingerprint_hash, trial_id, "
+      "accepted_at) VALUES (?, ?, ?, ?) ON CONFLICT (workload_hash, "
+      "fingerprint_hash) DO UPDATE SET trial_id = excluded.trial_id, "
+      "accepted_at = excluded.accepted_at",
+      workload_hash, fingerprint_hash, trial_id, now_ms));
+  return txn.Commit();
+}
+
+absl::StatusOr<std::vector<v1::Trial>> Store::Incumbents(
+    const std::string& workload_hash) {
+  absl::MutexLock lock(&mu_);
+  return SelectTrials(conn_,
+                      {"t.id IN (SELECT trial_id FROM incumbents WHERE "
+                       "workload_hash = ?)"},
+                      {workload_hash}, 0);
 }
 
 absl::StatusOr<v1::Sweep> Store::GetSweep(int64_t sweep_id) {

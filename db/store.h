@@ -91,6 +91,13 @@ class Store {
   absl::StatusOr<int64_t> CreateSweep(const v1::SweepSpec& spec,
                                       std::vector<v1::Trial>* trials,
                                       int64_t now_ms);
+  // Appends trials a strategy proposed later to a RUNNING sweep, in one
+  // transaction (QUEUED, attempt 0; the sweep's measurement when a trial has
+  // none). Fills ids as CreateSweep does. FAILED_PRECONDITION when the sweep
+  // is not RUNNING, NOT_FOUND when there is no such sweep.
+  absl::Status AddTrials(int64_t sweep_id, std::vector<v1::Trial>* trials,
+                         int64_t now_ms);
+
   // With trial_counts keyed by TrialState name and total_trials.
   absl::StatusOr<v1::Sweep> GetSweep(int64_t sweep_id);
   // Newest first; limit 0 = all.
@@ -143,6 +150,16 @@ class Store {
   // FAILED_PRECONDITION: it cannot come from a real lease.
   absl::StatusOr<bool> RecordResult(const v1::TrialResult& result,
                                     int64_t now_ms);
+
+  // ---------------------------------------------------------- incumbents --
+  // Records `trial_id` as the accepted best for (workload, fingerprint),
+  // replacing the previous one.
+  absl::Status SetIncumbent(const std::string& workload_hash,
+                            const std::string& fingerprint_hash,
+                            int64_t trial_id, int64_t now_ms);
+  // The accepted bests of one workload (one per fingerprint), with results.
+  absl::StatusOr<std::vector<v1::Trial>> Incumbents(
+      const std::string& workload_hash);
 
   // See Connection::InjectFaultForTesting: makes a later statement fail so
   // that tests can check that transactions roll back.

@@ -854,5 +854,43 @@ TEST_F(StoreTest, ConcurrentLeasesGrantEachTrialOnce) {
             kTrials);
 }
 
+TEST_F(StoreTest, AddTrialsKeepsStrategyFieldsAndNeedsARunningSweep) {
+  std::vector<v1::Trial> first = {MakeTrial("a", "h1")};
+  const int64_t sweep_id = Create(&first);
+  v1::Trial later = MakeTrial("b", "h1");
+  later.set_rung(2);
+  later.set_confirm_round(1);
+  later.set_proposal_key("h1|b|2|1");
+  std::vector<v1::Trial> added = {later};
+  ASSERT_TRUE(store_->AddTrials(sweep_id, &added, kT0 + 1).ok());
+  EXPECT_EQ(added[0].trial_id(), 2);
+  const v1::Trial stored = Get(2);
+  EXPECT_EQ(stored.rung(), 2);
+  EXPECT_EQ(stored.confirm_round(), 1);
+  EXPECT_EQ(stored.proposal_key(), "h1|b|2|1");
+  EXPECT_EQ(stored.measurement().iterations(), 20);
+  EXPECT_EQ(store_->GetSweep(sweep_id)->total_trials(), 2);
+  EXPECT_EQ(store_->AddTrials(99, &added, kT0).code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(store_->SetSweepState(sweep_id, v1::FINISHED, kT0 + 2).ok());
+  EXPECT_EQ(store_->AddTrials(sweep_id, &added, kT0).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(StoreTest, IncumbentIsOnePerWorkloadAndFingerprint) {
+  std::vector<v1::Trial> trials = {MakeTrial("a", "h1"), MakeTrial("b", "h1"),
+                                   MakeTrial("c", "h2")};
+  Create(&trials);
+  ASSERT_TRUE(store_->SetIncumbent("h1", "fp", 1, kT0).ok());
+  ASSERT_TRUE(store_->SetIncumbent("h1", "fp", 2, kT0 + 1).ok());  // replaces
+  ASSERT_TRUE(store_->SetIncumbent("h1", "fp-other", 1, kT0 + 1).ok());
+  absl::StatusOr<std::vector<v1::Trial>> incumbents = store_->Incumbents("h1");
+  ASSERT_TRUE(incumbents.ok()) << incumbents.status();
+  ASSERT_EQ(incumbents->size(), 2u);
+  EXPECT_EQ((*incumbents)[0].trial_id(), 1);
+  EXPECT_EQ((*incumbents)[1].trial_id(), 2);
+  EXPECT_TRUE(store_->Incumbents("h2")->empty());
+}
+
 }  // namespace
 }  // namespace moetune::db
