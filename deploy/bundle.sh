@@ -20,6 +20,8 @@ mkdir -p "$OUT_DIR"
 for binary in "${BINARIES[@]}"; do
   [ -x "$BUILD_DIR/bin/$binary" ] || continue
   cp "$BUILD_DIR/bin/$binary" "$OUT_DIR/"
+  # Debug info stays in the build tree; the bundle travels.
+  strip --strip-unneeded "$OUT_DIR/$binary" 2>/dev/null || true
   ldd "$BUILD_DIR/bin/$binary" | awk '/=> \// {print $1, $3}' |
     while read -r name path; do
       if [[ ! "$name" =~ $SKIP ]] && [ ! -e "$OUT_DIR/$name" ]; then

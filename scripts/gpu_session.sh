@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One batched session on a GPU host (the H200 of the device tool), run from a
+# bundle made by deploy/bundle.sh: probe, a sweep of the GPU backends through
+# an embedded coordinator and one worker per GPU, the winner, and the kernel
+# benchmark. Everything lands in $OUT (default ./gpu-out).
+#   scripts/gpu_session.sh BUNDLE_DIR SPEC
+set -uo pipefail
+BUNDLE="$(cd "${1:?bundle dir}" && pwd)"
+SPEC="${2:?sweep spec}"
+OUT="${OUT:-gpu-out}"
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$BUNDLE:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared hosts
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,clocks.max.sm,driver_version \
+  --format=csv > "$OUT/nvidia-smi.csv" 2>&1
+echo "== probe"
+"$BUNDLE/moetune" probe --device all 2>&1 | tee "$OUT/probe.txt"
+echo "== sweep"
+"$BUNDLE/moetune" sweep --spec "$SPEC" --db "$OUT/h200.db" 2>&1 | tee "$OUT/sweep.txt"
+echo "sweep exit: ${PIPESTATUS[0]}"
+"$BUNDLE/moetune" best --db "$OUT/h200.db" > "$OUT/best.txt" 2>&1
+"$BUNDLE/moetune" results --db "$OUT/h200.db" --format json > "$OUT/results.json" 2>&1
+cp /tmp/moetune-worker-*.log "$OUT/" 2>/dev/null
+echo "== kernel bench"
+if [ -x "$BUNDLE/moetune-kernel-bench" ]; then
+  "$BUNDLE/moetune-kernel-bench" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/kernel_bench.txt"
+  echo "bench exit: ${PIPESTATUS[0]}"
+fi
