@@ -11,16 +11,18 @@ OUT="${OUT:-gpu-out}"
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$BUNDLE:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared hosts
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,clocks.max.sm,driver_version \
-  --format=csv > "$OUT/nvidia-smi.csv" 2>&1
+# At most a handful of files come back from such a host: keep it to six.
 echo "== probe"
-"$BUNDLE/moetune" probe --device all 2>&1 | tee "$OUT/probe.txt"
+{ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,clocks.max.sm,driver_version --format=csv
+  "$BUNDLE/moetune" probe --device all; } 2>&1 | tee "$OUT/probe.txt"
 echo "== sweep"
 "$BUNDLE/moetune" sweep --spec "$SPEC" --db "$OUT/h200.db" 2>&1 | tee "$OUT/sweep.txt"
 echo "sweep exit: ${PIPESTATUS[0]}"
 "$BUNDLE/moetune" best --db "$OUT/h200.db" > "$OUT/best.txt" 2>&1
 "$BUNDLE/moetune" results --db "$OUT/h200.db" --format json > "$OUT/results.json" 2>&1
-cp /tmp/moetune-worker-*.log "$OUT/" 2>/dev/null
+for log in /tmp/moetune-worker-*.log; do
+  [ -e "$log" ] && { echo "== $log"; cat "$log"; } >> "$OUT/sweep.txt"
+done
 echo "== kernel bench"
 if [ -x "$BUNDLE/moetune-kernel-bench" ]; then
   "$BUNDLE/moetune-kernel-bench" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/kernel_bench.txt"

@@ -1,16 +1,12 @@
 #include "tuner/grid_strategy.h"
 
-#include "tuner/spec.h"
-
 namespace moetune::tuner {
 
-absl::StatusOr<std::vector<v1::Trial>> GridStrategy::InitialTrials(
-    const v1::SweepSpec& spec) {
-  return ExpandSweep(spec);
-}
-
-std::vector<v1::Trial> GridStrategy::OnResult(const v1::Trial& /*finished*/) {
-  return {};
+std::vector<v1::Trial> GridStrategy::SearchStep(
+    const WorkloadSearch& search) const {
+  std::vector<int> order(search.points.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  return ProposeInOrder(search, order);
 }
 
 }  // namespace moetune::tuner

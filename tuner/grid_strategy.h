@@ -1,23 +1,24 @@
-// GridStrategy: every point of the sweep's space, in ExpandSweep's order,
-// enqueued up front; results never add trials. Not thread-safe (see
-// strategy.h); it holds no state, so in practice any use is safe.
+// GridStrategy: every point of the sweep's space once, in ExpandSweep's
+// order, full iterations. Without a GPU-second budget the whole grid (cut to
+// each workload's max_trials share) is the first batch; with one, at most
+// kSecondsInFlight trials per workload are in flight until the share is spent.
+// Stateless; thread-safe.
 #pragma once
 
 #include <string_view>
 #include <vector>
 
-#include "tuner/strategy.h"
+#include "tuner/search.h"
 
 namespace moetune::tuner {
 
-class GridStrategy final : public Strategy {
+class GridStrategy final : public SearchStrategy {
  public:
   std::string_view name() const override { return "grid"; }
-  // ExpandSweep(spec): the whole grid, capped by strategy.max_trials.
-  absl::StatusOr<std::vector<v1::Trial>> InitialTrials(
-      const v1::SweepSpec& spec) override;
-  // Always empty: the grid is complete from the start.
-  std::vector<v1::Trial> OnResult(const v1::Trial& finished) override;
+
+ protected:
+  std::vector<v1::Trial> SearchStep(
+      const WorkloadSearch& search) const override;
 };
 
 }  // namespace moetune::tuner

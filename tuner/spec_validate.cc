@@ -293,11 +293,32 @@ absl::Status CheckSpace(const v1::SearchSpace& space) {
 
 // ------------------------------------------------- strategy, measurement --
 
+// `value` of the strategy knob `field` must be 0 (default) or in lo..hi.
+absl::Status CheckKnob(int value, const char* field, int lo, int hi,
+                       const char* zero_means) {
+  if (value == 0 || (value >= lo && value <= hi)) return absl::OkStatus();
+  return Invalid(absl::StrCat("strategy.", field),
+                 absl::StrCat(value, " is out of range; allowed: ", lo, "..",
+                              hi, " (0 = ", zero_means, ")"));
+}
+
+absl::Status CheckKnobs(const v1::Strategy& strategy) {
+  RETURN_IF_ERROR(CheckKnob(strategy.eta(), "eta", 2, 100, "3"));
+  RETURN_IF_ERROR(CheckKnob(strategy.min_iterations(), "min_iterations", 1,
+                            kMaxIterations, "iterations / eta^rung, >= 3"));
+  RETURN_IF_ERROR(CheckKnob(strategy.initial_random(), "initial_random", 1,
+                            100000, "8"));
+  RETURN_IF_ERROR(CheckKnob(strategy.confirm_top_k(), "confirm_top_k", 1,
+                            1000, "no confirmation round"));
+  return CheckKnob(strategy.confirm_rounds(), "confirm_rounds", 1, 100, "2");
+}
+
 absl::Status CheckStrategy(const v1::Strategy& strategy) {
   if (!v1::Strategy::Kind_IsValid(strategy.kind())) {
-    return Invalid("strategy.kind", absl::StrCat(strategy.kind(),
-                                                 " is not allowed; allowed: "
-                                                 "GRID"));
+    return Invalid("strategy.kind",
+                   absl::StrCat(strategy.kind(),
+                                " is not allowed; allowed: GRID, RANDOM, "
+                                "SUCCESSIVE_HALVING, TPE"));
   }
   if (strategy.max_trials() < 0) {
     return Invalid("strategy.max_trials",
@@ -312,7 +333,7 @@ absl::Status CheckStrategy(const v1::Strategy& strategy) {
                                 " is out of range; allowed: finite "
                                 "values >= 0 (0 = no limit)"));
   }
-  return absl::OkStatus();
+  return CheckKnobs(strategy);
 }
 
 absl::Status CheckCount(int value, const std::string& path, int lo, int hi,

@@ -3,6 +3,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "tuner/grid_strategy.h"
+#include "tuner/halving_strategy.h"
+#include "tuner/random_strategy.h"
+#include "tuner/tpe_strategy.h"
 
 namespace moetune::tuner {
 
@@ -14,11 +17,31 @@ absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
     case v1::Strategy::KIND_UNSPECIFIED:
     case v1::Strategy::GRID:
       return std::make_unique<GridStrategy>();
+    case v1::Strategy::RANDOM:
+      return std::make_unique<RandomStrategy>();
+    case v1::Strategy::SUCCESSIVE_HALVING:
+      return std::make_unique<HalvingStrategy>();
+    case v1::Strategy::TPE:
+      return std::make_unique<TpeStrategy>();
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("strategy.kind: ", strategy.kind(),
-                       " is not allowed; allowed: GRID"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "strategy.kind: ", strategy.kind(),
+          " is not allowed; allowed: GRID, RANDOM, SUCCESSIVE_HALVING, TPE"));
   }
+}
+
+std::string ConfigKey(const v1::TrialConfig& config) {
+  const std::string tile =
+      config.has_tile()
+          ? absl::StrCat(config.tile().block_n(), "x", config.tile().block_k())
+          : "-";
+  return absl::StrCat(config.moe_backend(), "|", tile, "|", config.tp(), "|",
+                      config.ep(), "|", config.cuda_graph() ? 1 : 0);
+}
+
+std::string ProposalKey(const v1::Trial& trial) {
+  return absl::StrCat(trial.workload_hash(), "|", ConfigKey(trial.config()),
+                      "|", trial.rung(), "|", trial.confirm_round());
 }
 
 }  // namespace moetune::tuner

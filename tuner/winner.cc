@@ -6,7 +6,10 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "tuner/stats.h"
+#include "tuner/strategy.h"
 
 namespace moetune::tuner {
 namespace {
@@ -49,37 +52,142 @@ std::vector<WorkloadGroups> GroupTrials(const std::vector<v1::Trial>& trials) {
   return workloads;
 }
 
-void SortByMedian(std::vector<const v1::Trial*>& trials) {
-  std::sort(trials.begin(), trials.end(),
-            [](const v1::Trial* a, const v1::Trial* b) {
-              const double ma = a->result().stats().median_us();
-              const double mb = b->result().stats().median_us();
-              if (ma != mb) return ma < mb;
-              return a->trial_id() < b->trial_id();
-            });
+// The trials of the group's deciding rung: 0, or the lowest present.
+std::vector<const v1::Trial*> DecidingTrials(const Group& group, int* rung) {
+  *rung = std::numeric_limits<int>::max();
+  for (const v1::Trial* trial : group.trials) {
+    *rung = std::min(*rung, trial->rung());
+  }
+  std::vector<const v1::Trial*> kept;
+  for (const v1::Trial* trial : group.trials) {
+    if (trial->rung() == *rung) kept.push_back(trial);
+  }
+  return kept;
 }
 
-v1::BestForWorkload BestOf(const std::string& workload_hash, Group& group) {
-  SortByMedian(group.trials);
-  const v1::Trial& best = *group.trials.front();
+// One config's entry: its representative trial with pooled samples/stats.
+v1::Trial Pool(std::vector<const v1::Trial*> trials) {
+  std::sort(trials.begin(), trials.end(),
+            [](const v1::Trial* a, const v1::Trial* b) {
+              return a->trial_id() < b->trial_id();
+            });
+  v1::Trial entry = *trials.front();
+  if (trials.size() == 1) return entry;
+  std::vector<double> pooled;
+  for (const v1::Trial* trial : trials) {
+    pooled.insert(pooled.end(), trial->result().samples_us().begin(),
+                  trial->result().samples_us().end());
+  }
+  if (pooled.empty()) return entry;
+  v1::TrialResult& result = *entry.mutable_result();
+  result.mutable_samples_us()->Assign(pooled.begin(), pooled.end());
+  *result.mutable_stats() = Summarize(pooled);
+  return entry;
+}
+
+// Pooled entries of the deciding trials, best first.
+std::vector<v1::Trial> RankedEntries(const std::vector<const v1::Trial*>& in) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const v1::Trial*>> by_config;
+  for (const v1::Trial* trial : in) {
+    const std::string key = ConfigKey(trial->config());
+    if (by_config[key].empty()) order.push_back(key);
+    by_config[key].push_back(trial);
+  }
+  std::vector<v1::Trial> entries;
+  for (const std::string& key : order) entries.push_back(Pool(by_config[key]));
+  std::sort(entries.begin(), entries.end(),
+            [](const v1::Trial& a, const v1::Trial& b) {
+              const double ma = a.result().stats().median_us();
+              const double mb = b.result().stats().median_us();
+              if (ma != mb) return ma < mb;
+              return a.trial_id() < b.trial_id();
+            });
+  return entries;
+}
+
+std::string Ci(const v1::TimingStats& s) {
+  return absl::StrFormat("median %.1f us, CI [%.1f, %.1f]", s.median_us(),
+                         s.ci_low_us(), s.ci_high_us());
+}
+
+// best, runner-up, margin, ties of `entries` (best first, non-empty).
+v1::BestForWorkload Fill(const std::string& workload_hash,
+                         const v1::Trial& best,
+                         const std::vector<v1::Trial>& others) {
   v1::BestForWorkload out;
   out.set_workload_hash(workload_hash);
   *out.mutable_workload() = best.workload();
   *out.mutable_best() = best;
   *out.mutable_fingerprint() = best.result().fingerprint();
   const v1::TimingStats& best_stats = best.result().stats();
-  if (group.trials.size() > 1) {
-    const v1::Trial& runner_up = *group.trials[1];
-    *out.mutable_runner_up() = runner_up;
-    out.set_margin_us(runner_up.result().stats().median_us() -
+  out.add_tied_trial_ids(best.trial_id());
+  if (!others.empty()) {
+    *out.mutable_runner_up() = others.front();
+    out.set_margin_us(others.front().result().stats().median_us() -
                       best_stats.median_us());
-    out.set_tie(IntervalsOverlap(runner_up.result().stats(), best_stats));
+    out.set_tie(IntervalsOverlap(others.front().result().stats(), best_stats));
   }
-  for (const v1::Trial* trial : group.trials) {
-    if (IntervalsOverlap(trial->result().stats(), best_stats)) {
-      out.add_tied_trial_ids(trial->trial_id());
+  for (const v1::Trial& other : others) {
+    if (IntervalsOverlap(other.result().stats(), best_stats)) {
+      out.add_tied_trial_ids(other.trial_id());
     }
   }
+  return out;
+}
+
+const v1::Trial* IncumbentFor(const std::vector<v1::Trial>& incumbents,
+                              const std::string& workload_hash,
+                              const std::string& fingerprint_hash) {
+  for (const v1::Trial& incumbent : incumbents) {
+    if (CanRank(incumbent) && incumbent.workload_hash() == workload_hash &&
+        incumbent.result().fingerprint().hash() == fingerprint_hash) {
+      return &incumbent;
+    }
+  }
+  return nullptr;
+}
+
+// The incumbent rule (see winner.h) for a group with entries, best first.
+v1::BestForWorkload Challenge(const std::string& workload_hash,
+                              const v1::Trial& incumbent,
+                              std::vector<v1::Trial> entries) {
+  const v1::TimingStats& inc = incumbent.result().stats();
+  const v1::TimingStats& chal = entries.front().result().stats();
+  if (chal.ci_high_us() < inc.ci_low_us()) {
+    const v1::Trial best = entries.front();
+    entries.erase(entries.begin());
+    v1::BestForWorkload out = Fill(workload_hash, best, entries);
+    out.mutable_best()->set_reason(absl::StrCat(
+        kRuleChallengerWon, ": ", Ci(chal), " is below incumbent trial ",
+        incumbent.trial_id(), "'s ", Ci(inc)));
+    return out;
+  }
+  v1::BestForWorkload out = Fill(workload_hash, incumbent, entries);
+  out.mutable_best()->set_reason(absl::StrCat(
+      kRuleIncumbentKept, ": challenger trial ", entries.front().trial_id(),
+      " ", Ci(chal), " is not faster beyond the interval"));
+  return out;
+}
+
+v1::BestForWorkload BestOf(const std::string& workload_hash,
+                           const Group& group,
+                           const std::vector<v1::Trial>& incumbents) {
+  int rung = 0;
+  std::vector<v1::Trial> entries =
+      RankedEntries(DecidingTrials(group, &rung));
+  const v1::Trial* incumbent =
+      IncumbentFor(incumbents, workload_hash, group.fingerprint_hash);
+  if (incumbent != nullptr) return Challenge(workload_hash, *incumbent, entries);
+  const v1::Trial best = entries.front();
+  entries.erase(entries.begin());
+  v1::BestForWorkload out = Fill(workload_hash, best, entries);
+  out.mutable_best()->set_reason(
+      rung == 0 ? absl::StrCat(kRuleFastest, ": lowest pooled median of ",
+                               entries.size() + 1, " configs")
+                : absl::StrCat(kRuleScreeningOnly, ": no full-measurement "
+                               "trial; lowest median at screening rung ",
+                               rung));
   return out;
 }
 
@@ -98,12 +206,25 @@ bool CanRank(const v1::Trial& trial) {
   return outcome == v1::DONE || outcome == v1::TRIAL_STATE_UNSPECIFIED;
 }
 
+std::string_view DecidedBy(const v1::BestForWorkload& best) {
+  const std::string& reason = best.best().reason();
+  const size_t colon = reason.find(':');
+  if (colon == std::string::npos) return {};
+  return std::string_view(reason).substr(0, colon);
+}
+
 v1::GetBestResponse SelectBest(const std::vector<v1::Trial>& trials) {
+  return SelectBest(trials, {});
+}
+
+v1::GetBestResponse SelectBest(const std::vector<v1::Trial>& trials,
+                               const std::vector<v1::Trial>& incumbents) {
   v1::GetBestResponse response;
   for (WorkloadGroups& workload : GroupTrials(trials)) {
     NewestFirst(workload.groups);
-    for (Group& group : workload.groups) {
-      *response.add_workloads() = BestOf(workload.workload_hash, group);
+    for (const Group& group : workload.groups) {
+      *response.add_workloads() =
+          BestOf(workload.workload_hash, group, incumbents);
     }
   }
   return response;
