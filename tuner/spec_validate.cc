@@ -306,10 +306,10 @@ absl::Status CheckKnobs(const v1::Strategy& strategy) {
   RETURN_IF_ERROR(CheckKnob(strategy.eta(), "eta", 2, 100, "3"));
   RETURN_IF_ERROR(CheckKnob(strategy.min_iterations(), "min_iterations", 1,
                             kMaxIterations, "iterations / eta^rung, >= 3"));
-  RETURN_IF_ERROR(CheckKnob(strategy.initial_random(), "initial_random", 1,
-                            100000, "8"));
-  RETURN_IF_ERROR(CheckKnob(strategy.confirm_top_k(), "confirm_top_k", 1,
-                            1000, "no confirmation round"));
+  RETURN_IF_ERROR(
+      CheckKnob(strategy.initial_random(), "initial_random", 1, 100000, "8"));
+  RETURN_IF_ERROR(CheckKnob(strategy.confirm_top_k(), "confirm_top_k", 1, 1000,
+                            "no confirmation round"));
   return CheckKnob(strategy.confirm_rounds(), "confirm_rounds", 1, 100, "2");
 }
 

@@ -170,22 +170,22 @@ v1::BestForWorkload Challenge(const std::string& workload_hash,
   return out;
 }
 
-v1::BestForWorkload BestOf(const std::string& workload_hash,
-                           const Group& group,
+v1::BestForWorkload BestOf(const std::string& workload_hash, const Group& group,
                            const std::vector<v1::Trial>& incumbents) {
   int rung = 0;
-  std::vector<v1::Trial> entries =
-      RankedEntries(DecidingTrials(group, &rung));
+  std::vector<v1::Trial> entries = RankedEntries(DecidingTrials(group, &rung));
   const v1::Trial* incumbent =
       IncumbentFor(incumbents, workload_hash, group.fingerprint_hash);
-  if (incumbent != nullptr) return Challenge(workload_hash, *incumbent, entries);
+  if (incumbent != nullptr)
+    return Challenge(workload_hash, *incumbent, entries);
   const v1::Trial best = entries.front();
   entries.erase(entries.begin());
   v1::BestForWorkload out = Fill(workload_hash, best, entries);
   out.mutable_best()->set_reason(
       rung == 0 ? absl::StrCat(kRuleFastest, ": lowest pooled median of ",
                                entries.size() + 1, " configs")
-                : absl::StrCat(kRuleScreeningOnly, ": no full-measurement "
+                : absl::StrCat(kRuleScreeningOnly,
+                               ": no full-measurement "
                                "trial; lowest median at screening rung ",
                                rung));
   return out;

@@ -21,10 +21,10 @@ bool CanRank(const v1::Trial& trial);
 // (the lead is asked for `string decided_by = 9;` on BestForWorkload), so
 // SelectBest writes it at the start of best.reason, which is otherwise empty
 // for a DONE trial: "<rule>: <details>". These are the <rule> words.
-inline constexpr std::string_view kRuleFastest = "fastest";
-inline constexpr std::string_view kRuleScreeningOnly = "fastest-screening";
-inline constexpr std::string_view kRuleIncumbentKept = "incumbent-kept";
-inline constexpr std::string_view kRuleChallengerWon = "challenger-won";
+inline constexpr char kRuleFastest[] = "fastest";
+inline constexpr char kRuleScreeningOnly[] = "fastest-screening";
+inline constexpr char kRuleIncumbentKept[] = "incumbent-kept";
+inline constexpr char kRuleChallengerWon[] = "challenger-won";
 // The <rule> of `best` (the text before the first ':'), "" when none.
 std::string_view DecidedBy(const v1::BestForWorkload& best);
 

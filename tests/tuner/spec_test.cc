@@ -234,15 +234,18 @@ TEST(ExpandSweepTest, ConditionalTiles) {
       moe_backends: "cpu_blocked"
       moe_backends: "fused_gemv"
       tiles { block_n: 16 block_k: 256 }
-      tiles { block_n: 8 block_k: 512 }
+      tiles { block_n: 16 block_k: 512 }
       tiles { block_n: 8 block_k: 128 }
     }
   )pb");
+  // 16x256 belongs to both tiled backends, 16x512 to fused_gemv only, 8x128
+  // to cpu_blocked only.
   EXPECT_THAT(Rows(Expand(spec)),
               ::testing::ElementsAre(Row{"cpu_reference", "-", 1, 1, false},
                                      Row{"cpu_blocked", "16x256", 1, 1, false},
                                      Row{"cpu_blocked", "8x128", 1, 1, false},
-                                     Row{"fused_gemv", "8x512", 1, 1, false}));
+                                     Row{"fused_gemv", "16x256", 1, 1, false},
+                                     Row{"fused_gemv", "16x512", 1, 1, false}));
 }
 
 TEST(ExpandSweepTest, DefaultTileWhenNoneListedForTheBackend) {
@@ -257,13 +260,13 @@ TEST(ExpandSweepTest, DefaultTileWhenNoneListedForTheBackend) {
   )pb");
   EXPECT_THAT(Rows(Expand(spec)),
               ::testing::ElementsAre(Row{"cpu_blocked", "4x64", 1, 1, false},
-                                     Row{"fused_gemv", "4x256", 1, 1, false}));
+                                     Row{"fused_gemv", "16x256", 1, 1, false}));
   v1::TileShape* tile = spec.mutable_space()->add_tiles();
   tile->set_block_n(32);
   tile->set_block_k(512);  // cpu_blocked's only; fused_gemv keeps its default
   EXPECT_THAT(Rows(Expand(spec)),
               ::testing::ElementsAre(Row{"cpu_blocked", "32x512", 1, 1, false},
-                                     Row{"fused_gemv", "4x256", 1, 1, false}));
+                                     Row{"fused_gemv", "16x256", 1, 1, false}));
 }
 
 TEST(ExpandSweepTest, WorldSizeFiltersTpEpPairs) {
@@ -367,7 +370,7 @@ TEST(ExpandSweepTest, FullGridCount) {
       moe_backends: "grouped_mma"
       tiles { block_n: 4 block_k: 64 }
       tiles { block_n: 8 block_k: 128 }
-      tiles { block_n: 8 block_k: 256 }
+      tiles { block_n: 32 block_k: 256 }
       tiles { block_n: 16 block_k: 512 }
       tp: 1
       tp: 2

@@ -213,14 +213,14 @@ TEST(ValidateTest, TilesMustBelongToAListedBackend) {
     tile->set_block_n(n);
     tile->set_block_k(k);
   };
-  add_tile(8, 128);  // cpu_blocked
-  add_tile(8, 512);  // fused_gemv
+  add_tile(8, 128);   // cpu_blocked
+  add_tile(16, 512);  // fused_gemv
   EXPECT_TRUE(ValidateSweepSpec(spec).ok());
   add_tile(5, 64);
   EXPECT_EQ(ErrorOf(spec),
             "space.tiles[2]: {block_n: 5, block_k: 64} is not a tile of any "
             "listed backend; tiles of cpu_blocked: 4x64, 8x128, 16x256, "
-            "32x512; tiles of fused_gemv: 4x256, 8x256, 8x512, 16x512");
+            "32x512; tiles of fused_gemv: 16x256, 16x512, 32x256");
   spec.mutable_space()->mutable_tiles(2)->set_block_n(64);  // grouped_mma's
   EXPECT_THAT(ErrorOf(spec), StartsWith("space.tiles[2]: {block_n: 64, "
                                         "block_k: 64} is not a tile"));
@@ -297,7 +297,9 @@ TEST(ValidateTest, WorldSize) {
 TEST(ValidateTest, Strategy) {
   v1::SweepSpec spec = Base();
   spec.mutable_strategy()->set_kind(static_cast<v1::Strategy::Kind>(7));
-  EXPECT_EQ(ErrorOf(spec), "strategy.kind: 7 is not allowed; allowed: GRID");
+  EXPECT_EQ(ErrorOf(spec),
+            "strategy.kind: 7 is not allowed; allowed: GRID, RANDOM, "
+            "SUCCESSIVE_HALVING, TPE");
   spec.mutable_strategy()->set_kind(v1::Strategy::GRID);
   spec.mutable_strategy()->set_max_trials(-1);
   EXPECT_EQ(ErrorOf(spec),

@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tuner/stats.h"
 
 namespace moetune::tuner {
 namespace {
@@ -27,6 +28,9 @@ v1::Trial MakeTrial(const Spec& s) {
   t.mutable_workload()->set_batch_size(static_cast<int>(s.workload.size()));
   t.set_state(s.state);
   t.set_updated_at_unix_ms(s.updated_ms);
+  // A config of its own per trial: trials of one config are pooled.
+  t.mutable_config()->set_moe_backend("cpu_blocked");
+  t.mutable_config()->set_tp(static_cast<int>(s.id));
   v1::TrialResult& r = *t.mutable_result();
   r.set_trial_id(s.id);
   r.set_outcome(s.state);
@@ -186,6 +190,109 @@ TEST(SelectBestTest, WorkloadsInFirstAppearanceOrder) {
   EXPECT_TRUE(r.workloads(0).tie());  // [8.5, 9.5] overlaps [9, 11]
   EXPECT_EQ(r.workloads(1).workload_hash(), "aaa");
   EXPECT_EQ(r.workloads(1).best().trial_id(), 2);
+}
+
+}  // namespace
+}  // namespace moetune::tuner
+
+namespace moetune::tuner {
+namespace {
+
+// A DONE trial of config (backend, tp) with raw samples.
+v1::Trial Sampled(int64_t id, int tp, std::vector<double> samples, int rung = 0,
+                  std::string fingerprint = "fp") {
+  v1::Trial t;
+  t.set_trial_id(id);
+  t.set_workload_hash("w");
+  t.set_state(v1::DONE);
+  t.set_rung(rung);
+  t.set_updated_at_unix_ms(1000);
+  t.mutable_config()->set_moe_backend("cpu_blocked");
+  t.mutable_config()->set_tp(tp);
+  v1::TrialResult& r = *t.mutable_result();
+  r.set_outcome(v1::DONE);
+  r.mutable_fingerprint()->set_hash(fingerprint);
+  r.mutable_samples_us()->Assign(samples.begin(), samples.end());
+  *r.mutable_stats() = Summarize(samples);
+  return t;
+}
+
+TEST(SelectBestPoolingTest, TrialsOfOneConfigArePooled) {
+  // Config tp1: trials 3 and 5, samples {10, 11, 12} and {13, 14}: pooled
+  // median 12. Config tp2: one trial, median 12.5.
+  const v1::GetBestResponse r = SelectBest({
+      Sampled(5, 1, {13, 14}),
+      Sampled(4, 2, {12, 12.5, 13}),
+      Sampled(3, 1, {10, 11, 12}),
+  });
+  ASSERT_EQ(r.workloads_size(), 1);
+  const v1::BestForWorkload& b = r.workloads(0);
+  EXPECT_EQ(b.best().trial_id(), 3);  // the config's lowest id stands for it
+  EXPECT_EQ(b.best().result().samples_us_size(), 5);
+  EXPECT_DOUBLE_EQ(b.best().result().stats().median_us(), 12.0);
+  EXPECT_EQ(b.best().result().stats().samples(), 5);
+  EXPECT_EQ(b.runner_up().trial_id(), 4);
+  EXPECT_DOUBLE_EQ(b.margin_us(), 0.5);
+  EXPECT_EQ(DecidedBy(b), kRuleFastest);
+}
+
+TEST(SelectBestPoolingTest, ScreeningRungsOnlyWhenNothingElse) {
+  // Rung 1 (screening) is faster but a rung-0 trial exists: rung 0 decides.
+  const v1::GetBestResponse r = SelectBest({
+      Sampled(1, 1, {5, 5, 5}, /*rung=*/1),
+      Sampled(2, 2, {50, 50, 50}, /*rung=*/0),
+  });
+  ASSERT_EQ(r.workloads_size(), 1);
+  EXPECT_EQ(r.workloads(0).best().trial_id(), 2);
+  EXPECT_FALSE(r.workloads(0).has_runner_up());
+  // Only screening trials: the lowest rung present decides, marked so.
+  const v1::GetBestResponse s = SelectBest({
+      Sampled(1, 1, {9, 9, 9}, /*rung=*/2),
+      Sampled(2, 2, {7, 7, 7}, /*rung=*/1),
+      Sampled(3, 3, {8, 8, 8}, /*rung=*/1),
+  });
+  ASSERT_EQ(s.workloads_size(), 1);
+  EXPECT_EQ(s.workloads(0).best().trial_id(), 2);
+  EXPECT_EQ(s.workloads(0).runner_up().trial_id(), 3);
+  EXPECT_EQ(DecidedBy(s.workloads(0)), kRuleScreeningOnly);
+}
+
+v1::Trial WithCi(int64_t id, int tp, double median, double lo, double hi,
+                 std::string fingerprint = "fp") {
+  v1::Trial t = Sampled(id, tp, {}, 0, fingerprint);
+  t.mutable_result()->clear_samples_us();
+  t.mutable_result()->mutable_stats()->set_median_us(median);
+  t.mutable_result()->mutable_stats()->set_ci_low_us(lo);
+  t.mutable_result()->mutable_stats()->set_ci_high_us(hi);
+  return t;
+}
+
+TEST(SelectBestIncumbentTest, IncumbentKeptUnlessBeatenBeyondTheInterval) {
+  const std::vector<v1::Trial> incumbent = {WithCi(100, 7, 10.0, 9.5, 10.5)};
+  // Challenger's median is lower, but its CI reaches the incumbent's.
+  const v1::GetBestResponse kept = SelectBest(
+      {WithCi(1, 1, 9.6, 9.0, 9.6), WithCi(2, 2, 20.0, 19.0, 21.0)}, incumbent);
+  ASSERT_EQ(kept.workloads_size(), 1);
+  const v1::BestForWorkload& k = kept.workloads(0);
+  EXPECT_EQ(k.best().trial_id(), 100);
+  EXPECT_EQ(k.runner_up().trial_id(), 1);
+  EXPECT_NEAR(k.margin_us(), -0.4, 1e-12);
+  EXPECT_TRUE(k.tie());
+  EXPECT_THAT(Tied(k), ElementsAre(100, 1));
+  EXPECT_EQ(DecidedBy(k), kRuleIncumbentKept);
+  // Challenger's CI high below the incumbent's CI low: the challenger wins.
+  const v1::GetBestResponse won = SelectBest(
+      {WithCi(1, 1, 9.0, 8.5, 9.4), WithCi(2, 2, 20.0, 19.0, 21.0)}, incumbent);
+  const v1::BestForWorkload& w = won.workloads(0);
+  EXPECT_EQ(w.best().trial_id(), 1);
+  EXPECT_EQ(w.runner_up().trial_id(), 2);
+  EXPECT_FALSE(w.tie());
+  EXPECT_EQ(DecidedBy(w), kRuleChallengerWon);
+  // An incumbent of another fingerprint does not count.
+  const v1::GetBestResponse other = SelectBest(
+      {WithCi(1, 1, 9.6, 9.0, 9.6)}, {WithCi(100, 7, 1.0, 0.5, 1.5, "old")});
+  EXPECT_EQ(other.workloads(0).best().trial_id(), 1);
+  EXPECT_EQ(DecidedBy(other.workloads(0)), kRuleFastest);
 }
 
 }  // namespace

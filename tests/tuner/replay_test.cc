@@ -1,0 +1,141 @@
+#include "tuner/replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/tuner/strategy_test_util.h"
+#include "tuner/grid_strategy.h"
+#include "tuner/search.h"
+#include "tuner/spec.h"
+#include "tuner/stats.h"
+
+namespace moetune::tuner {
+namespace {
+
+class ReplayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<ReplayOracle> oracle =
+        ReplayOracle::FromJsonFile(testing::RecordedPath());
+    ASSERT_TRUE(oracle.ok()) << oracle.status();
+    oracle_ = std::make_unique<ReplayOracle>(*std::move(oracle));
+  }
+  // The recorded trial with this batch size and config key.
+  const v1::Trial& Recorded(int batch, const std::string& config_key) {
+    for (const v1::Trial& t : oracle_->recorded().trials()) {
+      if (t.workload().batch_size() == batch &&
+          ConfigKey(t.config()) == config_key) {
+        return t;
+      }
+    }
+    ADD_FAILURE() << "not recorded: " << config_key;
+    return oracle_->recorded().trials(0);
+  }
+  std::unique_ptr<ReplayOracle> oracle_;
+};
+
+TEST_F(ReplayTest, TheRecordingIsAGridOfTwoWorkloads) {
+  EXPECT_EQ(oracle_->recorded().trials_size(), 72);
+  const absl::StatusOr<v1::SweepSpec> spec =
+      SpecFromRecording(oracle_->recorded());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const std::vector<v1::Trial> grid = *ExpandSweep(*spec);
+  ASSERT_EQ(grid.size(), 72u);
+  for (int i = 0; i < 72; ++i) {
+    const v1::Trial& recorded = oracle_->recorded().trials(i);
+    EXPECT_EQ(grid[i].workload_hash(), recorded.workload_hash()) << i;
+    EXPECT_EQ(ConfigKey(grid[i].config()), ConfigKey(recorded.config())) << i;
+  }
+  EXPECT_EQ(spec->measurement().iterations(), 20);
+}
+
+TEST_F(ReplayTest, SimulateDrawsFromTheRecordedSamples) {
+  const v1::Trial& recorded = Recorded(1, "cpu_blocked|4x64|2|8|0");
+  v1::Trial proposed = recorded;
+  proposed.clear_result();
+  proposed.set_state(v1::QUEUED);
+  proposed.set_trial_id(77);
+  proposed.mutable_measurement()->set_iterations(50);
+  const v1::TrialResult a = oracle_->Simulate(proposed, 3);
+  EXPECT_EQ(a.outcome(), v1::DONE);
+  EXPECT_EQ(a.trial_id(), 77);
+  ASSERT_EQ(a.samples_us_size(), 50);
+  const std::set<double> pool(recorded.result().samples_us().begin(),
+                              recorded.result().samples_us().end());
+  for (double s : a.samples_us()) EXPECT_EQ(pool.count(s), 1u) << s;
+  const std::vector<double> drawn(a.samples_us().begin(), a.samples_us().end());
+  EXPECT_DOUBLE_EQ(a.stats().median_us(), Summarize(drawn).median_us());
+  EXPECT_EQ(a.fingerprint().hash(), recorded.result().fingerprint().hash());
+  // Same seed, same draw; another seed, another draw.
+  EXPECT_EQ(oracle_->Simulate(proposed, 3).SerializeAsString(),
+            a.SerializeAsString());
+  EXPECT_NE(oracle_->Simulate(proposed, 4).SerializeAsString(),
+            a.SerializeAsString());
+  // The true median is the recorded one (the same 20 samples).
+  EXPECT_DOUBLE_EQ(
+      *oracle_->TrueMedianUs(recorded.workload_hash(), recorded.config()),
+      recorded.result().stats().median_us());
+}
+
+TEST_F(ReplayTest, RecordedFailuresAndUnknownConfigs) {
+  v1::Trial failed = Recorded(1, "cpu_blocked|8x128|2|1|0");
+  ASSERT_EQ(failed.state(), v1::FAILED);
+  failed.clear_result();
+  const v1::TrialResult r = oracle_->Simulate(failed, 1);
+  EXPECT_EQ(r.outcome(), v1::FAILED);
+  EXPECT_THAT(r.reason(), ::testing::HasSubstr("kernel cannot do this shape"));
+  EXPECT_EQ(r.samples_us_size(), 0);
+  EXPECT_FALSE(oracle_->TrueMedianUs(failed.workload_hash(), failed.config()));
+  v1::Trial unknown = failed;
+  unknown.mutable_config()->set_tp(8);
+  const v1::TrialResult u = oracle_->Simulate(unknown, 1);
+  EXPECT_EQ(u.outcome(), v1::UNAVAILABLE);
+  EXPECT_EQ(u.reason(), "replay: config not recorded");
+}
+
+TEST_F(ReplayTest, GridReplayIsDeterministicAndFindsTheRecordedBest) {
+  const v1::SweepSpec spec = *SpecFromRecording(oracle_->recorded());
+  GridStrategy grid;
+  const absl::StatusOr<ReplayRun> a = RunReplay(spec, grid, *oracle_, 9);
+  const absl::StatusOr<ReplayRun> b = RunReplay(spec, grid, *oracle_, 9);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->trials.size(), 72u);
+  ASSERT_EQ(b->trials.size(), 72u);
+  double seconds = 0;
+  for (size_t i = 0; i < 72; ++i) {
+    EXPECT_EQ(a->trials[i].SerializeAsString(),
+              b->trials[i].SerializeAsString());
+    EXPECT_EQ(a->trials[i].trial_id(), static_cast<int64_t>(i) + 1);
+    seconds += TrialGpuSeconds(a->trials[i]);
+  }
+  EXPECT_DOUBLE_EQ(a->gpu_seconds, seconds);
+  EXPECT_EQ(a->rounds, 1);
+  ASSERT_EQ(a->pick.workloads_size(), 2);
+  ASSERT_EQ(a->pick_true_median_us.size(), 2u);
+  // The recording's fastest config of both workloads: cpu_blocked 4x64 tp2
+  // ep8 (106 us and 400 us), far ahead of the runners-up.
+  for (int w = 0; w < 2; ++w) {
+    const v1::BestForWorkload& best = a->pick.workloads(w);
+    EXPECT_EQ(ConfigKey(best.best().config()), "cpu_blocked|4x64|2|8|0");
+    EXPECT_DOUBLE_EQ(
+        a->pick_true_median_us[w],
+        *oracle_->TrueMedianUs(best.workload_hash(), best.best().config()));
+  }
+}
+
+TEST(ReplayOracleTest, BadInput) {
+  EXPECT_EQ(ReplayOracle::FromJson("{\"trials\": 3}").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReplayOracle::FromJsonFile("/nonexistent/x.json").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(SpecFromRecording(v1::QueryTrialsResponse()).status().message(),
+            "recorded sweep: trials: none");
+}
+
+}  // namespace
+}  // namespace moetune::tuner

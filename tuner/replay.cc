@@ -1,0 +1,231 @@
+#include "tuner/replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
+#include "tuner/search.h"
+#include "tuner/stats.h"
+#include "tuner/winner.h"
+
+namespace moetune::tuner {
+namespace {
+
+std::string EntryKey(const std::string& workload_hash,
+                     const v1::TrialConfig& config) {
+  return absl::StrCat(workload_hash, "|", ConfigKey(config));
+}
+
+template <typename T>
+void AddUnique(std::vector<T>& seen, const T& value) {
+  if (std::find(seen.begin(), seen.end(), value) == seen.end()) {
+    seen.push_back(value);
+  }
+}
+
+bool SameTile(const v1::TileShape& a, const v1::TileShape& b) {
+  return a.block_n() == b.block_n() && a.block_k() == b.block_k();
+}
+
+void AddTile(v1::SearchSpace& space, const v1::TileShape& tile) {
+  for (const v1::TileShape& seen : space.tiles()) {
+    if (SameTile(seen, tile)) return;
+  }
+  *space.add_tiles() = tile;
+}
+
+}  // namespace
+
+ReplayOracle::ReplayOracle(const v1::QueryTrialsResponse& recorded)
+    : recorded_(recorded) {
+  for (const v1::Trial& trial : recorded_.trials()) {
+    if (!IsFinal(trial.state())) continue;
+    Entry& entry = entries_[EntryKey(trial.workload_hash(), trial.config())];
+    entry.any_result = trial.result();
+    entry.any_result.set_outcome(trial.state());
+    if (trial.result().reason().empty()) {
+      entry.any_result.set_reason(trial.reason());
+    }
+    if (!CanRank(trial) || trial.rung() != 0) continue;
+    if (!entry.done) entry.median_us = trial.result().stats().median_us();
+    entry.done = true;
+    entry.samples_us.insert(entry.samples_us.end(),
+                            trial.result().samples_us().begin(),
+                            trial.result().samples_us().end());
+  }
+  for (auto& [key, entry] : entries_) {
+    std::sort(entry.samples_us.begin(), entry.samples_us.end());
+    if (!entry.samples_us.empty()) {
+      entry.median_us = Percentile(entry.samples_us, 0.5);
+    }
+  }
+}
+
+absl::StatusOr<ReplayOracle> ReplayOracle::FromJson(std::string_view json) {
+  v1::QueryTrialsResponse recorded;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  const auto status = google::protobuf::util::JsonStringToMessage(
+      std::string(json), &recorded, options);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("recorded sweep: not a QueryTrialsResponse in protobuf "
+                     "JSON: ",
+                     status.ToString()));
+  }
+  return ReplayOracle(recorded);
+}
+
+absl::StatusOr<ReplayOracle> ReplayOracle::FromJsonFile(
+    const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("recorded sweep: cannot read '", path, "'"));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return FromJson(text.str());
+}
+
+const ReplayOracle::Entry* ReplayOracle::Find(
+    const std::string& workload_hash, const v1::TrialConfig& config) const {
+  auto it = entries_.find(EntryKey(workload_hash, config));
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+v1::TrialResult ReplayOracle::Simulate(const v1::Trial& proposed,
+                                       uint64_t seed) const {
+  v1::TrialResult result;
+  const Entry* entry = Find(proposed.workload_hash(), proposed.config());
+  if (entry == nullptr) {
+    result.set_outcome(v1::UNAVAILABLE);
+    result.set_reason("replay: config not recorded");
+  } else if (!entry->done || entry->samples_us.empty()) {
+    result = entry->any_result;
+    result.clear_samples_us();
+  } else {
+    result = entry->any_result;
+    result.set_outcome(v1::DONE);
+    result.clear_reason();
+    SplitMix64 rng(seed ^ StableHash(ProposalKey(proposed)));
+    std::vector<double> drawn;
+    const int n = std::max(1, proposed.measurement().iterations());
+    for (int i = 0; i < n; ++i) {
+      drawn.push_back(entry->samples_us[rng.Below(entry->samples_us.size())]);
+    }
+    result.mutable_samples_us()->Assign(drawn.begin(), drawn.end());
+    *result.mutable_stats() = Summarize(drawn);
+  }
+  result.set_trial_id(proposed.trial_id());
+  result.set_attempt(1);
+  return result;
+}
+
+std::optional<double> ReplayOracle::TrueMedianUs(
+    const std::string& workload_hash, const v1::TrialConfig& config) const {
+  const Entry* entry = Find(workload_hash, config);
+  if (entry == nullptr || !entry->done) return std::nullopt;
+  return entry->median_us;
+}
+
+absl::StatusOr<v1::SweepSpec> SpecFromRecording(
+    const v1::QueryTrialsResponse& recorded) {
+  if (recorded.trials().empty()) {
+    return absl::InvalidArgumentError("recorded sweep: trials: none");
+  }
+  const v1::Trial& first = recorded.trials(0);
+  v1::SweepSpec spec;
+  spec.set_name("replay");
+  v1::WorkloadSpace& w = *spec.mutable_workload();
+  w.set_model_preset(first.workload().model_preset());
+  w.set_layers(first.workload().layers());
+  *w.mutable_routing() = first.workload().routing();
+  w.set_seed(first.workload().seed());
+  w.set_region(first.workload().region());
+  std::vector<int> batches, contexts, tps, eps;
+  std::vector<std::string> backends;
+  std::vector<bool> graphs;
+  for (const v1::Trial& t : recorded.trials()) {
+    AddUnique(batches, t.workload().batch_size());
+    AddUnique(contexts, t.workload().context_length());
+    AddUnique(backends, t.config().moe_backend());
+    AddUnique(tps, t.config().tp());
+    AddUnique(eps, t.config().ep());
+    AddUnique(graphs, t.config().cuda_graph());
+    if (t.config().has_tile())
+      AddTile(*spec.mutable_space(), t.config().tile());
+  }
+  v1::SearchSpace& s = *spec.mutable_space();
+  w.mutable_batch_sizes()->Assign(batches.begin(), batches.end());
+  w.mutable_context_lengths()->Assign(contexts.begin(), contexts.end());
+  for (const std::string& b : backends) s.add_moe_backends(b);
+  s.mutable_tp()->Assign(tps.begin(), tps.end());
+  s.mutable_ep()->Assign(eps.begin(), eps.end());
+  for (bool g : graphs) s.add_cuda_graph(g);
+  *spec.mutable_measurement() = first.measurement();
+  spec.mutable_strategy()->set_kind(v1::Strategy::GRID);
+  return spec;
+}
+
+namespace {
+
+// Runs one batch of proposals through the oracle into `run`.
+absl::Status SimulateBatch(std::vector<v1::Trial> batch,
+                           const ReplayOracle& oracle, uint64_t seed,
+                           std::set<std::string>& keys, ReplayRun& run) {
+  for (v1::Trial& trial : batch) {
+    if (!keys.insert(ProposalKey(trial)).second) {
+      return absl::InternalError(absl::StrCat(
+          "replay: proposal_key proposed twice: ", ProposalKey(trial)));
+    }
+    if (run.trials.size() >= static_cast<size_t>(kMaxReplayTrials)) {
+      return absl::InternalError("replay: the strategy never stops");
+    }
+    const int64_t id = static_cast<int64_t>(run.trials.size()) + 1;
+    trial.set_trial_id(id);
+    trial.set_sweep_id(1);
+    *trial.mutable_result() = oracle.Simulate(trial, seed);
+    trial.set_state(trial.result().outcome());
+    trial.set_reason(trial.result().reason());
+    trial.set_attempt(1);
+    trial.set_updated_at_unix_ms(id);
+    run.gpu_seconds += TrialGpuSeconds(trial);
+    run.trials.push_back(std::move(trial));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ReplayRun> RunReplay(const v1::SweepSpec& spec,
+                                    Strategy& strategy,
+                                    const ReplayOracle& oracle, uint64_t seed) {
+  ReplayRun run;
+  std::set<std::string> keys;
+  while (true) {
+    absl::StatusOr<std::vector<v1::Trial>> batch =
+        strategy.Propose(spec, run.trials);
+    if (!batch.ok()) return batch.status();
+    if (batch->empty()) break;
+    ++run.rounds;
+    absl::Status status =
+        SimulateBatch(*std::move(batch), oracle, seed, keys, run);
+    if (!status.ok()) return status;
+  }
+  run.pick = SelectBest(run.trials);
+  for (const v1::BestForWorkload& best : run.pick.workloads()) {
+    run.pick_true_median_us.push_back(
+        oracle.TrueMedianUs(best.workload_hash(), best.best().config())
+            .value_or(std::numeric_limits<double>::infinity()));
+  }
+  return run;
+}
+
+}  // namespace moetune::tuner
