@@ -1,0 +1,103 @@
+// fused_gemv: router, then ONE stream-K launch for gate_up of every active
+// expert (routed and shared, SiLU * up fused), then ONE for down (routing
+// weight and combine fused: fp32 atomics into the output, so the order of
+// the additions, and the last bits of y, vary between runs). The expert
+// launches use programmatic dependent launch: gate_up streams the shared
+// expert while the router still runs. Tile (block_n, block_k): block_n rows
+// (16 or 32) per warp work unit, block_k K elements per unit; both are
+// template parameters.
+#include <string>
+
+#include "kernels/backend_catalog.h"
+#include "kernels/cuda/backends.cuh"
+#include "kernels/cuda/expert_mma_impl.cuh"
+#include "kernels/cuda/router.cuh"
+
+namespace moetune::gpu {
+namespace {
+
+constexpr int kFusedWarps = 4;
+constexpr int kFusedMaxBatch = 64;
+
+MmaJob BaseJob(const LayerArgs& a, bool gate_up) {
+  MmaJob j;
+  j.w = gate_up ? a.gate_up : a.down;
+  j.buf = a.buf;
+  j.mode = gate_up ? kModeGateUp : kModeDown;
+  j.b_src = gate_up ? a.buf.x16 : a.buf.h;
+  j.b_by_position = gate_up ? 0 : 1;
+  j.ld_b = gate_up ? a.geo.hidden : a.geo.inter_local;
+  j.out_scale = j.w.tensor_scale * kDecodeScale;
+  j.inter_local = a.geo.inter_local;
+  j.hidden = a.geo.hidden;
+  j.batch = a.geo.batch;
+  j.shared_first = gate_up && a.geo.has_shared ? 1 : 0;
+  j.shared_expert = a.geo.num_local;
+  j.pdl = PdlEnabled();
+  return j;
+}
+
+template <int kRT, int kCPS, int kNT>
+GpuStatus LaunchExperts(const LayerArgs& a, cudaStream_t stream) {
+  MG_RETURN_IF_ERROR((LaunchExpertMma<kRT, kCPS, kNT, kFusedWarps, true>(
+      BaseJob(a, true), a.device, a.sm_count, stream)));
+  return LaunchExpertMma<kRT, kCPS, kNT, kFusedWarps, true>(
+      BaseJob(a, false), a.device, a.sm_count, stream);
+}
+
+// n-tiles of 8 tokens: the shared expert (or one routed expert) may get
+// every token of the batch.
+template <int kRT, int kCPS>
+GpuStatus LaunchTile(const LayerArgs& a, cudaStream_t stream) {
+  const int b = a.geo.batch;
+  if (b <= 8) return LaunchExperts<kRT, kCPS, 1>(a, stream);
+  if (b <= 16) return LaunchExperts<kRT, kCPS, 2>(a, stream);
+  if (b <= 32) return LaunchExperts<kRT, kCPS, 4>(a, stream);
+  return LaunchExperts<kRT, kCPS, 8>(a, stream);
+}
+
+bool IsTile(const LayerArgs& a) {
+#define MOETUNE_FUSED_IS(n, k) \
+  if (a.block_n == (n) && a.block_k == (k)) return true;
+  MOETUNE_FUSED_GEMV_TILES(MOETUNE_FUSED_IS)
+#undef MOETUNE_FUSED_IS
+  return false;
+}
+
+GpuStatus CanImplement(const LayerArgs& a) {
+  if (!IsTile(a)) {
+    return Fail(RunStatus::kCannotImplement,
+                "fused_gemv has no tile " + std::to_string(a.block_n) + "x" +
+                    std::to_string(a.block_k) +
+                    "; tiles: " + TileList("fused_gemv"));
+  }
+  if (a.geo.batch > kFusedMaxBatch) {
+    return Fail(
+        RunStatus::kCannotImplement,
+        "fused_gemv takes at most 64 tokens (8 mma n-tiles); batch is " +
+            std::to_string(a.geo.batch) + " (use grouped_mma)");
+  }
+  return CheckTiledDims(a, a.block_n, "fused_gemv");
+}
+
+size_t WorkspaceBytes(const LayerArgs&) { return 0; }
+
+GpuStatus Launch(const LayerArgs& a, void*, cudaStream_t stream) {
+  MG_RETURN_IF_ERROR(LaunchRouter(a, stream));
+#define MOETUNE_FUSED_LAUNCH(n, k)          \
+  if (a.block_n == (n) && a.block_k == (k)) \
+    return LaunchTile<(n) / 16, (k) / 64>(a, stream);
+  MOETUNE_FUSED_GEMV_TILES(MOETUNE_FUSED_LAUNCH)
+#undef MOETUNE_FUSED_LAUNCH
+  return Fail(RunStatus::kCannotImplement, "fused_gemv: unknown tile");
+}
+
+}  // namespace
+
+const BackendOps& FusedGemvOps() {
+  static const BackendOps ops{"fused_gemv",    true,   true, &CanImplement,
+                              &WorkspaceBytes, &Launch};
+  return ops;
+}
+
+}  // namespace moetune::gpu

@@ -1,0 +1,120 @@
+// grouped_mma: router; permutation (each token-slot position's activations
+// gathered into contiguous rows, grouped by expert); a grouped GEMM over
+// (64-token tile, block_n-row block) tiles on tensor cores for gate_up (SiLU
+// * up fused) and for down (routing weight fused, one row per position);
+// then the un-permutation, a fixed-order sum per token (no atomics: the
+// output is the same bits every run). block_n = rows per block (16 per
+// warp), block_k = K elements per pipeline stage.
+#include <string>
+
+#include "kernels/backend_catalog.h"
+#include "kernels/cuda/backends.cuh"
+#include "kernels/cuda/expert_mma_impl.cuh"
+#include "kernels/cuda/router.cuh"
+
+namespace moetune::gpu {
+namespace {
+
+constexpr int kGroupedNt = kGroupedTokens / 8;
+constexpr int kGroupedMaxBatch = 4096;
+
+int TileBound(const Geometry& g) {
+  return g.max_slots + (g.max_positions + kGroupedTokens - 1) / kGroupedTokens;
+}
+
+struct Workspace {
+  __half* xp;  // [max_positions][hidden]
+  float* yp;   // [max_positions][hidden]
+};
+
+Workspace Carve(const LayerArgs& a, void* base) {
+  Carver c(base);
+  const size_t n = static_cast<size_t>(a.geo.max_positions) * a.geo.hidden;
+  Workspace w;
+  w.xp = c.Take<__half>(n);
+  w.yp = c.Take<float>(n);
+  return w;
+}
+
+MmaJob Job(const LayerArgs& a, const Workspace& ws, bool gate_up) {
+  MmaJob j;
+  j.w = gate_up ? a.gate_up : a.down;
+  j.buf = a.buf;
+  j.mode = gate_up ? kModeGateUp : kModeDown;
+  j.b_src = gate_up ? ws.xp : a.buf.h;
+  j.b_by_position = 1;
+  j.ld_b = gate_up ? a.geo.hidden : a.geo.inter_local;
+  j.out_scale = j.w.tensor_scale * kDecodeScale;
+  j.inter_local = a.geo.inter_local;
+  j.hidden = a.geo.hidden;
+  j.batch = a.geo.batch;
+  j.yp = ws.yp;
+  j.tile_bound = TileBound(a.geo);
+  j.pdl = PdlEnabled();
+  return j;
+}
+
+template <int kBN, int kBK>
+GpuStatus LaunchTile(const LayerArgs& a, const Workspace& ws,
+                     cudaStream_t stream) {
+  constexpr int kWarps = kBN / 16, kCPS = kBK / 64;
+  MG_RETURN_IF_ERROR((LaunchExpertMma<1, kCPS, kGroupedNt, kWarps, false>(
+      Job(a, ws, true), a.device, a.sm_count, stream)));
+  return LaunchExpertMma<1, kCPS, kGroupedNt, kWarps, false>(
+      Job(a, ws, false), a.device, a.sm_count, stream);
+}
+
+bool IsTile(const LayerArgs& a) {
+#define MOETUNE_GROUPED_IS(n, k) \
+  if (a.block_n == (n) && a.block_k == (k)) return true;
+  MOETUNE_GROUPED_MMA_TILES(MOETUNE_GROUPED_IS)
+#undef MOETUNE_GROUPED_IS
+  return false;
+}
+
+GpuStatus CanImplement(const LayerArgs& a) {
+  if (!IsTile(a)) {
+    return Fail(RunStatus::kCannotImplement,
+                "grouped_mma has no tile " + std::to_string(a.block_n) + "x" +
+                    std::to_string(a.block_k) +
+                    "; tiles: " + TileList("grouped_mma"));
+  }
+  if (a.geo.batch > kGroupedMaxBatch) {
+    return Fail(RunStatus::kCannotImplement,
+                "grouped_mma takes at most 4096 tokens; batch is " +
+                    std::to_string(a.geo.batch));
+  }
+  return CheckTiledDims(a, a.block_n, "grouped_mma");
+}
+
+size_t WorkspaceBytes(const LayerArgs& a) {
+  const size_t n = static_cast<size_t>(a.geo.max_positions) * a.geo.hidden;
+  return Align256(n * sizeof(__half)) + Align256(n * sizeof(float));
+}
+
+GpuStatus Launch(const LayerArgs& a, void* workspace, cudaStream_t stream) {
+  const Workspace ws = Carve(a, workspace);
+  MG_RETURN_IF_ERROR(LaunchRouter(a, stream));
+  MG_RETURN_IF_ERROR(
+      LaunchGatherRows(a, reinterpret_cast<const uint16_t*>(a.buf.x16),
+                       reinterpret_cast<uint16_t*>(ws.xp), stream));
+  GpuStatus status =
+      Fail(RunStatus::kCannotImplement, "grouped_mma: unknown tile");
+#define MOETUNE_GROUPED_LAUNCH(n, k)        \
+  if (a.block_n == (n) && a.block_k == (k)) \
+    status = LaunchTile<(n), (k)>(a, ws, stream);
+  MOETUNE_GROUPED_MMA_TILES(MOETUNE_GROUPED_LAUNCH)
+#undef MOETUNE_GROUPED_LAUNCH
+  MG_RETURN_IF_ERROR(status);
+  return LaunchCombine(a, ws.yp, false, stream);
+}
+
+}  // namespace
+
+const BackendOps& GroupedMmaOps() {
+  static const BackendOps ops{"grouped_mma",   true,   true, &CanImplement,
+                              &WorkspaceBytes, &Launch};
+  return ops;
+}
+
+}  // namespace moetune::gpu

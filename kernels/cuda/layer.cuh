@@ -1,0 +1,79 @@
+// The plain structs one MoE layer run passes between the runner, the router
+// and the backends: the rank's geometry, its generated weights and the
+// device buffers of one run. No logic beyond derived sizes. Not thread-safe.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/moe_gpu.h"
+
+namespace moetune::gpu {
+
+// What rank `shard.rank` owns (brief: rank = ep_rank * tp + tp_rank).
+struct Geometry {
+  int batch = 0, hidden = 0, inter = 0, experts = 0, top_k = 0;
+  float scaling = 1.0f;
+  int tp_rank = 0, ep_rank = 0;
+  int inter_local = 0;     // moe_inter / tp
+  int e_lo = 0, e_hi = 0;  // owned routed experts [e_lo, e_hi)
+  int num_local = 0;       // e_hi - e_lo
+  int has_shared = 0;      // the shared expert's TP slice (ep_rank 0)
+  int max_slots = 0;       // routed slots + shared, upper bound
+  int max_positions = 0;   // token-slot pairs, upper bound
+};
+Geometry MakeGeometry(const MoeProblem& problem);
+
+// One weight matrix type (gate_up or down) of every local expert, the shared
+// one last (index num_local), in the tiled layout (tiled_nvfp4.h).
+struct MatrixView {
+  const uint8_t* codes = nullptr;
+  const uint8_t* scales = nullptr;
+  int64_t code_stride = 0;  // bytes per expert
+  int64_t scale_stride = 0;
+  int rows = 0, k = 0, chunks = 0, groups = 0;
+  float tensor_scale = 0;  // weights::Nvfp4TensorScale(full K)
+};
+
+// Device pointers of one run; sizes follow Geometry's bounds.
+struct RunBuffers {
+  const uint16_t* x_bf16 = nullptr;  // [batch][hidden], the input
+  const float* bias = nullptr;       // [experts]
+  __half* x16 = nullptr;             // [batch][hidden], fp16 copy
+  float* logits = nullptr;           // [batch][experts]
+  int* router_counter = nullptr;     // last-block ticket, self-resetting
+  int* topk_idx = nullptr;           // [batch][top_k]
+  float* topk_w = nullptr;           // [batch][top_k]
+  int* tok_pos = nullptr;            // [batch][top_k + 1] position or -1
+  int* meta = nullptr;         // slots, routed slots, positions, 64-token tiles
+  int* slot_expert = nullptr;  // [max_slots] local expert index
+  int* slot_tok_off = nullptr;  // [max_slots] first position
+  int* slot_ntok = nullptr;     // [max_slots]
+  int* tile_prefix = nullptr;   // [max_slots + 1]
+  int* tok_list = nullptr;      // [max_positions] token id
+  float* tok_w = nullptr;       // [max_positions] routing weight
+  float* gu_partial = nullptr;  // [max_positions][2 * inter_local]
+  int* gu_counters = nullptr;   // [max_slots][inter_local / 8]
+  __half* h = nullptr;          // [max_positions][inter_local]
+  float* y = nullptr;           // [batch][hidden], the output
+};
+
+inline constexpr int kMetaSlots = 0, kMetaRouted = 1, kMetaPositions = 2,
+                     kMetaTiles = 3;
+inline constexpr int kGroupedTokens = 64;  // grouped_mma's token tile
+
+struct LayerArgs {
+  Geometry geo;
+  int block_n = 0, block_k = 0;
+  MatrixView gate_up, down;
+  const uint16_t* router_w = nullptr;  // bf16 [experts][hidden]
+  RunBuffers buf;
+  int device = 0;
+  int sm_count = 0;
+  void* cublas = nullptr;  // cublasHandle_t of the runner's context
+};
+
+}  // namespace moetune::gpu

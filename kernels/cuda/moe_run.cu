@@ -1,0 +1,460 @@
+// RunMoeLayer (kernels/cuda/moe_gpu.h): validation, the per-device context
+// (stream, cuBLAS handle, L2-flush buffer, cached weights), one run's
+// buffers, the untimed checked run, the trusted reference, and the timing.
+#include <cublas_v2.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kernels/backend_catalog.h"
+#include "kernels/cuda/backends.cuh"
+#include "kernels/cuda/device_probe.cuh"
+#include "kernels/cuda/moe_gpu.h"
+#include "kernels/cuda/router.cuh"
+#include "kernels/cuda/trusted.cuh"
+#include "kernels/cuda/weights.cuh"
+#include "kernels/nvfp4_format.h"
+
+namespace moetune::gpu {
+namespace {
+
+constexpr size_t kFlushBytes = size_t{192} << 20;  // > 3x the 60 MB L2
+constexpr int kMaxBatch = 4096;
+
+struct Context {
+  int device = -1;
+  int sm_count = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  DeviceBuffer flush, sink;
+  WeightSet weights;
+  ~Context() {
+    if (cublas != nullptr) cublasDestroy(cublas);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+};
+
+std::unique_ptr<Context>& ContextSlot() {
+  static auto* slot = new std::unique_ptr<Context>;
+  return *slot;
+}
+
+GpuStatus GetContext(int device, Context** out) {
+  std::unique_ptr<Context>& ctx = ContextSlot();
+  MG_CUDA(cudaSetDevice(device));
+  if (ctx == nullptr || ctx->device != device) {
+    ctx.reset();
+    auto fresh = std::make_unique<Context>();
+    fresh->device = device;
+    MG_CUDA(cudaDeviceGetAttribute(&fresh->sm_count,
+                                   cudaDevAttrMultiProcessorCount, device));
+    MG_CUDA(cudaStreamCreateWithFlags(&fresh->stream, cudaStreamNonBlocking));
+    MG_RETURN_IF_ERROR(fresh->flush.Allocate(kFlushBytes));
+    MG_RETURN_IF_ERROR(fresh->sink.Allocate(256));
+    ctx = std::move(fresh);
+  }
+  *out = ctx.get();
+  return OkStatus();
+}
+
+GpuStatus EnsureCublas(Context* ctx) {
+  if (ctx->cublas != nullptr) return OkStatus();
+  const cublasStatus_t s = cublasCreate(&ctx->cublas);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    ctx->cublas = nullptr;
+    return Fail(RunStatus::kCudaError,
+                std::string("cublasCreate: ") + cublasGetStatusName(s));
+  }
+  return OkStatus();
+}
+
+GpuStatus Bad(const std::string& message) {
+  return Fail(RunStatus::kBadProblem, message);
+}
+
+bool AllFinite(const std::vector<float>& v) {
+  for (float f : v) {
+    if (!std::isfinite(f)) return false;
+  }
+  return true;
+}
+
+GpuStatus ValidateDims(const MoeProblem& p) {
+  const MoeDims& d = p.dims;
+  if (d.hidden < 1 || d.moe_inter < 1 || d.num_experts < 1 || d.top_k < 1) {
+    return Bad(
+        "problem.dims: hidden, moe_inter, num_experts and top_k must be >= 1");
+  }
+  if (d.top_k > d.num_experts)
+    return Bad("problem.dims.top_k: must be <= num_experts");
+  if (d.num_shared != 0 && d.num_shared != 1) {
+    return Bad("problem.dims.num_shared: must be 0 or 1, got " +
+               std::to_string(d.num_shared));
+  }
+  if (!std::isfinite(d.routed_scaling))
+    return Bad("problem.dims.routed_scaling: not finite");
+  if (p.batch < 1)
+    return Bad("problem.batch: must be >= 1, got " + std::to_string(p.batch));
+  if (p.input.size() != static_cast<size_t>(p.batch) * d.hidden) {
+    return Bad("problem.input: size must be batch * hidden = " +
+               std::to_string(static_cast<int64_t>(p.batch) * d.hidden) +
+               ", got " + std::to_string(p.input.size()));
+  }
+  if (p.router_bias.size() != static_cast<size_t>(d.num_experts)) {
+    return Bad("problem.router_bias: size must be num_experts = " +
+               std::to_string(d.num_experts) + ", got " +
+               std::to_string(p.router_bias.size()));
+  }
+  if (!AllFinite(p.input)) return Bad("problem.input: has a NaN or infinity");
+  if (!AllFinite(p.router_bias))
+    return Bad("problem.router_bias: has a NaN or infinity");
+  return OkStatus();
+}
+
+GpuStatus ValidateShardAndOptions(const MoeProblem& p, const MoeRunOptions& o) {
+  const MoeShard& s = p.shard;
+  if (s.tp < 1 || s.ep < 1) return Bad("problem.shard: tp and ep must be >= 1");
+  if (s.rank < 0 || s.rank >= s.tp * s.ep) {
+    return Bad("problem.shard.rank: must be in [0, tp * ep = " +
+               std::to_string(s.tp * s.ep) + "), got " +
+               std::to_string(s.rank));
+  }
+  if (p.dims.num_experts % s.ep != 0)
+    return Bad("problem.shard.ep: must divide num_experts");
+  if (p.dims.moe_inter % s.tp != 0)
+    return Bad("problem.shard.tp: must divide moe_inter");
+  if (o.iterations < 1) return Bad("options.iterations: must be >= 1");
+  if (o.warmup < 0) return Bad("options.warmup: must be >= 0");
+  if (o.device < 0) return Bad("options.device: must be >= 0");
+  if (o.block_n < 0 || o.block_k < 0)
+    return Bad("options.block_n/block_k: must be >= 0");
+  return OkStatus();
+}
+
+GpuStatus ResolveBackend(const MoeRunOptions& o, const BackendOps** ops) {
+  const BackendInfo* info = FindBackend(o.backend);
+  if (info == nullptr || info->kind == BackendKind::kCpu) {
+    return Bad("options.backend: '" + o.backend +
+               "' is not a GPU backend; allowed: dequant_cublas, fused_gemv, "
+               "grouped_mma, "
+               "native_fp4");
+  }
+  const BackendAvailability a = ProbeMoeBackend(o.backend, o.device);
+  if (!a.available)
+    return Fail(RunStatus::kUnavailable, o.backend + ": " + a.reason);
+  *ops = FindBackendOps(o.backend);
+  if (*ops == nullptr)
+    return Fail(RunStatus::kUnavailable, o.backend + ": not built");
+  return OkStatus();
+}
+
+// Limits of the shared router kernel and of the run buffers.
+GpuStatus CheckLimits(const Geometry& g, const MoeRunOptions& o,
+                      const BackendOps& ops) {
+  if (g.experts > kRouterMaxExperts || g.top_k > kRouterMaxTopK) {
+    return Fail(RunStatus::kCannotImplement,
+                "the GPU router takes at most 256 experts and top_k <= 32");
+  }
+  if (g.batch > kMaxBatch) {
+    return Fail(RunStatus::kCannotImplement,
+                "batch above 4096 tokens is not supported");
+  }
+  if (o.cuda_graph && !ops.graph_capturable) {
+    return Fail(
+        RunStatus::kCannotImplement,
+        o.backend +
+            " copies the routing to the host mid-layer (per-expert cuBLAS "
+            "shapes), so it cannot be captured in a CUDA graph");
+  }
+  return OkStatus();
+}
+
+uint16_t Bf16Bits(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float Bf16ToFloat(uint16_t b) {
+  const uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+// One run's device memory: RunBuffers, the trusted path's input and output,
+// and the backend's workspace.
+struct RunState {
+  DeviceBuffer main, workspace;
+  float* x_float = nullptr;  // trusted input
+  float* y_ref = nullptr;    // trusted output
+};
+
+GpuStatus AllocRun(const MoeProblem& p, LayerArgs* a, const BackendOps& ops,
+                   RunState* st) {
+  const Geometry& g = a->geo;
+  const size_t bh = static_cast<size_t>(g.batch) * g.hidden, k = g.top_k;
+  const size_t s = g.max_slots, pos = g.max_positions, il = g.inter_local;
+  const size_t nb = static_cast<size_t>(g.batch),
+               ne = static_cast<size_t>(g.experts);
+  const size_t parts[] = {bh * 2,
+                          ne * 4,
+                          bh * 2,
+                          nb * ne * 4,
+                          4,
+                          nb * k * 4,
+                          nb * k * 4,
+                          nb * (k + 1) * 4,
+                          16,
+                          s * 4,
+                          s * 4,
+                          s * 4,
+                          (s + 1) * 4,
+                          pos * 4,
+                          pos * 4,
+                          pos * 2 * il * 4,
+                          s * (il / 8 + 1) * 4,
+                          pos * il * 2,
+                          bh * 4,
+                          bh * 4,
+                          bh * 4};
+  size_t n = 0;
+  for (size_t part : parts) n += Align256(part);
+  MG_RETURN_IF_ERROR(st->main.Allocate(n));
+  Carver c(st->main.get());
+  RunBuffers& b = a->buf;
+  uint16_t* x_bf16 = c.Take<uint16_t>(bh);
+  float* bias = c.Take<float>(g.experts);
+  b.x_bf16 = x_bf16;
+  b.bias = bias;
+  b.x16 = c.Take<__half>(bh);
+  b.logits = c.Take<float>(size_t(g.batch) * g.experts);
+  b.router_counter = c.Take<int>(1);
+  b.topk_idx = c.Take<int>(g.batch * k);
+  b.topk_w = c.Take<float>(g.batch * k);
+  b.tok_pos = c.Take<int>(g.batch * (k + 1));
+  b.meta = c.Take<int>(4);
+  b.slot_expert = c.Take<int>(s);
+  b.slot_tok_off = c.Take<int>(s);
+  b.slot_ntok = c.Take<int>(s);
+  b.tile_prefix = c.Take<int>(s + 1);
+  b.tok_list = c.Take<int>(pos);
+  b.tok_w = c.Take<float>(pos);
+  b.gu_partial = c.Take<float>(pos * 2 * il);
+  b.gu_counters = c.Take<int>(s * (il / 8 + 1));
+  b.h = c.Take<__half>(pos * il);
+  b.y = c.Take<float>(bh);
+  st->x_float = c.Take<float>(bh);
+  st->y_ref = c.Take<float>(bh);
+  MG_RETURN_IF_ERROR(st->workspace.Allocate(ops.workspace_bytes(*a)));
+  // Upload: the input rounded to BF16, as bits for the kernels and as floats
+  // for the trusted path; the bias as given.
+  std::vector<uint16_t> bits(bh);
+  std::vector<float> rounded(bh);
+  for (size_t i = 0; i < bh; ++i) {
+    bits[i] = Bf16Bits(p.input[i]);
+    rounded[i] = Bf16ToFloat(bits[i]);
+  }
+  MG_CUDA(cudaMemcpy(x_bf16, bits.data(), bh * 2, cudaMemcpyHostToDevice));
+  MG_CUDA(
+      cudaMemcpy(st->x_float, rounded.data(), bh * 4, cudaMemcpyHostToDevice));
+  MG_CUDA(cudaMemcpy(bias, p.router_bias.data(), g.experts * 4,
+                     cudaMemcpyHostToDevice));
+  MG_CUDA(cudaDeviceSynchronize());  // the zero fills ran on the legacy stream
+  return OkStatus();
+}
+
+// Bytes the rank must at least move (same definition as the CPU reference's
+// MoeLayerBytes): router, each distinct owned expert's slice once, the shared
+// slice, BF16 input and output.
+double MinBytes(const Geometry& g, int distinct) {
+  const double slice_elems = 3.0 * g.inter_local * g.hidden;
+  const double slice = slice_elems * 0.5 + slice_elems / 16.0;
+  return 2.0 * g.experts * g.hidden + (distinct + g.has_shared) * slice +
+         2.0 * 2.0 * g.batch * g.hidden;
+}
+
+struct EventPool {
+  std::vector<cudaEvent_t> events;
+  ~EventPool() {
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
+  }
+  GpuStatus Create(size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      cudaEvent_t e;
+      MG_CUDA(cudaEventCreate(&e));
+      events.push_back(e);
+    }
+    return OkStatus();
+  }
+};
+
+struct GraphHolder {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ~GraphHolder() {
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+  }
+};
+
+GpuStatus Capture(const BackendOps& ops, const LayerArgs& a, void* ws,
+                  cudaStream_t stream, GraphHolder* g) {
+  MG_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const GpuStatus launched = ops.launch(a, ws, stream);
+  const cudaError_t ended = cudaStreamEndCapture(stream, &g->graph);
+  MG_RETURN_IF_ERROR(launched);
+  MG_CUDA(ended);
+  MG_CUDA(cudaGraphInstantiate(&g->exec, g->graph, 0));
+  return OkStatus();
+}
+
+GpuStatus TimeLayer(Context* ctx, const BackendOps& ops, const LayerArgs& a,
+                    void* ws, const MoeRunOptions& o,
+                    std::vector<double>* samples) {
+  GraphHolder graph;
+  if (o.cuda_graph)
+    MG_RETURN_IF_ERROR(Capture(ops, a, ws, ctx->stream, &graph));
+  const int total = o.warmup + o.iterations;
+  EventPool pool;
+  MG_RETURN_IF_ERROR(pool.Create(2 * static_cast<size_t>(total)));
+  for (int it = 0; it < total; ++it) {
+    // Flush L2 with a read (no dirty lines left to write back in the timed
+    // region): each layer starts from DRAM, as after the previous layer.
+    MG_RETURN_IF_ERROR(LaunchReadSweep(ctx->flush.get(), ctx->flush.bytes(),
+                                       ctx->sink.as<unsigned>(), ctx->sm_count,
+                                       ctx->stream));
+    MG_CUDA(cudaEventRecord(pool.events[2 * it], ctx->stream));
+    if (o.cuda_graph) {
+      MG_CUDA(cudaGraphLaunch(graph.exec, ctx->stream));
+    } else {
+      MG_RETURN_IF_ERROR(ops.launch(a, ws, ctx->stream));
+    }
+    MG_CUDA(cudaEventRecord(pool.events[2 * it + 1], ctx->stream));
+  }
+  MG_CUDA(cudaStreamSynchronize(ctx->stream));
+  for (int it = o.warmup; it < total; ++it) {
+    float ms = 0;
+    MG_CUDA(cudaEventElapsedTime(&ms, pool.events[2 * it],
+                                 pool.events[2 * it + 1]));
+    samples->push_back(ms * 1000.0);
+  }
+  return OkStatus();
+}
+
+LayerArgs MakeArgs(const Geometry& geo, const MoeRunOptions& o,
+                   const BackendOps& ops, const Context& ctx) {
+  LayerArgs a;
+  a.geo = geo;
+  a.block_n = o.block_n;
+  a.block_k = o.block_k;
+  const BackendInfo* info = FindBackend(o.backend);
+  if (ops.has_tiles && o.block_n == 0 && o.block_k == 0 &&
+      !info->tiles.empty()) {
+    a.block_n = info->tiles.front().block_n;  // the backend's default tile
+    a.block_k = info->tiles.front().block_k;
+  }
+  a.gate_up = ctx.weights.gate_up;
+  a.down = ctx.weights.down;
+  a.router_w = ctx.weights.router.as<uint16_t>();
+  a.device = ctx.device;
+  a.sm_count = ctx.sm_count;
+  a.cublas = ctx.cublas;
+  return a;
+}
+
+GpuStatus CopyOut(const float* src, size_t n, std::vector<float>* out) {
+  out->resize(n);
+  MG_CUDA(
+      cudaMemcpy(out->data(), src, n * sizeof(float), cudaMemcpyDeviceToHost));
+  return OkStatus();
+}
+
+GpuStatus PrepareRun(const MoeProblem& p, const MoeRunOptions& o, Context** ctx,
+                     const BackendOps** ops, Geometry* geo) {
+  MG_RETURN_IF_ERROR(ValidateDims(p));
+  MG_RETURN_IF_ERROR(ValidateShardAndOptions(p, o));
+  MG_RETURN_IF_ERROR(ResolveBackend(o, ops));
+  *geo = MakeGeometry(p);
+  MG_RETURN_IF_ERROR(CheckLimits(*geo, o, **ops));
+  MG_RETURN_IF_ERROR(GetContext(o.device, ctx));
+  if (*ops == &DequantCublasOps()) MG_RETURN_IF_ERROR(EnsureCublas(*ctx));
+  return OkStatus();
+}
+
+GpuStatus RunLocked(const MoeProblem& p, const MoeRunOptions& o,
+                    MoeRunResult* r) {
+  Context* ctx = nullptr;
+  const BackendOps* ops = nullptr;
+  Geometry geo;
+  MG_RETURN_IF_ERROR(PrepareRun(p, o, &ctx, &ops, &geo));
+  LayerArgs args = MakeArgs(geo, o, *ops, *ctx);
+  MG_RETURN_IF_ERROR(ops->can_implement(args));
+  const WeightKey key{o.device, p.seed, p.layer, p.dims, p.shard};
+  if (!(ctx->weights.key == key))
+    MG_RETURN_IF_ERROR(GenerateWeights(p, o.device, &ctx->weights));
+  args = MakeArgs(geo, o, *ops, *ctx);
+  RunState st;
+  MG_RETURN_IF_ERROR(AllocRun(p, &args, *ops, &st));
+  MG_RETURN_IF_ERROR(ops->launch(args, st.workspace.get(), ctx->stream));
+  MG_CUDA(cudaStreamSynchronize(ctx->stream));
+  const size_t bh = static_cast<size_t>(geo.batch) * geo.hidden;
+  MG_RETURN_IF_ERROR(CopyOut(args.buf.y, bh, &r->output));
+  int meta[4];
+  MG_CUDA(
+      cudaMemcpy(meta, args.buf.meta, sizeof(meta), cudaMemcpyDeviceToHost));
+  r->distinct_experts = meta[kMetaRouted];
+  r->bytes = MinBytes(geo, r->distinct_experts);
+  if (o.compute_reference) {
+    MG_RETURN_IF_ERROR(
+        RunTrusted(p, geo, st.x_float, args.buf.bias, st.y_ref, ctx->stream));
+    MG_RETURN_IF_ERROR(CopyOut(st.y_ref, bh, &r->reference_output));
+  }
+  return TimeLayer(ctx, *ops, args, st.workspace.get(), o, &r->samples_us);
+}
+
+}  // namespace
+
+Geometry MakeGeometry(const MoeProblem& p) {
+  Geometry g;
+  g.batch = p.batch;
+  g.hidden = p.dims.hidden;
+  g.inter = p.dims.moe_inter;
+  g.experts = p.dims.num_experts;
+  g.top_k = p.dims.top_k;
+  g.scaling = p.dims.routed_scaling;
+  const int tp = p.shard.tp, ep = p.shard.ep;
+  g.tp_rank = p.shard.rank % tp;
+  g.ep_rank = p.shard.rank / tp;
+  g.inter_local = g.inter / tp;
+  const int per_rank = g.experts / ep;
+  g.e_lo = g.ep_rank * per_rank;
+  g.e_hi = g.e_lo + per_rank;
+  g.num_local = per_rank;
+  g.has_shared = (p.dims.num_shared > 0 && g.ep_rank == 0) ? 1 : 0;
+  const int64_t routed = static_cast<int64_t>(p.batch) * g.top_k;
+  g.max_slots =
+      static_cast<int>(std::min<int64_t>(g.num_local, routed)) + g.has_shared;
+  g.max_positions = static_cast<int>(routed + g.has_shared * p.batch);
+  return g;
+}
+
+MoeRunResult RunMoeLayer(const MoeProblem& problem,
+                         const MoeRunOptions& options) {
+  std::lock_guard<std::mutex> lock(DeviceMutex());
+  MoeRunResult result;
+  const GpuStatus status = RunLocked(problem, options, &result);
+  if (!status.ok()) {
+    result.status = status.code;
+    result.message = status.message;
+    result.samples_us.clear();
+  }
+  return result;
+}
+
+}  // namespace moetune::gpu

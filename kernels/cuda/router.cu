@@ -1,0 +1,329 @@
+#include <cuda_fp16.h>
+
+#include <climits>
+#include <cmath>
+
+#include "kernels/cuda/router.cuh"
+
+namespace moetune::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kTokGroup = 8;
+constexpr int kPerLane = kRouterMaxExperts / 32;
+
+struct RouterParams {
+  const uint16_t* w;
+  int batch, hidden, experts, top_k;
+  float scaling;
+  int e_lo, e_hi, has_shared, shared_index;
+  RunBuffers buf;
+};
+
+constexpr int kSmemTopK = 1024;  // batch * top_k kept in shared memory
+
+struct RouterShared {
+  float red[kThreads / 32][kTokGroup];
+  int count[kRouterMaxExperts];
+  int fill[kRouterMaxExperts];
+  int off_of[kRouterMaxExperts];
+  unsigned long long scan[kThreads / 32];
+  int sel_e[kThreads / 32][kRouterMaxTopK];
+  float sel_s[kThreads / 32][kRouterMaxTopK];
+  int topk_e[kSmemTopK];
+  float topk_w[kSmemTopK];
+  int last;
+};
+
+__device__ float Dot8(uint4 w, uint4 x) {
+  const uint32_t wv[4] = {w.x, w.y, w.z, w.w};
+  const uint32_t xv[4] = {x.x, x.y, x.z, x.w};
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    s = fmaf(__uint_as_float(wv[i] << 16), __uint_as_float(xv[i] << 16), s);
+    s = fmaf(__uint_as_float(wv[i] & 0xffff0000u),
+             __uint_as_float(xv[i] & 0xffff0000u), s);
+  }
+  return s;
+}
+
+// The fp16 copy of x and the zeroed output, spread over all blocks.
+__device__ void SideWork(const RouterParams& p) {
+  const int64_t n = static_cast<int64_t>(p.batch) * p.hidden;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+       i < n; i += stride) {
+    const uint32_t bits = static_cast<uint32_t>(p.buf.x_bf16[i]) << 16;
+    p.buf.x16[i] = __float2half_rn(__uint_as_float(bits));
+    p.buf.y[i] = 0.0f;
+  }
+}
+
+// Logits of expert blockIdx.x for every token, 8 tokens per pass. Each
+// thread's weight vectors are loaded at once (kMaxPerThread x 16 bytes).
+constexpr int kMaxPerThread = 4;  // hidden <= 8192
+
+__device__ void Logits(const RouterParams& p, RouterShared& sh) {
+  const int e = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int vecs = p.hidden / 8;
+  const uint4* wrow =
+      reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(e) * p.hidden);
+  uint4 wv[kMaxPerThread];
+#pragma unroll
+  for (int r = 0; r < kMaxPerThread; ++r) {
+    const int q = threadIdx.x + r * kThreads;
+    wv[r] = q < vecs ? __ldg(wrow + q) : make_uint4(0, 0, 0, 0);
+  }
+  SideWork(p);  // while the weights arrive
+  for (int t0 = 0; t0 < p.batch; t0 += kTokGroup) {
+    float part[kTokGroup] = {};
+#pragma unroll
+    for (int t = 0; t < kTokGroup; ++t) {
+      if (t0 + t >= p.batch) break;
+      const uint4* xrow = reinterpret_cast<const uint4*>(
+          p.buf.x_bf16 + static_cast<int64_t>(t0 + t) * p.hidden);
+#pragma unroll
+      for (int r = 0; r < kMaxPerThread; ++r) {
+        const int q = threadIdx.x + r * kThreads;
+        if (q < vecs) part[t] += Dot8(wv[r], __ldg(xrow + q));
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kTokGroup; ++t) {
+      for (int off = 16; off > 0; off >>= 1)
+        part[t] += __shfl_xor_sync(~0u, part[t], off);
+      if (lane == 0) sh.red[warp][t] = part[t];
+    }
+    __syncthreads();
+    const int t = threadIdx.x;
+    if (t < kTokGroup && t0 + t < p.batch) {
+      float sum = 0.0f;
+      for (int w = 0; w < kThreads / 32; ++w) sum += sh.red[w][t];
+      p.buf.logits[static_cast<int64_t>(t0 + t) * p.experts + e] = sum;
+    }
+    __syncthreads();
+  }
+}
+
+// The block that finishes last sees every logit (threadfence-reduction).
+__device__ void FenceAcqRelGpu() {
+  asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+}
+
+__device__ bool IsLastBlock(const RouterParams& p, RouterShared& sh) {
+  FenceAcqRelGpu();  // each writer releases its own logits device-wide
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int ticket = atomicAdd(p.buf.router_counter, 1);
+    sh.last = ticket == static_cast<int>(gridDim.x) - 1;
+  }
+  __syncthreads();
+  return sh.last != 0;
+}
+
+// Floats as unsigned keys with the same order (larger float, larger key).
+__device__ uint32_t OrderedKey(float f) {
+  const uint32_t b = __float_as_uint(f);
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+// One warp picks token t's top-k (score desc, expert index asc): per round a
+// max-reduction of the keys, then a min-reduction of the indices holding it.
+__device__ void TopKToken(const RouterParams& p, RouterShared& sh, int t) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  uint32_t key[kPerLane];
+  float sig[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = lane + 32 * i;
+    key[i] = 0;  // below every finite score
+    sig[i] = 0.0f;
+    if (e < p.experts) {
+      const float logit =
+          __ldcg(p.buf.logits + static_cast<int64_t>(t) * p.experts + e);
+      sig[i] = 1.0f / (1.0f + expf(-logit));
+      key[i] = OrderedKey(sig[i] + p.buf.bias[e]);
+    }
+  }
+  uint32_t taken = 0;
+  for (int r = 0; r < p.top_k; ++r) {
+    uint32_t best = 0;
+    int bi = -1;
+    float bs = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      if (!((taken >> i) & 1u) && key[i] > best) {
+        best = key[i];
+        bi = i;
+        bs = sig[i];
+      }
+    }
+    const uint32_t top = __reduce_max_sync(~0u, best);
+    const uint32_t cand =
+        (bi >= 0 && best == top) ? static_cast<uint32_t>(lane + 32 * bi) : ~0u;
+    const uint32_t e = __reduce_min_sync(~0u, cand);
+    if ((e & 31u) == static_cast<uint32_t>(lane)) {
+      taken |= 1u << (e >> 5);
+      sh.sel_e[warp][r] = static_cast<int>(e);
+      sh.sel_s[warp][r] = bs;
+    }
+  }
+  __syncwarp();
+  float sum = 0.0f;
+  for (int r = 0; r < p.top_k; ++r) sum += sh.sel_s[warp][r];
+  if (lane < p.top_k) {
+    const int e = sh.sel_e[warp][lane];
+    const float w = sh.sel_s[warp][lane] / sum * p.scaling;
+    const int64_t i = static_cast<int64_t>(t) * p.top_k + lane;
+    p.buf.topk_idx[i] = e;
+    p.buf.topk_w[i] = w;
+    if (i < kSmemTopK) {
+      sh.topk_e[i] = e;
+      sh.topk_w[i] = w;
+    }
+    if (e >= p.e_lo && e < p.e_hi) atomicAdd(&sh.count[e], 1);
+  }
+  __syncwarp();
+}
+
+// Exclusive scan over the block (256 threads) of a 64-bit value holding
+// three packed counters; *total gets the sum.
+__device__ unsigned long long BlockExclusiveScan(unsigned long long v,
+                                                 RouterShared& sh,
+                                                 unsigned long long* total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  unsigned long long inc = v;
+  for (int off = 1; off < 32; off <<= 1) {
+    const unsigned long long o = __shfl_up_sync(~0u, inc, off);
+    if (lane >= off) inc += o;
+  }
+  if (lane == 31) sh.scan[warp] = inc;
+  __syncthreads();
+  unsigned long long base = 0, sum = 0;
+  for (int w = 0; w < kThreads / 32; ++w) {
+    if (w < warp) base += sh.scan[w];
+    sum += sh.scan[w];
+  }
+  __syncthreads();
+  *total = sum;
+  return base + inc - v;
+}
+
+// Packing of (slot flag, token count, 64-token tiles) into one scan value.
+constexpr int kCountShift = 16, kTileShift = 40;
+
+// Slots: the shared expert first (slot 0, positions [0, batch): known before
+// the routing, so fused_gemv streams it while this kernel runs), then the
+// owned experts with tokens, ascending.
+__device__ void BuildSlots(const RouterParams& p, RouterShared& sh) {
+  const int e = threadIdx.x;
+  const bool owned = e < p.experts && e >= p.e_lo && e < p.e_hi;
+  const int c = owned ? sh.count[e] : 0;
+  const int shared_tiles =
+      p.has_shared * ((p.batch + kGroupedTokens - 1) / kGroupedTokens);
+  const unsigned long long packed =
+      static_cast<unsigned long long>(c > 0 ? 1 : 0) |
+      (static_cast<unsigned long long>(c) << kCountShift) |
+      (static_cast<unsigned long long>((c + kGroupedTokens - 1) /
+                                       kGroupedTokens)
+       << kTileShift);
+  unsigned long long total;
+  const unsigned long long ex = BlockExclusiveScan(packed, sh, &total);
+  const int n_slots = static_cast<int>(total & 0xffffu);
+  const int n_pos = static_cast<int>((total >> kCountShift) & 0xffffffu);
+  const int n_tiles = static_cast<int>(total >> kTileShift);
+  const int slot = p.has_shared + static_cast<int>(ex & 0xffffu);
+  const int off = p.has_shared * p.batch +
+                  static_cast<int>((ex >> kCountShift) & 0xffffffu);
+  const int tiles = shared_tiles + static_cast<int>(ex >> kTileShift);
+  if (c > 0) {
+    p.buf.slot_expert[slot] = e - p.e_lo;
+    p.buf.slot_tok_off[slot] = off;
+    p.buf.slot_ntok[slot] = c;
+    p.buf.tile_prefix[slot] = tiles;
+  }
+  sh.off_of[e] = off;
+  sh.fill[e] = 0;
+  if (threadIdx.x == 0) {
+    if (p.has_shared) {
+      p.buf.slot_expert[0] = p.shared_index;
+      p.buf.slot_tok_off[0] = 0;
+      p.buf.slot_ntok[0] = p.batch;
+      p.buf.tile_prefix[0] = 0;
+    }
+    const int slots = n_slots + p.has_shared;
+    p.buf.tile_prefix[slots] = shared_tiles + n_tiles;
+    p.buf.meta[kMetaSlots] = slots;
+    p.buf.meta[kMetaRouted] = n_slots;
+    p.buf.meta[kMetaPositions] = n_pos + p.has_shared * p.batch;
+    p.buf.meta[kMetaTiles] = shared_tiles + n_tiles;
+  }
+  __syncthreads();
+}
+
+// Token lists per slot (order inside a slot is the atomics' order).
+__device__ void FillPositions(const RouterParams& p, RouterShared& sh) {
+  const int k = p.top_k;
+  for (int i = threadIdx.x; i < p.batch * k; i += kThreads) {
+    const int t = i / k, r = i % k;
+    const int e = i < kSmemTopK ? sh.topk_e[i] : p.buf.topk_idx[i];
+    int pos = -1;
+    if (e >= p.e_lo && e < p.e_hi) {
+      pos = sh.off_of[e] + atomicAdd(&sh.fill[e], 1);
+      p.buf.tok_list[pos] = t;
+      p.buf.tok_w[pos] = i < kSmemTopK ? sh.topk_w[i] : p.buf.topk_w[i];
+    }
+    p.buf.tok_pos[static_cast<int64_t>(t) * (k + 1) + r] = pos;
+  }
+  for (int t = threadIdx.x; t < p.batch; t += kThreads) {
+    const int pos = p.has_shared ? t : -1;
+    p.buf.tok_pos[static_cast<int64_t>(t) * (k + 1) + k] = pos;
+    if (pos >= 0) {
+      p.buf.tok_list[pos] = t;
+      p.buf.tok_w[pos] = 1.0f;
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) RouterKernel(RouterParams p) {
+  __shared__ RouterShared sh;
+  // fused_gemv's gate_up may start now: it streams the shared expert, which
+  // needs nothing from here, and waits for this grid before the rest.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+  Logits(p, sh);
+  if (!IsLastBlock(p, sh)) return;
+  FenceAcqRelGpu();
+  if (threadIdx.x == 0) *p.buf.router_counter = 0;  // ready for the next run
+  for (int e = threadIdx.x; e < kRouterMaxExperts; e += kThreads)
+    sh.count[e] = 0;
+  __syncthreads();
+  for (int t = threadIdx.x / 32; t < p.batch; t += kThreads / 32)
+    TopKToken(p, sh, t);
+  __syncthreads();
+  BuildSlots(p, sh);
+  FillPositions(p, sh);
+}
+
+}  // namespace
+
+GpuStatus LaunchRouter(const LayerArgs& args, cudaStream_t stream) {
+  const Geometry& g = args.geo;
+  RouterParams p{};
+  p.w = args.router_w;
+  p.batch = g.batch;
+  p.hidden = g.hidden;
+  p.experts = g.experts;
+  p.top_k = g.top_k;
+  p.scaling = g.scaling;
+  p.e_lo = g.e_lo;
+  p.e_hi = g.e_hi;
+  p.has_shared = g.has_shared;
+  p.shared_index = g.num_local;
+  p.buf = args.buf;
+  RouterKernel<<<g.experts, kThreads, 0, stream>>>(p);
+  MG_CHECK_LAUNCH();
+  return OkStatus();
+}
+
+}  // namespace moetune::gpu

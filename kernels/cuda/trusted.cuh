@@ -1,0 +1,22 @@
+// The trusted GPU path: the oracle at full dims (DESIGN.md §3). Plain,
+// obviously-right kernels: one thread per output element, every weight
+// decoded straight from the hash functions (weights::*, nvfp4::*), float
+// accumulation in index order, no tiling, no stored weights, no fast math.
+// Slow (tens of ms at full dims) and only for checking. Not thread-safe.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/layer.cuh"
+#include "kernels/cuda/moe_gpu.h"
+
+namespace moetune::gpu {
+
+// y [batch][hidden] = the rank's partial MoE output for x [batch][hidden]
+// (device floats, the BF16-rounded input) and bias [experts] (device).
+GpuStatus RunTrusted(const MoeProblem& problem, const Geometry& geo,
+                     const float* x, const float* bias, float* y,
+                     cudaStream_t stream);
+
+}  // namespace moetune::gpu

@@ -1,0 +1,270 @@
+// kernels/cuda/moe_gpu.h: every backend, tile and graph mode against the
+// trusted GPU path on small dims; the trusted path against a CPU evaluation
+// in double; sharding, statuses, bytes. GPU cases skip without a device; the
+// validation and no-device cases run anywhere.
+#include "kernels/cuda/moe_gpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/backend_catalog.h"
+#include "kernels/cuda/cpu_check.h"
+
+namespace moetune::gpu {
+namespace {
+
+using ::testing::HasSubstr;
+
+#define SKIP_WITHOUT_GPU() \
+  if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device"
+
+constexpr double kTolerance = 2e-2;
+
+MoeProblem Small(int batch, uint64_t seed, MoeShard shard = {}) {
+  MoeProblem p;
+  p.dims = {256, 128, 16, 4, 1, 2.5f};
+  p.seed = seed;
+  p.layer = 5;
+  p.batch = batch;
+  p.shard = shard;
+  std::mt19937 rng(static_cast<unsigned>(seed * 31 + batch));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  p.input.resize(static_cast<size_t>(batch) * p.dims.hidden);
+  for (float& v : p.input) v = u(rng);
+  for (int e = 0; e < p.dims.num_experts; ++e)
+    p.router_bias.push_back(0.01f * u(rng));
+  return p;
+}
+
+MoeRunOptions Options(const std::string& backend, int n = 0, int k = 0,
+                      bool graph = false) {
+  MoeRunOptions o;
+  o.backend = backend;
+  o.block_n = n;
+  o.block_k = k;
+  o.cuda_graph = graph;
+  o.warmup = 1;
+  o.iterations = 2;
+  return o;
+}
+
+// Relative L2 error, and the largest |out - ref| / max(|ref|, rms(ref)).
+std::pair<double, double> Errors(const std::vector<float>& out,
+                                 const std::vector<double>& ref) {
+  double ss = 0, diff = 0, worst = 0;
+  for (double r : ref) ss += r * r;
+  const double rms = std::sqrt(ss / ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double d = std::fabs(out[i] - ref[i]);
+    diff += d * d;
+    worst =
+        std::max(worst, std::isfinite(d) ? d / std::max(std::fabs(ref[i]), rms)
+                                         : INFINITY);
+  }
+  return {std::sqrt(diff / ss), worst};
+}
+
+std::vector<double> ToDouble(const std::vector<float>& v) {
+  return {v.begin(), v.end()};
+}
+
+TEST(MoeGpuValidationTest, BadProblemsAreBadProblemsWithTheFieldNamed) {
+  MoeProblem p = Small(2, 1);
+  p.batch = 0;
+  MoeRunResult r = RunMoeLayer(p, Options("fused_gemv"));
+  EXPECT_EQ(r.status, RunStatus::kBadProblem);
+  EXPECT_THAT(r.message, HasSubstr("problem.batch"));
+  p = Small(2, 1);
+  p.input.pop_back();
+  r = RunMoeLayer(p, Options("fused_gemv"));
+  EXPECT_EQ(r.status, RunStatus::kBadProblem);
+  EXPECT_THAT(r.message,
+              HasSubstr("problem.input: size must be batch * hidden = 512"));
+  p = Small(2, 1);
+  p.shard = {2, 2, 4};
+  r = RunMoeLayer(p, Options("fused_gemv"));
+  EXPECT_EQ(r.status, RunStatus::kBadProblem);
+  EXPECT_THAT(r.message, HasSubstr("problem.shard.rank"));
+  p = Small(2, 1);
+  p.input[3] = NAN;
+  EXPECT_EQ(RunMoeLayer(p, Options("fused_gemv")).status,
+            RunStatus::kBadProblem);
+  r = RunMoeLayer(Small(2, 1), Options("cpu_reference"));
+  EXPECT_EQ(r.status, RunStatus::kBadProblem);
+  EXPECT_THAT(r.message, HasSubstr("options.backend"));
+  EXPECT_THAT(r.message, HasSubstr("fused_gemv"));
+}
+
+TEST(MoeGpuValidationTest, CompiledForHopper) {
+  const std::vector<int> archs = CompiledArchs();
+  EXPECT_NE(std::find(archs.begin(), archs.end(), 90), archs.end());
+  EXPECT_EQ(NcclVersion(), "");
+}
+
+TEST(MoeGpuNoDeviceTest, EverythingSaysThereIsNoDevice) {
+  if (DeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
+  const DeviceInfo d = QueryDevice(0);
+  EXPECT_FALSE(d.present);
+  EXPECT_THAT(d.error, HasSubstr("no CUDA device"));
+  const BackendAvailability a = ProbeMoeBackend("fused_gemv", 0);
+  EXPECT_FALSE(a.available);
+  EXPECT_THAT(a.reason, HasSubstr("no CUDA device"));
+  const MoeRunResult r = RunMoeLayer(Small(2, 1), Options("grouped_mma"));
+  EXPECT_EQ(r.status, RunStatus::kUnavailable);
+  std::string error;
+  EXPECT_EQ(MeasureReadBandwidthGBps(0, &error), 0.0);
+  EXPECT_FALSE(error.empty());
+}
+
+TEST(MoeGpuTest, DeviceQueryAndProbes) {
+  SKIP_WITHOUT_GPU();
+  const DeviceInfo d = QueryDevice(0);
+  ASSERT_TRUE(d.present) << d.error;
+  EXPECT_GT(d.sm_count, 0);
+  EXPECT_GT(d.memory_bytes, int64_t{1} << 30);
+  EXPECT_TRUE(ProbeMoeBackend("fused_gemv", 0).available);
+  const BackendAvailability fp4 = ProbeMoeBackend("native_fp4", 0);
+  EXPECT_FALSE(fp4.available);
+  EXPECT_THAT(fp4.reason, HasSubstr("sm_100"));
+  std::string error;
+  EXPECT_GT(MeasureReadBandwidthGBps(0, &error), 100.0) << error;
+}
+
+// The oracle itself: every output element against the CPU in double.
+TEST(MoeGpuTest, TrustedPathMatchesTheCpuEvaluation) {
+  SKIP_WITHOUT_GPU();
+  for (int batch : {1, 5}) {
+    const MoeProblem p = Small(batch, 7);
+    MoeRunOptions o = Options("grouped_mma");
+    o.compute_reference = true;
+    const MoeRunResult r = RunMoeLayer(p, o);
+    ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+    std::vector<int> tokens, rows;
+    for (int t = 0; t < batch; ++t) tokens.push_back(t);
+    for (int row = 0; row < p.dims.hidden; ++row) rows.push_back(row);
+    const std::vector<double> cpu = cpu::OutputRows(p, tokens, rows, 4);
+    const auto [rel_l2, worst] = Errors(r.reference_output, cpu);
+    EXPECT_LT(rel_l2, 1e-5) << "batch " << batch;
+    EXPECT_LT(worst, 1e-4) << "batch " << batch;
+  }
+}
+
+TEST(MoeGpuTest, EveryBackendTileAndGraphModeMatchesTheTrustedPath) {
+  SKIP_WITHOUT_GPU();
+  for (int batch : {1, 5, 17, 40}) {
+    const MoeProblem p = Small(batch, 11);
+    MoeRunOptions ro = Options("grouped_mma");
+    ro.compute_reference = true;
+    const MoeRunResult ref = RunMoeLayer(p, ro);
+    ASSERT_EQ(ref.status, RunStatus::kOk) << ref.message;
+    for (const std::string name :
+         {"dequant_cublas", "fused_gemv", "grouped_mma"}) {
+      std::vector<Tile> tiles = FindBackend(name)->tiles;
+      if (tiles.empty()) tiles.push_back({0, 0});
+      for (const Tile& t : tiles) {
+        for (const bool graph : {false, true}) {
+          SCOPED_TRACE(name + " " + std::to_string(t.block_n) + "x" +
+                       std::to_string(t.block_k) + (graph ? " graph" : "") +
+                       " batch " + std::to_string(batch));
+          const MoeRunResult r =
+              RunMoeLayer(p, Options(name, t.block_n, t.block_k, graph));
+          if (name == "dequant_cublas" && graph) {
+            EXPECT_EQ(r.status, RunStatus::kCannotImplement);
+            continue;
+          }
+          ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+          ASSERT_EQ(r.output.size(), p.input.size());
+          EXPECT_EQ(r.samples_us.size(), 2u);
+          const auto [rel_l2, worst] =
+              Errors(r.output, ToDouble(ref.reference_output));
+          EXPECT_LT(rel_l2, kTolerance);
+          EXPECT_LT(worst, kTolerance);
+        }
+      }
+    }
+  }
+}
+
+TEST(MoeGpuTest, RankPartialSumsAddUpToTheWholeLayer) {
+  SKIP_WITHOUT_GPU();
+  const MoeProblem whole = Small(3, 13);
+  const MoeRunResult w = RunMoeLayer(whole, Options("fused_gemv"));
+  ASSERT_EQ(w.status, RunStatus::kOk) << w.message;
+  std::vector<double> sum(whole.input.size(), 0.0);
+  for (int rank = 0; rank < 4; ++rank) {
+    MoeProblem p = whole;
+    p.shard = {2, 2, rank};
+    MoeRunOptions o = Options(rank % 2 == 0 ? "grouped_mma" : "fused_gemv");
+    o.compute_reference = true;
+    const MoeRunResult r = RunMoeLayer(p, o);
+    ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+    EXPECT_LT(Errors(r.output, ToDouble(r.reference_output)).first, kTolerance)
+        << rank;
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += r.output[i];
+  }
+  std::vector<float> sumf(sum.begin(), sum.end());
+  EXPECT_LT(Errors(sumf, ToDouble(w.output)).first, kTolerance);
+}
+
+TEST(MoeGpuTest, UnsupportedRequestsSayWhy) {
+  SKIP_WITHOUT_GPU();
+  const MoeProblem p = Small(2, 3);
+  MoeRunResult r = RunMoeLayer(p, Options("fused_gemv", 8, 8));
+  EXPECT_EQ(r.status, RunStatus::kCannotImplement);
+  EXPECT_THAT(r.message, HasSubstr("tiles: 16x256"));
+  r = RunMoeLayer(p, Options("dequant_cublas", 0, 0, true));
+  EXPECT_EQ(r.status, RunStatus::kCannotImplement);
+  EXPECT_THAT(r.message, HasSubstr("CUDA graph"));
+  r = RunMoeLayer(p, Options("dequant_cublas", 64, 64));
+  EXPECT_EQ(r.status, RunStatus::kCannotImplement);
+  r = RunMoeLayer(Small(65, 3), Options("fused_gemv"));
+  EXPECT_EQ(r.status, RunStatus::kCannotImplement);
+  EXPECT_THAT(r.message, HasSubstr("at most 64 tokens"));
+  r = RunMoeLayer(p, Options("native_fp4"));
+  EXPECT_EQ(r.status, RunStatus::kUnavailable);
+  EXPECT_THAT(r.message, HasSubstr("sm_100"));
+  MoeProblem odd = p;
+  odd.dims.hidden = 96;
+  odd.input.assign(2 * 96, 0.5f);
+  r = RunMoeLayer(odd, Options("grouped_mma"));
+  EXPECT_EQ(r.status, RunStatus::kCannotImplement);
+  EXPECT_THAT(r.message, HasSubstr("multiples of 64"));
+}
+
+TEST(MoeGpuTest, BytesCountEachDistinctExpertOnce) {
+  SKIP_WITHOUT_GPU();
+  const MoeProblem p = Small(6, 17);
+  const MoeRunResult r = RunMoeLayer(p, Options("fused_gemv"));
+  ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+  const std::vector<float> x = cpu::RoundedInput(p);
+  std::set<int> experts;
+  for (int t = 0; t < p.batch; ++t) {
+    for (int e : cpu::Route(p, x, t).experts) experts.insert(e);
+  }
+  EXPECT_EQ(r.distinct_experts, static_cast<int>(experts.size()));
+  // Router 16 x 256 BF16; per expert 3 x 128 x 256 weights at 4.5 bits;
+  // input and output 6 x 256 BF16 each.
+  const double want = 16 * 256 * 2 +
+                      (experts.size() + 1) * (3 * 128 * 256 * 9 / 16) +
+                      2 * 6 * 256 * 2;
+  EXPECT_EQ(r.bytes, want);
+}
+
+TEST(MoeGpuTest, GroupedMmaGivesTheSameBitsEveryRun) {
+  SKIP_WITHOUT_GPU();
+  const MoeProblem p = Small(9, 19);
+  const MoeRunResult a = RunMoeLayer(p, Options("grouped_mma", 64, 128));
+  const MoeRunResult b = RunMoeLayer(p, Options("grouped_mma", 64, 128, true));
+  ASSERT_EQ(a.status, RunStatus::kOk) << a.message;
+  ASSERT_EQ(b.status, RunStatus::kOk) << b.message;
+  EXPECT_EQ(a.output, b.output);
+}
+
+}  // namespace
+}  // namespace moetune::gpu
