@@ -1,6 +1,7 @@
 #include "coordinator/queries.h"
 
 #include <map>
+#include <set>
 
 #include "common/status_macros.h"
 #include "tuner/winner.h"
@@ -24,7 +25,26 @@ absl::StatusOr<v1::GetBestResponse> AnswerGetBest(
             ? "sweep_id: no trials recorded for this sweep"
             : "workload_hash: no trials recorded for this workload");
   }
-  v1::GetBestResponse response = tuner::SelectBest(trials);
+  // Incumbents: what the sweep had to beat (the bests accepted when earlier
+  // sweeps of these workloads finished). A trial of this very query
+  // competes as itself.
+  std::set<int64_t> ids;
+  std::set<std::string> hashes;
+  for (const v1::Trial& trial : trials) {
+    ids.insert(trial.trial_id());
+    hashes.insert(trial.workload_hash());
+  }
+  std::vector<v1::Trial> incumbents;
+  for (const std::string& hash : hashes) {
+    ASSIGN_OR_RETURN(std::vector<v1::Trial> accepted, store.Incumbents(hash, request.sweep_id()));
+    for (v1::Trial& trial : accepted) {
+      if (!ids.count(trial.trial_id())) incumbents.push_back(std::move(trial));
+    }
+  }
+  v1::GetBestResponse response = tuner::SelectBest(trials, incumbents);
+  for (v1::BestForWorkload& best : *response.mutable_workloads()) {
+    best.set_decided_by(std::string(tuner::DecidedBy(best)));
+  }
   std::map<std::string, std::string> excluded;  // backend -> reason
   for (const v1::Trial& trial : trials) {
     if (trial.state() == v1::UNAVAILABLE) {

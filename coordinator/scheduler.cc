@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "tuner/spec.h"
 #include "tuner/strategy.h"
+#include "tuner/winner.h"
 
 namespace moetune::coordinator {
 namespace {
@@ -31,8 +32,7 @@ absl::StatusOr<v1::SubmitSweepResponse> Scheduler::Submit(
   const v1::SweepSpec full = tuner::WithDefaults(spec);
   ASSIGN_OR_RETURN(std::unique_ptr<tuner::Strategy> strategy,
                    tuner::MakeStrategy(full.strategy()));
-  ASSIGN_OR_RETURN(std::vector<v1::Trial> trials,
-                   strategy->InitialTrials(full));
+  ASSIGN_OR_RETURN(std::vector<v1::Trial> trials, strategy->Propose(full, {}));
   if (trials.empty()) {
     return absl::InvalidArgumentError(
         "space: the spec expands to no trials (check space.world_size)");
@@ -141,7 +141,7 @@ absl::Status Scheduler::MarkUnavailableTrials() {
     RETURN_IF_ERROR(store_->FinishTrial(
         trial.trial_id(), v1::UNAVAILABLE,
         absl::StrCat(backend, " unavailable: ", reason), clock_->NowUnixMs()));
-    RETURN_IF_ERROR(MaybeFinishSweep(trial.sweep_id()));
+    RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
     Notify();
   }
   return absl::OkStatus();
@@ -165,7 +165,7 @@ absl::StatusOr<v1::ReportResultResponse> Scheduler::Report(
   response.set_accepted(recorded);
   response.set_duplicate(!recorded);
   if (recorded) {
-    RETURN_IF_ERROR(MaybeFinishSweep(trial.sweep_id()));
+    RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
     Notify();
   }
   return response;
@@ -199,23 +199,72 @@ absl::Status Scheduler::ExpireLeases() {
         trial.trial_id(), v1::FAILED,
         absl::StrCat(why, "; lost ", trial.attempt(), " times"),
         clock_->NowUnixMs()));
-    RETURN_IF_ERROR(MaybeFinishSweep(trial.sweep_id()));
+    RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
     Notify();
   }
   return absl::OkStatus();
 }
 
-absl::Status Scheduler::MaybeFinishSweep(int64_t sweep_id) {
+// Called whenever a trial of the sweep reached a final state (and on a
+// restart): the strategy may propose more (the next rung of successive
+// halving, TPE's next point, a confirmation round). When it proposes nothing
+// and nothing is queued or leased, the sweep is finished and its winners
+// become the incumbents later sweeps must beat beyond the noise.
+absl::Status Scheduler::AdvanceSweep(int64_t sweep_id) {
   ASSIGN_OR_RETURN(const v1::Sweep sweep, store_->GetSweep(sweep_id));
   if (sweep.state() != v1::RUNNING) return absl::OkStatus();
-  const auto& counts = sweep.trial_counts();
-  const auto count = [&counts](const char* state) {
-    auto it = counts.find(state);
-    return it == counts.end() ? 0 : it->second;
-  };
-  if (count("QUEUED") + count("LEASED") > 0) return absl::OkStatus();
+  v1::TrialFilter filter;
+  filter.set_sweep_id(sweep_id);
+  ASSIGN_OR_RETURN(const std::vector<v1::Trial> history,
+                   store_->QueryTrials(filter));
+  ASSIGN_OR_RETURN(std::unique_ptr<tuner::Strategy> strategy,
+                   tuner::MakeStrategy(sweep.spec().strategy()));
+  ASSIGN_OR_RETURN(std::vector<v1::Trial> proposed,
+                   strategy->Propose(sweep.spec(), history));
+  if (!proposed.empty()) {
+    LogInfo("sweep ", sweep_id, ": ", std::string(strategy->name()), " proposes ",
+            proposed.size(), " more trials");
+    return store_->AddTrials(sweep_id, &proposed, clock_->NowUnixMs());
+  }
+  for (const v1::Trial& trial : history) {
+    if (!IsFinal(trial.state())) return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(AcceptWinners(sweep_id, history));
   LogInfo("sweep ", sweep_id, " finished");
   return store_->SetSweepState(sweep_id, v1::FINISHED, clock_->NowUnixMs());
+}
+
+absl::Status Scheduler::AcceptWinners(int64_t sweep_id,
+                                      const std::vector<v1::Trial>& trials) {
+  std::set<std::string> workloads;
+  for (const v1::Trial& trial : trials) workloads.insert(trial.workload_hash());
+  for (const std::string& hash : workloads) {
+    std::vector<v1::Trial> of_workload;
+    for (const v1::Trial& trial : trials) {
+      if (trial.workload_hash() == hash) of_workload.push_back(trial);
+    }
+    ASSIGN_OR_RETURN(const std::vector<v1::Trial> incumbents,
+                     store_->Incumbents(hash, sweep_id));
+    const v1::GetBestResponse best = tuner::SelectBest(of_workload, incumbents);
+    for (const v1::BestForWorkload& winner : best.workloads()) {
+      RETURN_IF_ERROR(store_->SetIncumbent(hash, winner.fingerprint().hash(),
+                                           winner.best().trial_id(),
+                                           clock_->NowUnixMs()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::ResumeSweeps() {
+  ASSIGN_OR_RETURN(const std::vector<v1::Sweep> sweeps, store_->ListSweeps(0));
+  absl::MutexLock lock(&mu_);
+  for (const v1::Sweep& sweep : sweeps) {
+    if (sweep.state() != v1::RUNNING) continue;
+    LogInfo("resuming sweep ", sweep.sweep_id());
+    RETURN_IF_ERROR(AdvanceSweep(sweep.sweep_id()));
+  }
+  Notify();
+  return absl::OkStatus();
 }
 
 void Scheduler::Notify() {

@@ -46,6 +46,10 @@ class Scheduler {
   // live workers exist and none of them has the trial's backend. Trials wait
   // while no worker is up: nothing is known about what they could run.
   absl::Status MarkUnavailableTrials();
+  // After a coordinator restart: lets each RUNNING sweep's strategy pick up
+  // from what the database holds (finished trials never run again; missing
+  // proposals are added; a sweep with nothing left is finished).
+  absl::Status ResumeSweeps();
   // Bumped whenever a trial reaches a final state or a sweep changes state.
   int64_t event_version() const;
   // Blocks until event_version() > seen or the timeout passes.
@@ -56,7 +60,9 @@ class Scheduler {
   std::string UnavailableReason(const std::string& backend) const;
   static bool WorkerHasBackend(const WorkerEntry& worker,
                                const std::string& backend);
-  absl::Status MaybeFinishSweep(int64_t sweep_id);
+  absl::Status AdvanceSweep(int64_t sweep_id);
+  absl::Status AcceptWinners(int64_t sweep_id,
+                             const std::vector<v1::Trial>& trials);
   void Notify();
 
   db::Store* store_;

@@ -29,6 +29,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
       std::make_unique<WorkerRegistry>(clock, options.scheduler.lease_ms);
   server->scheduler_ = std::make_unique<Scheduler>(
       server->store_.get(), server->registry_.get(), clock, options.scheduler);
+  RETURN_IF_ERROR(server->scheduler_->ResumeSweeps());
   server->public_service_ = std::make_unique<MoetuneService>(
       server->store_.get(), server->scheduler_.get(), server->registry_.get(),
       clock);

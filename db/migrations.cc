@@ -118,13 +118,16 @@ ALTER TABLE trials ADD COLUMN confirm_round INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE trials ADD COLUMN proposal_key TEXT NOT NULL DEFAULT '';
 CREATE INDEX trials_by_proposal ON trials(sweep_id, proposal_key);
 
+-- Append-only history: the latest row per (workload, fingerprint) is the
+-- incumbent; earlier rows say what each sweep was judged against.
 CREATE TABLE incumbents (
+  id               INTEGER PRIMARY KEY AUTOINCREMENT,
   workload_hash    TEXT NOT NULL,
   fingerprint_hash TEXT NOT NULL,
   trial_id         INTEGER NOT NULL REFERENCES trials(id),
-  accepted_at      INTEGER NOT NULL,          -- ms
-  PRIMARY KEY (workload_hash, fingerprint_hash)
+  accepted_at      INTEGER NOT NULL           -- ms
 );
+CREATE INDEX incumbents_by_workload ON incumbents(workload_hash, fingerprint_hash);
 )sql";
 
 // Append new scripts at the end; see the rule at the top of this file.

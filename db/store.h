@@ -152,14 +152,16 @@ class Store {
                                     int64_t now_ms);
 
   // ---------------------------------------------------------- incumbents --
-  // Records `trial_id` as the accepted best for (workload, fingerprint),
-  // replacing the previous one.
+  // Records `trial_id` as the accepted best for (workload, fingerprint); the
+  // history is kept, the latest acceptance is the incumbent.
   absl::Status SetIncumbent(const std::string& workload_hash,
                             const std::string& fingerprint_hash,
                             int64_t trial_id, int64_t now_ms);
-  // The accepted bests of one workload (one per fingerprint), with results.
+  // The incumbents of one workload (one per fingerprint, with results): the
+  // latest accepted best among trials of sweeps before `before_sweep_id`
+  // (0 = any sweep), i.e. what that sweep had to beat.
   absl::StatusOr<std::vector<v1::Trial>> Incumbents(
-      const std::string& workload_hash);
+      const std::string& workload_hash, int64_t before_sweep_id = 0);
 
   // See Connection::InjectFaultForTesting: makes a later statement fail so
   // that tests can check that transactions roll back.

@@ -877,18 +877,25 @@ TEST_F(StoreTest, AddTrialsKeepsStrategyFieldsAndNeedsARunningSweep) {
             absl::StatusCode::kFailedPrecondition);
 }
 
-TEST_F(StoreTest, IncumbentIsOnePerWorkloadAndFingerprint) {
-  std::vector<v1::Trial> trials = {MakeTrial("a", "h1"), MakeTrial("b", "h1"),
-                                   MakeTrial("c", "h2")};
-  Create(&trials);
+TEST_F(StoreTest, IncumbentIsTheLatestAcceptedBeforeASweep) {
+  std::vector<v1::Trial> first = {MakeTrial("a", "h1"), MakeTrial("b", "h1")};
+  Create(&first);  // sweep 1: trials 1, 2
+  std::vector<v1::Trial> second = {MakeTrial("a", "h1")};
+  Create(&second);  // sweep 2: trial 3
   ASSERT_TRUE(store_->SetIncumbent("h1", "fp", 1, kT0).ok());
-  ASSERT_TRUE(store_->SetIncumbent("h1", "fp", 2, kT0 + 1).ok());  // replaces
+  ASSERT_TRUE(store_->SetIncumbent("h1", "fp", 2, kT0 + 1).ok());
   ASSERT_TRUE(store_->SetIncumbent("h1", "fp-other", 1, kT0 + 1).ok());
-  absl::StatusOr<std::vector<v1::Trial>> incumbents = store_->Incumbents("h1");
-  ASSERT_TRUE(incumbents.ok()) << incumbents.status();
-  ASSERT_EQ(incumbents->size(), 2u);
-  EXPECT_EQ((*incumbents)[0].trial_id(), 1);
-  EXPECT_EQ((*incumbents)[1].trial_id(), 2);
+  ASSERT_TRUE(store_->SetIncumbent("h1", "fp", 3, kT0 + 2).ok());
+  auto ids = [](const std::vector<v1::Trial>& trials) {
+    std::vector<int64_t> out;
+    for (const v1::Trial& t : trials) out.push_back(t.trial_id());
+    return out;
+  };
+  // Now: trial 3 for fp, trial 1 for fp-other.
+  EXPECT_THAT(ids(*store_->Incumbents("h1")), ElementsAre(1, 3));
+  // What sweep 2 had to beat: trial 2 (fp) and trial 1 (fp-other).
+  EXPECT_THAT(ids(*store_->Incumbents("h1", 2)), ElementsAre(1, 2));
+  EXPECT_TRUE(store_->Incumbents("h1", 1)->empty());
   EXPECT_TRUE(store_->Incumbents("h2")->empty());
 }
 
