@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <iostream>
 #include <iterator>
 
@@ -52,13 +53,17 @@ v1::TrialResult InProcessExecutor::Execute(const v1::TrialExecution& execution,
 v1::TrialResult ChildProcessExecutor::Execute(
     const v1::TrialExecution& execution, const std::atomic<bool>* cancel) {
   const v1::Trial& trial = execution.trial();
+  const auto start = std::chrono::steady_clock::now();
   const ChildOutcome outcome =
       RunChildProcess(child_command_, execution.SerializeAsString(),
                       TrialDeadline(trial), cancel);
+  const std::chrono::duration<double> wall =
+      std::chrono::steady_clock::now() - start;
   const bool clean_exit = outcome.kind == ChildOutcome::Kind::kExited &&
                           outcome.exit_code == 0;
   v1::TrialResult result;
   if (clean_exit && result.ParseFromString(outcome.stdout_data)) {
+    result.set_wall_s(wall.count());
     return result;
   }
   std::string reason = DescribeOutcome(outcome);
@@ -66,7 +71,9 @@ v1::TrialResult ChildProcessExecutor::Execute(
     absl::StrAppend(&reason, "; stderr: ", outcome.stderr_tail);
   }
   if (clean_exit) absl::StrAppend(&reason, "; its result did not parse");
-  return Outcome(trial, StateFor(outcome), reason);
+  result = Outcome(trial, StateFor(outcome), reason);
+  result.set_wall_s(wall.count());
+  return result;
 }
 
 int RunTrialChildMain(TrialRunner* runner) {

@@ -104,7 +104,8 @@ void PrintBest(std::ostream& out, const v1::GetBestResponse& best) {
         << " us (95% CI " << FormatDouble(s.ci_low_us()) << "-"
         << FormatDouble(s.ci_high_us()) << "), floor "
         << FormatDouble(w.best().result().roofline().floor_us()) << " us, efficiency "
-        << FormatDouble(100 * w.best().result().roofline().efficiency()) << "%\n";
+        << FormatDouble(100 * w.best().result().roofline().efficiency()) << "%"
+        << (w.decided_by().empty() ? "" : "  [" + w.decided_by() + "]") << "\n";
     if (w.has_runner_up()) {
       out << "  runner-up: trial " << w.runner_up().trial_id() << "  "
           << ConfigCells(w.runner_up().config()) << "  median "

@@ -135,6 +135,8 @@ TEST(EndToEndTest, TwoWorkersRecordEveryTrialOfASweep) {
     workers.insert(t.result().worker_id());
     EXPECT_EQ(t.result().samples_us_size(), 3);
     EXPECT_GT(t.result().stats().median_us(), 0);
+    // The process's wall time covers at least its timed iterations.
+    EXPECT_GE(t.result().wall_s() * 1e6, 3 * t.result().stats().min_us());
     EXPECT_GT(t.result().roofline().floor_us(), 0);
     EXPECT_FALSE(t.result().fingerprint().hash().empty());
     EXPECT_EQ(t.result().roofline().comm_modelled(), t.config().ep() > 1);
