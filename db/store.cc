@@ -185,6 +185,24 @@ absl::StatusOr<std::vector<int64_t>> InsertTrials(
   return ids;
 }
 
+// After a committed InsertTrials: what the rows now say, copied back into
+// the caller's trials.
+void MarkInserted(int64_t sweep_id, const v1::SweepSpec& spec,
+                  const std::vector<int64_t>& ids, int64_t now_ms,
+                  std::vector<v1::Trial>* trials) {
+  for (size_t i = 0; i < trials->size(); ++i) {
+    v1::Trial& trial = (*trials)[i];
+    trial.set_trial_id(ids[i]);
+    trial.set_sweep_id(sweep_id);
+    trial.set_state(v1::QUEUED);
+    trial.set_attempt(0);
+    trial.set_updated_at_unix_ms(now_ms);
+    if (!trial.has_measurement()) {
+      *trial.mutable_measurement() = spec.measurement();
+    }
+  }
+}
+
 absl::Status InsertResult(Connection& conn, const v1::TrialResult& result,
                           int64_t now_ms) {
   // The raw samples live in their own column; the blob keeps the rest.
@@ -505,17 +523,7 @@ absl::StatusOr<int64_t> Store::CreateSweep(const v1::SweepSpec& spec,
   ASSIGN_OR_RETURN(const std::vector<int64_t> ids,
                    InsertTrials(conn_, sweep_id, spec, *trials, now_ms));
   RETURN_IF_ERROR(txn.Commit());
-  for (size_t i = 0; i < trials->size(); ++i) {
-    v1::Trial& trial = (*trials)[i];
-    trial.set_trial_id(ids[i]);
-    trial.set_sweep_id(sweep_id);
-    trial.set_state(v1::QUEUED);
-    trial.set_attempt(0);
-    trial.set_updated_at_unix_ms(now_ms);
-    if (!trial.has_measurement()) {
-      *trial.mutable_measurement() = spec.measurement();
-    }
-  }
+  MarkInserted(sweep_id, spec, ids, now_ms, trials);
   return sweep_id;
 }
 
@@ -542,15 +550,7 @@ absl::Status Store::AddTrials(int64_t sweep_id, std::vector<v1::Trial>* trials,
   ASSIGN_OR_RETURN(const std::vector<int64_t> ids,
                    InsertTrials(conn_, sweep_id, spec, *trials, now_ms));
   RETURN_IF_ERROR(txn.Commit());
-  for (size_t i = 0; i < trials->size(); ++i) {
-    v1::Trial& trial = (*trials)[i];
-    trial.set_trial_id(ids[i]);
-    trial.set_sweep_id(sweep_id);
-    trial.set_state(v1::QUEUED);
-    trial.set_attempt(0);
-    trial.set_updated_at_unix_ms(now_ms);
-    if (!trial.has_measurement()) *trial.mutable_measurement() = spec.measurement();
-  }
+  MarkInserted(sweep_id, spec, ids, now_ms, trials);
   return absl::OkStatus();
 }
 

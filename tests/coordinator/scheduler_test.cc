@@ -4,25 +4,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/coordinator/test_probes.h"
 
 namespace moetune::coordinator {
 namespace {
 
 using ::testing::HasSubstr;
 
-v1::Probe CpuProbe() {
-  v1::Probe probe;
-  probe.mutable_fingerprint()->set_hash("fp-cpu");
-  for (const char* name : {"cpu_reference", "cpu_blocked"}) {
-    v1::BackendProbe* b = probe.add_backends();
-    b->set_name(name);
-    b->set_available(true);
-  }
-  v1::BackendProbe* gpu = probe.add_backends();
-  gpu->set_name("fused_gemv");
-  gpu->set_reason("built without CUDA");
-  return probe;
-}
 
 v1::SweepSpec Spec(std::vector<std::string> backends) {
   v1::SweepSpec spec;
@@ -61,7 +49,7 @@ class SchedulerTest : public ::testing::Test {
   std::string RegisterCpuWorker(const std::string& name) {
     v1::RegisterWorkerRequest request;
     request.set_name(name);
-    *request.mutable_probe() = CpuProbe();
+    *request.mutable_probe() = CpuWorkerProbe();
     return scheduler_->RegisterWorker(request)->worker_id();
   }
   v1::Sweep Sweep(int64_t id) { return *store_->GetSweep(id); }

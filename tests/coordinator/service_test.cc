@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "tests/coordinator/test_probes.h"
 #include "worker/agent.h"
 #include "worker/cpu_backends.h"
 
@@ -31,21 +32,6 @@ v1::SweepSpec TinySpec() {
   return spec;
 }
 
-v1::Probe CpuProbe() {
-  v1::Probe probe;
-  probe.mutable_fingerprint()->set_hash("fp");
-  probe.mutable_fingerprint()->set_device_name("test cpu");
-  probe.mutable_device()->set_measured_read_gbps(10);
-  for (const char* name : {"cpu_reference", "cpu_blocked"}) {
-    v1::BackendProbe* b = probe.add_backends();
-    b->set_name(name);
-    b->set_available(true);
-  }
-  v1::BackendProbe* gpu = probe.add_backends();
-  gpu->set_name("fused_gemv");
-  gpu->set_reason("built without CUDA");
-  return probe;
-}
 
 class ServiceTest : public ::testing::Test {
  protected:
@@ -72,7 +58,7 @@ class ServiceTest : public ::testing::Test {
     options.name = "test:cpu";
     options.idle_poll_ms = 20;
     options.max_trials = trials;
-    worker::WorkerAgent agent(channel_, options, CpuProbe(), &executor);
+    worker::WorkerAgent agent(channel_, options, CpuWorkerProbe(), &executor);
     ASSERT_TRUE(agent.Run().ok());
   }
 

@@ -10,6 +10,7 @@
 #include "coordinator/scheduler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/coordinator/test_probes.h"
 
 namespace moetune::coordinator {
 namespace {
@@ -82,11 +83,7 @@ class StrategySchedulingTest : public ::testing::Test {
     ASSERT_TRUE(scheduler_->ResumeSweeps().ok());
     v1::RegisterWorkerRequest request;
     request.set_name("host:cpu");
-    for (const char* name : {"cpu_reference", "cpu_blocked"}) {
-      v1::BackendProbe* b = request.mutable_probe()->add_backends();
-      b->set_name(name);
-      b->set_available(true);
-    }
+    *request.mutable_probe() = CpuWorkerProbe();
     worker_ = scheduler_->RegisterWorker(request)->worker_id();
   }
   // Runs up to `limit` trials; returns how many ran.
