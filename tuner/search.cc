@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <limits>
 
 #include "common/status_macros.h"
@@ -106,7 +107,10 @@ Remaining ApplyBudget(const v1::Strategy& strategy, int index, int count,
 void AttachHistory(const std::vector<v1::Trial>& history,
                    WorkloadSearch& search) {
   for (const v1::Trial& trial : history) {
-    if (trial.workload_hash() != search.workload_hash) continue;
+    if (trial.workload_hash() != search.workload_hash) {
+      if (trial.confirm_round() == 0) search.others.push_back(&trial);
+      continue;
+    }
     if (!IsFinal(trial.state())) ++search.unfinished;
     if (trial.confirm_round() > 0) {
       search.confirmations.push_back(&trial);
@@ -293,10 +297,15 @@ absl::StatusOr<std::vector<v1::Trial>> SearchStrategy::Propose(
   std::set<std::string> keys;
   for (const v1::Trial& trial : history) keys.insert(ProposalKey(trial));
   std::vector<v1::Trial> out;
+  // What this call proposed so far (stable addresses): later workloads see
+  // it in `others`, as queued trials.
+  std::deque<v1::Trial> proposed;
   const int count = static_cast<int>(workloads.size());
   for (int i = 0; i < count; ++i) {
     WorkloadSearch search = MakeSearch(full, workloads[i], keys);
+    search.workload_index = i;
     AttachHistory(history, search);
+    for (const v1::Trial& trial : proposed) search.others.push_back(&trial);
     if (!search.confirmations.empty()) continue;  // finished for good
     const Remaining total = ApplyBudget(strategy, i, count, search);
     std::vector<v1::Trial> batch = SearchStep(search);
@@ -304,7 +313,10 @@ absl::StatusOr<std::vector<v1::Trial>> SearchStrategy::Propose(
       batch = ProposeConfirmation(search, total.trials, total.seconds);
     }
     DropKnown(keys, batch);
-    for (v1::Trial& trial : batch) out.push_back(std::move(trial));
+    for (v1::Trial& trial : batch) {
+      if (trial.confirm_round() == 0) proposed.push_back(trial);
+      out.push_back(std::move(trial));
+    }
   }
   return out;
 }

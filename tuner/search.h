@@ -69,7 +69,13 @@ struct WorkloadSearch {
   const std::set<std::string>* keys = nullptr;  // every key of the sweep
   std::vector<const v1::Trial*> trials;         // its search trials (round 0)
   std::vector<const v1::Trial*> confirmations;  // its rounds > 0
-  int unfinished = 0;                           // its QUEUED / LEASED trials
+  // The search trials (round 0) of the sweep's other workloads, in history
+  // order, then what earlier workloads proposed in this same Propose call
+  // (QUEUED), for strategies that learn across workloads (TPE); the others
+  // ignore them.
+  std::vector<const v1::Trial*> others;
+  int workload_index = 0;   // its place in ExpandSweep's workload order
+  int unfinished = 0;       // its QUEUED / LEASED trials
   int64_t trial_share = 0;  // its whole max_trials share (or no limit)
   int64_t trials_left = 0;  // the search's remaining trial allowance
   bool seconds_limited = false;

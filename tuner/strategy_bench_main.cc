@@ -2,9 +2,15 @@
 // (tuner/replay.h) over several seeds and prints what it cost and how good
 // its pick was, against the full grid:
 //   moetune-strategy-bench --recorded FILE.json [--seeds 10]
+//   moetune-strategy-bench --db moetune.db [--sweep N] [--seeds 10]
+// The recording is a QueryTrialsResponse in protobuf JSON, or read from a
+// moetune SQLite database (db/store.h): every trial of sweep N, or every DONE
+// trial of the database without --sweep (full-measurement trials first, so
+// that the replayed spec takes their iterations).
 // Strategies: grid; random with max_trials = 25% of the grid; successive
-// halving (defaults); tpe with max_trials = 25% of the grid, and tpe with
-// max_gpu_seconds = 25% of the grid's (mean over the seeds' grid replays).
+// halving (defaults); tpe with max_trials = 25% of the grid, tpe with
+// max_gpu_seconds = 25% of the grid's (mean over the seeds' grid replays),
+// and tpe with no budget (its own stopping rule).
 // Columns, mean over seeds (and workloads for the gap): trials, GPU-seconds, %
 // of the grid's GPU-seconds, gap of the pick's recorded median to the recorded
 // best (%), the worst gap, and how often the pick is inside the grid's tie
@@ -15,13 +21,16 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "db/store.h"
 #include "tuner/replay.h"
 #include "tuner/spec.h"
 #include "tuner/strategy.h"
@@ -32,6 +41,8 @@ namespace {
 
 struct Args {
   std::string recorded;
+  std::string db;
+  int64_t sweep = 0;  // 0 = every DONE trial of the database
   int seeds = 10;
 };
 
@@ -41,13 +52,20 @@ bool ParseArgs(int argc, char** argv, Args& args) {
     if (i + 1 >= argc) return false;
     if (flag == "--recorded") {
       args.recorded = argv[++i];
+    } else if (flag == "--db") {
+      args.db = argv[++i];
+    } else if (flag == "--sweep") {
+      args.sweep = std::atoll(argv[++i]);
+      if (args.sweep <= 0) return false;
     } else if (flag == "--seeds") {
       args.seeds = std::atoi(argv[++i]);
     } else {
       return false;
     }
   }
-  return !args.recorded.empty() && args.seeds >= 1;
+  const bool one_source = args.recorded.empty() != args.db.empty();
+  const bool sweep_ok = args.sweep == 0 || !args.db.empty();
+  return one_source && sweep_ok && args.seeds >= 1;
 }
 
 // What the full recording says per workload: the best recorded median and
@@ -164,9 +182,36 @@ int GridPoints(const v1::SweepSpec& spec) {
   return grid.ok() ? static_cast<int>(grid->size()) : 0;
 }
 
+// The recording from a moetune database: sweep `sweep`'s trials, or every
+// DONE trial when sweep is 0; rung-0 trials first (see the top comment).
+absl::StatusOr<ReplayOracle> OracleFromDb(const std::string& path,
+                                          int64_t sweep) {
+  if (!std::ifstream(path)) {
+    return absl::NotFoundError(absl::StrCat("--db: cannot read '", path, "'"));
+  }
+  absl::StatusOr<std::unique_ptr<db::Store>> store = db::Store::Open(path);
+  if (!store.ok()) return store.status();
+  v1::TrialFilter filter;
+  filter.set_sweep_id(sweep);
+  if (sweep == 0) filter.set_state(v1::DONE);
+  absl::StatusOr<std::vector<v1::Trial>> trials = (*store)->QueryTrials(filter);
+  if (!trials.ok()) return trials.status();
+  std::stable_partition(trials->begin(), trials->end(),
+                        [](const v1::Trial& t) { return t.rung() == 0; });
+  v1::QueryTrialsResponse recorded;
+  for (v1::Trial& t : *trials) *recorded.add_trials() = std::move(t);
+  if (recorded.trials().empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "--db: no trials in '", path, "'",
+        sweep > 0 ? absl::StrCat(" for sweep ", sweep) : " in state DONE"));
+  }
+  return ReplayOracle(recorded);
+}
+
 int Main(const Args& args) {
   absl::StatusOr<ReplayOracle> oracle =
-      ReplayOracle::FromJsonFile(args.recorded);
+      args.db.empty() ? ReplayOracle::FromJsonFile(args.recorded)
+                      : OracleFromDb(args.db, args.sweep);
   if (!oracle.ok()) return std::cerr << oracle.status() << "\n", 1;
   absl::StatusOr<v1::SweepSpec> spec = SpecFromRecording(oracle->recorded());
   if (!spec.ok()) return std::cerr << spec.status() << "\n", 1;
@@ -177,7 +222,8 @@ int Main(const Args& args) {
       {"random (25% trials)", v1::Strategy::RANDOM, true, false},
       {"successive_halving", v1::Strategy::SUCCESSIVE_HALVING, false, false},
       {"tpe (25% trials)", v1::Strategy::TPE, true, false},
-      {"tpe (25% GPU-s)", v1::Strategy::TPE, false, true}};
+      {"tpe (25% GPU-s)", v1::Strategy::TPE, false, true},
+      {"tpe (no budget)", v1::Strategy::TPE, false, false}};
   std::vector<Row> rows;
   double grid_gpu_s = 0;  // the first variant (grid) sets it
   for (const Variant& variant : variants) {
@@ -188,7 +234,12 @@ int Main(const Args& args) {
     rows.push_back(*std::move(row));
   }
   std::cout << absl::StrFormat(
-      "recorded: %s (%d grid points, %d workloads), %d seeds\n", args.recorded,
+      "recorded: %s (%d grid points, %d workloads), %d seeds\n",
+      args.db.empty()
+          ? args.recorded
+          : absl::StrCat(args.db, args.sweep > 0
+                                      ? absl::StrCat(" sweep ", args.sweep)
+                                      : std::string(" DONE")),
       points, static_cast<int>(truth.best_us.size()), args.seeds);
   std::cout << absl::StrFormat("%-20s %8s %10s %7s %8s %8s %7s\n", "strategy",
                                "trials", "gpu_s", "%grid", "gap%", "max_gap%",
@@ -206,8 +257,9 @@ int Main(const Args& args) {
 int main(int argc, char** argv) {
   moetune::tuner::Args args;
   if (!moetune::tuner::ParseArgs(argc, argv, args)) {
-    std::cerr << "usage: moetune-strategy-bench --recorded FILE.json "
-                 "[--seeds N (>= 1, default 10)]\n";
+    std::cerr << "usage: moetune-strategy-bench (--recorded FILE.json | --db "
+                 "FILE.db [--sweep N (>= 1)]) [--seeds N (>= 1, default "
+                 "10)]\n";
     return 2;
   }
   return moetune::tuner::Main(args);

@@ -310,7 +310,9 @@ TEST_P(RecordedTest, ResumeFromAnyPrefixContinuesTheSame) {
     std::vector<v1::Trial> queued = run.histories[r];
     queued.insert(queued.end(), run.batches[r].begin(), run.batches[r].end());
     const std::set<std::string> known = KeySet(queued);
-    for (const v1::Trial& t : *fresh->Propose(spec_, queued)) {
+    // Held in a named value: a range-for over *temporary would dangle.
+    const std::vector<v1::Trial> next = *fresh->Propose(spec_, queued);
+    for (const v1::Trial& t : next) {
       EXPECT_EQ(known.count(t.proposal_key()), 0u) << t.proposal_key();
     }
   }
