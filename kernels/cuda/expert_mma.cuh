@@ -5,6 +5,9 @@
 // pair) and multiplies them with up to 8 * kNT tokens' activations by
 // mma.sync.m16n8k16 (fp32 accumulation). Each weight byte is read once per
 // token tile, and every token routed to the expert shares it.
+// Each (mode, ragged K) pair is its own kernel, so a kernel holds only its
+// own pipelines; runs of <= 2 tokens take their activations from a ring
+// loaded two chunks ahead and across the units of a run (version 5, PERF.md).
 //
 // Two schedules:
 //  - stream-K (fused_gemv): the (slot, row group, K step) units of all

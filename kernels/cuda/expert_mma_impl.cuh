@@ -3,6 +3,8 @@
 // X-macros of kernels/backend_catalog.h (fused_gemv.cu, grouped_mma.cu).
 #pragma once
 
+#include <string>
+
 #include "kernels/cuda/expert_mma.cuh"
 
 namespace moetune::gpu {
@@ -139,6 +141,111 @@ __device__ __forceinline__ void ComputeUnitFast(const uint8_t* stage, int ks,
   }
 }
 
+// Raw activation words of one chunk (this lane's 16 columns).
+__device__ __forceinline__ void LoadRaw(const uint16_t* p, uint32_t (&raw)[8]) {
+  const uint4 b0 = __ldg(reinterpret_cast<const uint4*>(p));
+  const uint4 b1 = __ldg(reinterpret_cast<const uint4*>(p) + 1);
+  raw[0] = b0.x, raw[1] = b0.y, raw[2] = b0.z, raw[3] = b0.w;
+  raw[4] = b1.x, raw[5] = b1.y, raw[6] = b1.z, raw[7] = b1.w;
+}
+
+// The activation ring of the one-n-tile path: the raw words of the next two
+// chunks, loaded two chunks before their use and kept across the units of
+// one run (device run 6: the mma's long-scoreboard stalls on activations
+// loaded one chunk ahead, and at each unit's start not at all ahead, were
+// 21 % of gate_up's samples). Measured alone (device run 8, x1) it did not
+// shorten batch 1: the waits moved to the weights and the fences.
+// Runs of more tokens keep the four-chunks-at-once path (ComputeUnitFast):
+// with the ring for every run, 16x512 was 5 % slower at batch 8 (device run
+// 8, x0 against x3), likely the deeper loads of 8 activation rows through the
+// ~28 KB of L1 that 209 KB of shared memory leave.
+inline constexpr int kRingMaxTokens = 2;
+
+struct BRing {
+  uint32_t a[8], b[8];  // even chunks in a, odd chunks in b
+  bool ready = false;   // a, b hold chunks 0 and 1 of the coming unit
+};
+
+// One chunk of the ring path: converts this chunk's activations, refills
+// their ring slot with chunk q + 2 (next unit's first chunks at the end, when
+// the run goes on), reads chunk q + 1's code words from shared memory, then
+// decodes and multiplies.
+template <int kRT, int kCPS, int kNT, bool kB16>
+__device__ __forceinline__ void RingChunk(
+    const uint8_t* stage, int q, int ks, const uint16_t* bp, bool next_same,
+    const uint2 (&sg)[kRT][Stage<kRT, kCPS>::kGroups], uint4 (&cw)[kRT],
+    uint32_t (&slot)[8], float (&acc)[kRT][kNT][4], int lane) {
+  uint32_t bw[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) bw[i] = kB16 ? Bf16x2ToHalf2(slot[i]) : slot[i];
+  if (q + 2 < kCPS || next_same) LoadRaw(bp + (q + 2) * tiled::kChunkK, slot);
+  uint4 cn[kRT];
+  if (q + 1 < kCPS) {
+#pragma unroll
+    for (int rt = 0; rt < kRT; ++rt) {
+      cn[rt] = *reinterpret_cast<const uint4*>(
+          stage + (rt * kCPS + q + 1) * tiled::kChunkBytes + lane * 16);
+    }
+  }
+  // Units of < 4 chunks start inside a scale group.
+  const int qs = kCPS < 4 ? (ks * kCPS + q) % 4 : q % 4;
+  const int gi = kCPS < 4 ? 0 : q / 4;
+#pragma unroll
+  for (int rt = 0; rt < kRT; ++rt) {
+    uint32_t s_lo, s_hi;
+    ScalePair(ScaleOf(sg[rt][gi], qs), &s_lo, &s_hi);
+    const uint32_t words[4] = {cw[rt].x, cw[rt].y, cw[rt].z, cw[rt].w};
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      uint32_t a[4];
+      DecodeScaled(words[m], s_lo, s_hi, a);
+      Mma(acc[rt][0], a, bw[2 * m], bw[2 * m + 1]);
+    }
+  }
+  if (q + 1 < kCPS) {
+#pragma unroll
+    for (int rt = 0; rt < kRT; ++rt) cw[rt] = cn[rt];
+  }
+}
+
+// A whole unit whose chunks all exist, <= kRingMaxTokens tokens, an even
+// number of chunks: activations from the ring (tail of the previous unit loaded
+// this unit's first two chunks when br.ready), code words one chunk ahead.
+template <int kRT, int kCPS, int kNT, bool kB16>
+__device__ __forceinline__ void ComputeUnitRing(const uint8_t* stage, int ks,
+                                                const Run<kNT>& run,
+                                                float (&acc)[kRT][kNT][4],
+                                                BRing& br, bool next_same,
+                                                int lane) {
+  static_assert(kCPS % 2 == 0, "the ring alternates even and odd chunks");
+  using S = Stage<kRT, kCPS>;
+  const uint16_t* bp = run.b[0] + ks * kCPS * tiled::kChunkK;
+  if (!br.ready) {
+    LoadRaw(bp, br.a);
+    LoadRaw(bp + tiled::kChunkK, br.b);
+  }
+  uint2 sg[kRT][S::kGroups];
+  uint4 cw[kRT];
+#pragma unroll
+  for (int rt = 0; rt < kRT; ++rt) {
+#pragma unroll
+    for (int gi = 0; gi < S::kGroups; ++gi) {
+      sg[rt][gi] = *reinterpret_cast<const uint2*>(
+          stage + S::kCodeBytes +
+          (rt * S::kGroups + gi) * tiled::kScaleGroupBytes + lane * 8);
+    }
+    cw[rt] = *reinterpret_cast<const uint4*>(
+        stage + rt * kCPS * tiled::kChunkBytes + lane * 16);
+  }
+#pragma unroll
+  for (int q = 0; q < kCPS; q += 2) {
+    RingChunk<kRT, kCPS, kNT, kB16>(stage, q, ks, bp, next_same, sg, cw, br.a,
+                                    acc, lane);
+    RingChunk<kRT, kCPS, kNT, kB16>(stage, q + 1, ks, bp, next_same, sg, cw,
+                                    br.b, acc, lane);
+  }
+}
+
 // The general unit: any number of n-tiles, chunks past K skipped.
 template <int kRT, int kCPS, int kNT, bool kB16>
 __device__ __forceinline__ void ComputeUnitGeneral(const uint8_t* stage, int ks,
@@ -226,6 +333,14 @@ __device__ __forceinline__ void StartRun(
       acc[rt][nt][0] = acc[rt][nt][1] = acc[rt][nt][2] = acc[rt][nt][3] = 0.0f;
     }
   }
+}
+
+// Whether a kernel of mode k runs mode m, as a plain condition: this form
+// (kModeAny, -1, once named a kernel for both modes) is the one device run 8
+// measured; folding it into if constexpr reorders down's entry code.
+inline constexpr int kModeAny = -1;
+__device__ __forceinline__ bool IsMode(int k, const MmaJob& j, int m) {
+  return k == kModeAny ? j.mode == m : k == m;
 }
 
 // Adds a partial gate_up row group; true (with the full sums in acc) for the
@@ -330,11 +445,11 @@ __device__ void DownEpilogue(const MmaJob& j, const Run<kNT>& run,
   }
 }
 
-template <int kRT, int kNT, bool kStreamK>
+template <int kRT, int kNT, int kMode, bool kStreamK>
 __device__ void Flush(const MmaJob& j, const Run<kNT>& run,
                       float (&acc)[kRT][kNT][4], int steps_total, int rgs,
                       int lane) {
-  if (j.mode == kModeGateUp) {
+  if (IsMode(kMode, j, kModeGateUp)) {
     if (run.steps < steps_total &&
         !AddPartials<kRT, kNT>(j, run, acc, steps_total, rgs, lane)) {
       return;
@@ -353,6 +468,8 @@ struct StreamKSeq {
   WarpRange range;
   int first_slot, per_slot, rgs, steps;
   __device__ int Count() const { return range.Count(); }
+  // Whether the unit after the current one is its Next() (same segment).
+  __device__ bool Continues(int left) const { return left > 0; }
   __device__ void Advance(int i, Cursor& c, int& left) const {
     if (left > 0) {
       c.Next(rgs, steps);
@@ -377,6 +494,7 @@ struct StreamKSeq {
 struct TileSeq {
   int s, rg, steps;
   __device__ int Count() const { return steps; }
+  __device__ bool Continues(int) const { return true; }
   __device__ void Advance(int i, Cursor& c, int&) const {
     c.s = s;
     c.rg = rg;
@@ -387,8 +505,8 @@ struct TileSeq {
 // Streams one warp's units through its cp.async ring and accumulates; the
 // ring is empty again on return. kPreWait: the first copies (weights only)
 // are issued before waiting for the previous kernel (griddepcontrol).
-template <int kRT, int kCPS, int kNT, bool kStreamK, bool kFixed, bool kB16,
-          bool kPreWait, class Seq>
+template <int kRT, int kCPS, int kNT, int kMode, bool kRagged, bool kStreamK,
+          bool kFixed, bool kB16, bool kPreWait, class Seq>
 __device__ void RunUnits(const MmaJob& j,
                          const SlotSource<kFixed, kStreamK>& src,
                          const Seq& seq, uint8_t* ring, int lane) {
@@ -397,7 +515,8 @@ __device__ void RunUnits(const MmaJob& j,
   const int count = seq.Count();
   const int rgs = j.w.rows / tiled::kTileRows / kRT;
   const int steps = (j.w.chunks + kCPS - 1) / kCPS;
-  const bool ragged = j.w.chunks % kCPS != 0;
+  constexpr bool ragged = kRagged;
+  constexpr bool kRing = kCPS % 2 == 0;
   Cursor in, cur;
   int in_left = 0, cur_left = 0, in_stage = 0, cur_stage = 0, in_s = -1,
       in_e = 0;
@@ -425,6 +544,7 @@ __device__ void RunUnits(const MmaJob& j,
   }
   Run<kNT> run;
   float acc[kRT][kNT][4];
+  BRing br;
   for (int i = 0; i < count; ++i) {
     __syncwarp();  // every lane is done reading the stage about to be refilled
     if (i + kStages - 1 < count) issue(i + kStages - 1);
@@ -432,20 +552,43 @@ __device__ void RunUnits(const MmaJob& j,
     CpAsyncWait<kStages - 1>();
     seq.Advance(i, cur, cur_left);
     if (cur.s != run.s || cur.rg != run.rg) {
-      if (run.s >= 0) Flush<kRT, kNT, kStreamK>(j, run, acc, steps, rgs, lane);
+      if (run.s >= 0) {
+        Flush<kRT, kNT, kMode, kStreamK>(j, run, acc, steps, rgs, lane);
+      }
       StartRun<kRT, kNT, kFixed, kStreamK, kB16>(src, cur, run, acc, lane);
+      br.ready = false;
     }
     ++run.steps;
     const uint8_t* stage = ring + cur_stage * S::kBytes;
     cur_stage = cur_stage + 1 == kStages ? 0 : cur_stage + 1;
+    // One n-tile at full K (kNT == 1, !kRagged) is always the fast path:
+    // the general one is not even compiled there.
     if ((!ragged || (cur.ks + 1) * kCPS <= j.w.chunks) && run.ntok <= 8) {
-      ComputeUnitFast<kRT, kCPS, kNT, kB16>(stage, cur.ks, run, acc, lane);
-    } else {
+      if constexpr (kRing) {
+        if (run.ntok > kRingMaxTokens) {
+          ComputeUnitFast<kRT, kCPS, kNT, kB16>(stage, cur.ks, run, acc, lane);
+          br.ready = false;
+        } else {
+          // The next unit continues this run with all its chunks present: the
+          // ring may load its first two chunks' activations now.
+          const bool next_same = i + 1 < count && cur.ks + 1 < steps &&
+                                 seq.Continues(cur_left) &&
+                                 (!ragged || (cur.ks + 2) * kCPS <= j.w.chunks);
+          ComputeUnitRing<kRT, kCPS, kNT, kB16>(stage, cur.ks, run, acc, br,
+                                                next_same, lane);
+          br.ready = next_same;
+        }
+      } else {
+        ComputeUnitFast<kRT, kCPS, kNT, kB16>(stage, cur.ks, run, acc, lane);
+      }
+    } else if constexpr (kNT > 1 || kRagged) {
       ComputeUnitGeneral<kRT, kCPS, kNT, kB16>(stage, cur.ks, j.w.chunks, run,
                                                acc, lane);
+      br.ready = false;
     }
   }
-  if (run.s >= 0) Flush<kRT, kNT, kStreamK>(j, run, acc, steps, rgs, lane);
+  if (run.s >= 0)
+    Flush<kRT, kNT, kMode, kStreamK>(j, run, acc, steps, rgs, lane);
   CpAsyncWait<0>();
 }
 
@@ -484,7 +627,12 @@ constexpr int MinBlocks() {
   return kNT == 2 ? 5 : kNT == 4 ? 4 : 3;
 }
 
-template <int kRT, int kCPS, int kNT, int kWarps, bool kStreamK>
+// kMode and kRagged (K not a multiple of the unit's K) are template
+// parameters so that each kernel holds only its own pipelines and epilogue:
+// one binary for every path made down stall on instruction fetch for a third
+// of its samples (device run 6).
+template <int kRT, int kCPS, int kNT, int kWarps, bool kStreamK, int kMode,
+          bool kRagged>
 __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
     ExpertMmaKernel(const __grid_constant__ MmaJob job) {
   using namespace mma_detail;
@@ -494,41 +642,43 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
   uint8_t* ring = smem + warp * S::kCount * S::kBytes;
   const int rgs = job.w.rows / tiled::kTileRows / kRT;
   const int steps = (job.w.chunks + kCPS - 1) / kCPS;
-  if (kStreamK) {
+  if constexpr (kStreamK) {
     const int W = gridDim.x * kWarps, w = blockIdx.x * kWarps + warp;
     const int per_slot = rgs * steps;
-    if (job.mode == kModeDown) {
+    if (IsMode(kMode, job, kModeDown)) {
       // Down's weights and slot list do not depend on gate_up: its first
       // copies go out before waiting for gate_up's h (the router finished
       // before gate_up started its routed part; read through L2).
       const int units = __ldcg(job.buf.meta + kMetaSlots) * per_slot;
       const StreamKSeq seq{WarpRange(units, W, w, job.round_units), 0, per_slot,
                            rgs, steps};
-      RunUnits<kRT, kCPS, kNT, true, false, false, true>(
+      RunUnits<kRT, kCPS, kNT, kMode, kRagged, true, false, false, true>(
           job, SlotSource<false, true>{&job, 0}, seq, ring, lane);
       return;
     }
-    int first = 0;
-    if (job.shared_first) {  // before the routing exists
-      const StreamKSeq seq{WarpRange(per_slot, W, w, job.round_units), 0,
+    {
+      int first = 0;
+      if (job.shared_first) {  // before the routing exists
+        const StreamKSeq seq{WarpRange(per_slot, W, w, job.round_units), 0,
+                             per_slot, rgs, steps};
+        RunUnits<kRT, kCPS, kNT, kMode, kRagged, true, true, true, false>(
+            job, SlotSource<true, true>{&job, 0}, seq, ring, lane);
+        first = 1;
+      }
+      GridDependencyWait();
+      LaunchDependents();
+      const int units = (__ldg(job.buf.meta + kMetaSlots) - first) * per_slot;
+      const StreamKSeq seq{WarpRange(units, W, w, job.round_units), first,
                            per_slot, rgs, steps};
-      RunUnits<kRT, kCPS, kNT, true, true, true, false>(
-          job, SlotSource<true, true>{&job, 0}, seq, ring, lane);
-      first = 1;
+      RunUnits<kRT, kCPS, kNT, kMode, kRagged, true, false, false, false>(
+          job, SlotSource<false, true>{&job, 0}, seq, ring, lane);
     }
-    GridDependencyWait();
-    LaunchDependents();
-    const int units = (__ldg(job.buf.meta + kMetaSlots) - first) * per_slot;
-    const StreamKSeq seq{WarpRange(units, W, w, job.round_units), first,
-                         per_slot, rgs, steps};
-    RunUnits<kRT, kCPS, kNT, true, false, false, false>(
-        job, SlotSource<false, true>{&job, 0}, seq, ring, lane);
   } else {
     GridDependencyWait();
     LaunchDependents();
     int s = 0, rg = 0, tt = 0;
     if (!TileWork<kWarps>(job, rgs, warp, &s, &rg, &tt)) return;
-    RunUnits<kRT, kCPS, kNT, false, false, false, false>(
+    RunUnits<kRT, kCPS, kNT, kMode, kRagged, false, false, false, false>(
         job, SlotSource<false, false>{&job, tt}, TileSeq{s, rg, steps}, ring,
         lane);
   }
@@ -537,14 +687,18 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
 // Launches one instantiation: a persistent grid (stream-K) or one block per
 // (token tile bound, row block) (tiles); with programmatic serialization
 // when job.pdl.
-template <int kRT, int kCPS, int kNT, int kWarps, bool kStreamK>
-GpuStatus LaunchExpertMma(const MmaJob& job, int device, int sm_count,
-                          cudaStream_t stream) {
+namespace mma_detail {
+
+template <int kRT, int kCPS, int kNT, int kWarps, bool kStreamK, int kMode,
+          bool kRagged>
+GpuStatus LaunchAs(const MmaJob& job, int device, int sm_count,
+                   cudaStream_t stream) {
   using S = mma_detail::Stage<kRT, kCPS>;
   constexpr int kSmem = kWarps * S::kCount * S::kBytes;
   constexpr int kMaxDevices = 64;
   static int blocks_per_sm[kMaxDevices] = {};
-  auto* kernel = &ExpertMmaKernel<kRT, kCPS, kNT, kWarps, kStreamK>;
+  auto* kernel =
+      &ExpertMmaKernel<kRT, kCPS, kNT, kWarps, kStreamK, kMode, kRagged>;
   if (device < 0 || device >= kMaxDevices) {
     return Fail(RunStatus::kBadProblem, "options.device: must be in [0, 64)");
   }
@@ -575,6 +729,33 @@ GpuStatus LaunchExpertMma(const MmaJob& job, int device, int sm_count,
   config.numAttrs = job.pdl ? 1 : 0;
   MG_CUDA(cudaLaunchKernelEx(&config, kernel, job));
   return OkStatus();
+}
+
+}  // namespace mma_detail
+
+template <int kRT, int kCPS, int kNT, int kWarps, bool kStreamK>
+GpuStatus LaunchExpertMma(const MmaJob& job, int device, int sm_count,
+                          cudaStream_t stream) {
+  using mma_detail::LaunchAs;
+  const bool ragged = job.w.chunks % kCPS != 0;
+
+  if (job.mode == kModeGateUp) {
+    return ragged
+               ? LaunchAs<kRT, kCPS, kNT, kWarps, kStreamK, kModeGateUp, true>(
+                     job, device, sm_count, stream)
+               : LaunchAs<kRT, kCPS, kNT, kWarps, kStreamK, kModeGateUp, false>(
+                     job, device, sm_count, stream);
+  }
+  if (job.mode == kModeDown) {
+    return ragged
+               ? LaunchAs<kRT, kCPS, kNT, kWarps, kStreamK, kModeDown, true>(
+                     job, device, sm_count, stream)
+               : LaunchAs<kRT, kCPS, kNT, kWarps, kStreamK, kModeDown, false>(
+                     job, device, sm_count, stream);
+  }
+  return Fail(RunStatus::kBadProblem,
+              "job.mode: must be 0 (gate_up) or 1 (down), got " +
+                  std::to_string(job.mode));
 }
 
 }  // namespace moetune::gpu
