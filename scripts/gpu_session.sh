@@ -3,10 +3,13 @@
 # bundle made by deploy/bundle.sh: probe, a sweep of the GPU backends through
 # an embedded coordinator and one worker per GPU, the winner, and the kernel
 # benchmark. Everything lands in $OUT (default ./gpu-out).
-#   scripts/gpu_session.sh BUNDLE_DIR SPEC
+#   scripts/gpu_session.sh BUNDLE_DIR SPEC [SPEC ...]   (sweeps run in order,
+#   into one database)
 set -uo pipefail
 BUNDLE="$(cd "${1:?bundle dir}" && pwd)"
-SPEC="${2:?sweep spec}"
+shift
+SPECS=("$@")
+[ ${#SPECS[@]} -gt 0 ] || { echo "usage: gpu_session.sh BUNDLE_DIR SPEC..." >&2; exit 2; }
 OUT="${OUT:-gpu-out}"
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$BUNDLE:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
@@ -15,10 +18,15 @@ export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared hosts
 echo "== probe"
 { nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,clocks.max.sm,driver_version --format=csv
   "$BUNDLE/moetune" probe --device all; } 2>&1 | tee "$OUT/probe.txt"
-echo "== sweep"
-"$BUNDLE/moetune" sweep --spec "$SPEC" --db "$OUT/h200.db" 2>&1 | tee "$OUT/sweep.txt"
-echo "sweep exit: ${PIPESTATUS[0]}"
-"$BUNDLE/moetune" best --db "$OUT/h200.db" > "$OUT/best.txt" 2>&1
+: > "$OUT/sweep.txt"; : > "$OUT/best.txt"
+for spec in "${SPECS[@]}"; do
+  echo "== sweep $spec"
+  "$BUNDLE/moetune" sweep --spec "$spec" --db "$OUT/h200.db" 2>&1 | tee -a "$OUT/sweep.txt"
+  echo "sweep exit: ${PIPESTATUS[0]}" | tee -a "$OUT/sweep.txt"
+  { echo "== $spec"; "$BUNDLE/moetune" best --db "$OUT/h200.db"; } >> "$OUT/best.txt" 2>&1
+done
+"$BUNDLE/moetune" sweeps --db "$OUT/h200.db" >> "$OUT/best.txt" 2>&1
+"$BUNDLE/moetune" workers --db "$OUT/h200.db" >> "$OUT/best.txt" 2>&1
 "$BUNDLE/moetune" results --db "$OUT/h200.db" --format json > "$OUT/results.json" 2>&1
 for log in /tmp/moetune-worker-*.log; do
   [ -e "$log" ] && { echo "== $log"; cat "$log"; } >> "$OUT/sweep.txt"
