@@ -34,6 +34,8 @@ struct BackendInfo {
   // Which regions it can time: every backend times MOE_LAYER; CPU backends
   // also time the whole DECODE_STEP.
   bool supports_decode_step;
+  // Whether its timed region can be captured in a CUDA graph.
+  bool graph_capturable = true;
 };
 
 // Every backend the code knows, available here or not.
@@ -42,5 +44,12 @@ const std::vector<BackendInfo>& BackendCatalog();
 const BackendInfo* FindBackend(std::string_view name);
 // "a, b, c": for error messages that list the allowed values.
 std::string KnownBackendNames();
+
+// Why `tile` of `backend` (Tile{} for a backend without tiles) cannot run a
+// layer with this hidden size and per-rank intermediate slice
+// (moe_intermediate / tp), or "" when it can: the same shape rules as the
+// kernels' CanImplement, so the tuner's space holds only points that can run.
+std::string TileMisfit(const BackendInfo& backend, const Tile& tile,
+                       int hidden, int inter_slice);
 
 }  // namespace moetune

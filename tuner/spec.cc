@@ -18,8 +18,8 @@ namespace {
 
 // Must agree with the model config library's presets (layers, experts).
 constexpr std::array<PresetInfo, 2> kPresets = {{
-    {"glm5", 78, 256},
-    {"tiny", 4, 32},
+    {"glm5", 78, 256, 6144, 2048},
+    {"tiny", 4, 32, 256, 128},
 }};
 
 void CanonicaliseRouting(v1::Routing& routing) {
@@ -143,18 +143,32 @@ std::vector<std::optional<v1::TileShape>> TilesFor(
   return tiles;
 }
 
+// Graph replay is a dimension of GPU backends whose region can be captured.
 std::vector<bool> GraphModesFor(const BackendInfo& backend,
                                 const v1::SearchSpace& space) {
   if (backend.kind == BackendKind::kCpu) return {false};
+  if (!backend.graph_capturable) return {false};
   return {space.cuda_graph().begin(), space.cuda_graph().end()};
+}
+
+// A tile that cannot run the preset's layer at this tp is not in the space.
+bool TileFits(const BackendInfo& backend,
+              const std::optional<v1::TileShape>& tile, const PresetInfo& preset,
+              int tp) {
+  const Tile shape = tile.has_value() ? Tile{tile->block_n(), tile->block_k()}
+                                      : Tile{};
+  return TileMisfit(backend, shape, preset.hidden,
+                    preset.moe_intermediate / tp).empty();
 }
 
 // Appends backend x tile x (tp, ep) x cuda_graph for one backend.
 void AppendBackendConfigs(const BackendInfo& backend,
                           const v1::SearchSpace& space,
+                          const PresetInfo& preset,
                           std::vector<v1::TrialConfig>& configs) {
   for (const std::optional<v1::TileShape>& tile : TilesFor(backend, space)) {
     for (int tp : space.tp()) {
+      if (!TileFits(backend, tile, preset, tp)) continue;
       for (int ep : space.ep()) {
         if (space.world_size() != 0 && tp * ep != space.world_size()) continue;
         for (bool graph : GraphModesFor(backend, space)) {
@@ -171,11 +185,14 @@ void AppendBackendConfigs(const BackendInfo& backend,
 }
 
 // Every config of the (defaulted, validated) space, in grid order.
-std::vector<v1::TrialConfig> ExpandConfigs(const v1::SearchSpace& space) {
+std::vector<v1::TrialConfig> ExpandConfigs(const v1::SearchSpace& space,
+                                           const PresetInfo& preset) {
   std::vector<v1::TrialConfig> configs;
   for (const std::string& name : space.moe_backends()) {
     const BackendInfo* backend = FindBackend(name);
-    if (backend != nullptr) AppendBackendConfigs(*backend, space, configs);
+    if (backend != nullptr) {
+      AppendBackendConfigs(*backend, space, preset, configs);
+    }
   }
   return configs;
 }
@@ -198,7 +215,8 @@ v1::Workload MakeWorkload(const v1::WorkloadSpace& space, int batch,
 absl::StatusOr<std::vector<v1::Trial>> ExpandSweep(const v1::SweepSpec& raw) {
   RETURN_IF_ERROR(ValidateSweepSpec(raw));
   const v1::SweepSpec spec = WithDefaults(raw);
-  const std::vector<v1::TrialConfig> configs = ExpandConfigs(spec.space());
+  const std::vector<v1::TrialConfig> configs =
+      ExpandConfigs(spec.space(), *FindPreset(spec.workload().model_preset()));
   const size_t cap = spec.strategy().max_trials() > 0
                          ? static_cast<size_t>(spec.strategy().max_trials())
                          : std::numeric_limits<size_t>::max();

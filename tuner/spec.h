@@ -21,6 +21,8 @@ struct PresetInfo {
   std::string_view name;
   int num_layers;   // decoder layers; a workload's `layers` is 0..num_layers
   int num_experts;  // routed experts; a REPLAYED histogram has one per expert
+  int hidden;            // K of gate_up (elements)
+  int moe_intermediate;  // K of down before the tp split (elements)
 };
 
 // nullptr when `name` is not a known preset.
@@ -81,8 +83,13 @@ std::string WorkloadHash(const v1::Workload& workload);
 //                   order), or its first (default) tile when space.tiles is
 //                   empty or names none of its tiles
 //         x (tp, ep)  tp-major, kept when world_size == 0 or tp * ep ==
-//                     world_size
-//           x cuda_graph  GPU backends: the list; CPU backends: false once.
+//                     world_size, and only where the (backend, tile) can run
+//                     the preset's layer at that tp (TileMisfit in
+//                     kernels/backend_catalog.h); a listed tile that fits
+//                     nowhere leaves its backend without points
+//           x cuda_graph  GPU backends whose region can be captured: the
+//                         list; CPU backends and dequant_cublas: false once.
+// The grid may come out empty; the coordinator rejects such a spec.
 // Each trial: workload (canonical), config, measurement, workload_hash,
 // state QUEUED; trial_id / sweep_id are left 0 for the coordinator.
 // strategy.max_trials > 0 caps the list to its first max_trials entries in

@@ -10,7 +10,7 @@
 namespace moetune::tuner {
 namespace {
 
-TEST(PresetAgreementTest, SameNamesLayersAndExperts) {
+TEST(PresetAgreementTest, SameNamesLayersExpertsAndDims) {
   const std::vector<std::string> names = model::PresetNames();
   std::string joined;
   for (const std::string& name : names) {
@@ -25,6 +25,9 @@ TEST(PresetAgreementTest, SameNamesLayersAndExperts) {
     ASSERT_NE(info, nullptr) << name;
     EXPECT_EQ(info->num_layers, config->num_layers) << name;
     EXPECT_EQ(info->num_experts, config->num_experts) << name;
+    // The dims the tuner's space is filtered by (which tiles can run).
+    EXPECT_EQ(info->hidden, config->hidden) << name;
+    EXPECT_EQ(info->moe_intermediate, config->moe_intermediate) << name;
   }
 }
 

@@ -239,10 +239,12 @@ TEST(ExpandSweepTest, ConditionalTiles) {
     }
   )pb");
   // 16x256 belongs to both tiled backends, 16x512 to fused_gemv only, 8x128
-  // to cpu_blocked only.
+  // to cpu_blocked only. On tiny (hidden 256, moe_intermediate 128) the
+  // cpu_blocked 16x256 cannot run: block_k 256 does not divide 128. The GPU
+  // rule does not look at block_k, and block_n 16 divides 2 x 128 and 256, so
+  // fused_gemv keeps both of its tiles.
   EXPECT_THAT(Rows(Expand(spec)),
               ::testing::ElementsAre(Row{"cpu_reference", "-", 1, 1, false},
-                                     Row{"cpu_blocked", "16x256", 1, 1, false},
                                      Row{"cpu_blocked", "8x128", 1, 1, false},
                                      Row{"fused_gemv", "16x256", 1, 1, false},
                                      Row{"fused_gemv", "16x512", 1, 1, false}));
@@ -264,6 +266,13 @@ TEST(ExpandSweepTest, DefaultTileWhenNoneListedForTheBackend) {
   v1::TileShape* tile = spec.mutable_space()->add_tiles();
   tile->set_block_n(32);
   tile->set_block_k(512);  // cpu_blocked's only; fused_gemv keeps its default
+  // 32x512 is cpu_blocked's pick, but block_k 512 divides neither 256 nor 128
+  // on tiny: the listed tile cannot run, so cpu_blocked has no point at all
+  // (no fallback to the default 4x64 the spec did not ask for).
+  EXPECT_THAT(Rows(Expand(spec)),
+              ::testing::ElementsAre(Row{"fused_gemv", "16x256", 1, 1, false}));
+  // On glm5 (hidden 6144, moe_intermediate 2048) it fits: 512 divides both.
+  spec.mutable_workload()->set_model_preset("glm5");
   EXPECT_THAT(Rows(Expand(spec)),
               ::testing::ElementsAre(Row{"cpu_blocked", "32x512", 1, 1, false},
                                      Row{"fused_gemv", "16x256", 1, 1, false}));
@@ -296,15 +305,117 @@ TEST(ExpandSweepTest, CudaGraphOnlyForGpuBackends) {
       moe_backends: "cpu_reference"
       moe_backends: "dequant_cublas"
       moe_backends: "cpu_blocked"
+      moe_backends: "fused_gemv"
       cuda_graph: true
       cuda_graph: false
     }
   )pb");
+  // fused_gemv (GPU, capturable) takes the list in order. dequant_cublas is a
+  // GPU backend too but its region cannot be captured in a CUDA graph
+  // (graph_capturable false): false only, like the CPU backends.
   EXPECT_THAT(Rows(Expand(spec)),
               ::testing::ElementsAre(Row{"cpu_reference", "-", 1, 1, false},
-                                     Row{"dequant_cublas", "-", 1, 1, true},
                                      Row{"dequant_cublas", "-", 1, 1, false},
-                                     Row{"cpu_blocked", "4x64", 1, 1, false}));
+                                     Row{"cpu_blocked", "4x64", 1, 1, false},
+                                     Row{"fused_gemv", "16x256", 1, 1, true},
+                                     Row{"fused_gemv", "16x256", 1, 1, false}));
+}
+
+// ------------------------------------------- only points that can run --
+
+TEST(ExpandSweepTest, CpuTileMustDivideThePresetDims) {
+  v1::SweepSpec spec = Parse(R"pb(
+    workload {
+      model_preset: "tiny"
+      batch_sizes: 1
+      context_lengths: 256
+      region: MOE_LAYER
+    }
+    space {
+      moe_backends: "cpu_reference"
+      moe_backends: "cpu_blocked"
+      tiles { block_n: 16 block_k: 256 }
+    }
+  )pb");
+  // tiny: hidden 256, moe_intermediate 128. block_k 256 divides hidden but
+  // not the 128-element slice of down: 16x256 is not in the space.
+  EXPECT_THAT(Rows(Expand(spec)),
+              ::testing::ElementsAre(Row{"cpu_reference", "-", 1, 1, false}));
+  // glm5: hidden 6144 = 24 x 256, moe_intermediate 2048 = 8 x 256: it is.
+  spec.mutable_workload()->set_model_preset("glm5");
+  EXPECT_THAT(
+      Rows(Expand(spec)),
+      ::testing::ElementsAre(Row{"cpu_reference", "-", 1, 1, false},
+                             Row{"cpu_blocked", "16x256", 1, 1, false}));
+}
+
+TEST(ExpandSweepTest, TileFitIsCheckedAtEachTp) {
+  const v1::SweepSpec spec = Parse(R"pb(
+    workload {
+      model_preset: "tiny"
+      batch_sizes: 1
+      context_lengths: 256
+      region: MOE_LAYER
+    }
+    space {
+      moe_backends: "cpu_blocked"
+      moe_backends: "fused_gemv"
+      tiles { block_n: 4 block_k: 64 }
+      tiles { block_n: 8 block_k: 128 }
+      tiles { block_n: 32 block_k: 256 }
+      tp: 1
+      tp: 2
+      tp: 4
+    }
+  )pb");
+  // tiny's moe_intermediate / tp: 128, 64, 32 at tp 1, 2, 4 (hidden 256).
+  // cpu_blocked 4x64: 64 divides 128 and 64, not 32 -> tp 1, 2.
+  // cpu_blocked 8x128: 128 divides only 128 -> tp 1 (not at tp 2 or 4).
+  // fused_gemv 32x256: slices 128 and 64 are multiples of 64 and 32 divides
+  // 2 x slice and 256; the 32-element slice is not a multiple of 64 -> tp 1, 2.
+  EXPECT_THAT(Rows(Expand(spec)),
+              ::testing::ElementsAre(Row{"cpu_blocked", "4x64", 1, 1, false},
+                                     Row{"cpu_blocked", "4x64", 2, 1, false},
+                                     Row{"cpu_blocked", "8x128", 1, 1, false},
+                                     Row{"fused_gemv", "32x256", 1, 1, false},
+                                     Row{"fused_gemv", "32x256", 2, 1, false}));
+}
+
+TEST(ExpandSweepTest, DequantCublasNeverGetsCudaGraph) {
+  const v1::SweepSpec spec = Parse(R"pb(
+    workload {
+      model_preset: "glm5"
+      batch_sizes: 1
+      context_lengths: 256
+      region: MOE_LAYER
+    }
+    space {
+      moe_backends: "dequant_cublas"
+      moe_backends: "fused_gemv"
+      cuda_graph: true
+    }
+  )pb");
+  // The space asks for graphs only: fused_gemv gets them, dequant_cublas
+  // (not capturable) still gets its one point, without a graph.
+  EXPECT_THAT(Rows(Expand(spec)),
+              ::testing::ElementsAre(Row{"dequant_cublas", "-", 1, 1, false},
+                                     Row{"fused_gemv", "16x256", 1, 1, true}));
+}
+
+TEST(ExpandSweepTest, UntiledGpuBackendNeedsWholeChunksOfTheSlice) {
+  const v1::SweepSpec spec = Parse(R"pb(
+    workload {
+      model_preset: "tiny"
+      batch_sizes: 1
+      context_lengths: 256
+      region: MOE_LAYER
+    }
+    space { moe_backends: "dequant_cublas" tp: 1 tp: 2 tp: 4 }
+  )pb");
+  // tiny's slice is 128 / tp: 128 and 64 are whole 64-element chunks, 32 not.
+  EXPECT_THAT(Rows(Expand(spec)),
+              ::testing::ElementsAre(Row{"dequant_cublas", "-", 1, 1, false},
+                                     Row{"dequant_cublas", "-", 2, 1, false}));
 }
 
 TEST(ExpandSweepTest, WorkloadMajorOrderAndTrialFields) {

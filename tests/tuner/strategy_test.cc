@@ -24,8 +24,9 @@ using testing::Driven;
 using ::testing::ElementsAre;
 using testing::Finish;
 
-// 12 points per workload: cpu_reference x 4 (tp, ep), cpu_blocked x 2 tiles
-// x 4 (tp, ep).
+// 10 points per workload: cpu_reference x 4 (tp, ep), cpu_blocked 4x64 x 4
+// (tp, ep) and 8x128 x 2 (tp 1 only: on tiny moe_intermediate / tp is 128 at
+// tp 1 and 64 at tp 2, which block_k 128 does not divide).
 v1::SweepSpec SmallSpec(const std::string& extra = "") {
   v1::SweepSpec spec;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
@@ -54,8 +55,8 @@ v1::SweepSpec SmallSpec(const std::string& extra = "") {
 }
 
 // Hand-made timing: 1000 us / (tp * ep), x3 for cpu_reference, x0.9 for the
-// 8x128 tile. Best: cpu_blocked 8x128 tp2 ep2 (225 us), then 4x64 tp2 ep2
-// (250 us).
+// 8x128 tile. Best: cpu_blocked 4x64 tp2 ep2 (250 us), then 8x128 tp1 ep2
+// (450 us; 8x128 has no tp 2 point), ahead of 4x64 tp1 ep2 / tp2 ep1 (500).
 double HandMedian(const v1::TrialConfig& c) {
   double us = 1000.0 / (c.tp() * c.ep());
   if (c.moe_backend() == "cpu_reference") us *= 3;
@@ -129,7 +130,7 @@ TEST(GridStrategyTest, WholeGridFirstThenNothing) {
   ASSERT_TRUE(first.ok()) << first.status();
   absl::StatusOr<std::vector<v1::Trial>> expanded = ExpandSweep(spec);
   ASSERT_TRUE(expanded.ok());
-  ASSERT_EQ(first->size(), 12u);
+  ASSERT_EQ(first->size(), 10u);
   for (size_t i = 0; i < first->size(); ++i) {
     v1::Trial expected = (*expanded)[i];
     expected.set_proposal_key(ProposalKey(expected));
@@ -141,7 +142,7 @@ TEST(GridStrategyTest, WholeGridFirstThenNothing) {
   EXPECT_TRUE(grid.Propose(spec, *first)->empty());
   const Driven driven = Drive(grid, spec, HandFinish);
   EXPECT_EQ(driven.batches.size(), 1u);
-  EXPECT_EQ(driven.trials.size(), 12u);
+  EXPECT_EQ(driven.trials.size(), 10u);
   // InitialTrials is Propose(spec, {}).
   EXPECT_EQ(Keys(*grid.InitialTrials(spec)), Keys(*first));
 }
@@ -185,9 +186,9 @@ TEST(ConfirmationTest, InterleavedRoundsOfTheTopK) {
   }
   EXPECT_THAT(
       confirm,
-      ElementsAre("cpu_blocked|8x128|2|2|0#1", "cpu_blocked|4x64|2|2|0#1",
-                  "cpu_blocked|8x128|2|2|0#2", "cpu_blocked|4x64|2|2|0#2",
-                  "cpu_blocked|8x128|2|2|0#3", "cpu_blocked|4x64|2|2|0#3"));
+      ElementsAre("cpu_blocked|4x64|2|2|0#1", "cpu_blocked|8x128|1|2|0#1",
+                  "cpu_blocked|4x64|2|2|0#2", "cpu_blocked|8x128|1|2|0#2",
+                  "cpu_blocked|4x64|2|2|0#3", "cpu_blocked|8x128|1|2|0#3"));
 }
 
 TEST(ConfirmationTest, NotWhileSomethingIsInFlight) {
@@ -196,7 +197,7 @@ TEST(ConfirmationTest, NotWhileSomethingIsInFlight) {
   std::vector<v1::Trial> history = *grid.Propose(spec, {});
   for (size_t i = 0; i + 1 < history.size(); ++i) HandFinish(history[i], i + 1);
   EXPECT_TRUE(grid.Propose(spec, history)->empty());  // one still queued
-  HandFinish(history.back(), 12);
+  HandFinish(history.back(), 10);
   EXPECT_EQ(grid.Propose(spec, history)->size(), 4u);  // 2 configs x 2
 }
 
@@ -217,7 +218,7 @@ TEST(RandomStrategyTest, SeededPermutationOfTheGrid) {
   const std::vector<v1::Trial> a = *random.Propose(spec, {});
   const std::vector<v1::Trial> again = *random.Propose(spec, {});
   EXPECT_EQ(Keys(a), Keys(again));
-  ASSERT_EQ(a.size(), 12u);
+  ASSERT_EQ(a.size(), 10u);
   const std::vector<v1::Trial> grid = *GridStrategy().Propose(spec, {});
   EXPECT_EQ(KeySet(a), KeySet(grid));
   EXPECT_NE(Keys(a), Keys(grid));
@@ -235,7 +236,8 @@ TEST(RandomStrategyTest, SeededPermutationOfTheGrid) {
 
 TEST(RandomStrategyTest, GpuSecondBudgetKeepsFourInFlightAndStops) {
   // Each sample costs HandMedian us, 9 samples a trial: the whole grid costs
-  // 9 x 11025 us = 0.099 s. Budget 0.06 s.
+  // 9 x 10350 us = 0.093 s (cpu_reference 6750, 4x64 2250, 8x128 at tp 1
+  // only 1350). Budget 0.06 s.
   const v1::SweepSpec spec =
       SmallSpec("strategy { kind: RANDOM seed: 3 max_gpu_seconds: 0.06 }");
   RandomStrategy random;
@@ -251,7 +253,7 @@ TEST(RandomStrategyTest, GpuSecondBudgetKeepsFourInFlightAndStops) {
     spent += TrialGpuSeconds(driven.trials[i]);
   }
   EXPECT_LT(before_last, 0.06);  // the last batch was proposed under budget
-  EXPECT_LT(driven.trials.size(), 12u);
+  EXPECT_LT(driven.trials.size(), 10u);
   EXPECT_GE(spent, 0.03);
 }
 
@@ -338,8 +340,21 @@ TEST_P(RecordedTest, GpuSecondBudget) {
     }
     spent.clear();
   }
+  // The grid is 48 points: the recording's 72 trials less its 24 FAILED
+  // tiles, which the space no longer holds. The budget stops short of timing
+  // all of them in full. Halving screens the whole grid; TPE's cheap screens
+  // (3 iterations) may outnumber the grid, so count the full-length trials.
+  size_t full_length = 0;
+  for (const v1::Trial& t : run.trials) {
+    if (t.measurement().iterations() == spec_.measurement().iterations()) {
+      ++full_length;
+    }
+  }
+  if (GetParam() == v1::Strategy::GRID || GetParam() == v1::Strategy::RANDOM) {
+    EXPECT_LT(run.trials.size(), 48u);
+  }
   if (GetParam() != v1::Strategy::SUCCESSIVE_HALVING) {
-    EXPECT_LT(run.trials.size(), 72u);  // halving screens the whole grid
+    EXPECT_LT(full_length, 48u);
   }
   double total = 0;
   for (const v1::Trial& t : run.trials) total += TrialGpuSeconds(t);
