@@ -36,7 +36,8 @@ absl::StatusOr<v1::GetBestResponse> AnswerGetBest(
   }
   std::vector<v1::Trial> incumbents;
   for (const std::string& hash : hashes) {
-    ASSIGN_OR_RETURN(std::vector<v1::Trial> accepted, store.Incumbents(hash, request.sweep_id()));
+    ASSIGN_OR_RETURN(std::vector<v1::Trial> accepted,
+                     store.Incumbents(hash, request.sweep_id()));
     for (v1::Trial& trial : accepted) {
       if (!ids.count(trial.trial_id())) incumbents.push_back(std::move(trial));
     }

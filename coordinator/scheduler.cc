@@ -65,7 +65,8 @@ absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(
   return response;
 }
 
-v1::HeartbeatResponse Scheduler::Heartbeat(const v1::HeartbeatRequest& request) {
+v1::HeartbeatResponse Scheduler::Heartbeat(
+    const v1::HeartbeatRequest& request) {
   v1::HeartbeatResponse response;
   response.set_known(
       registry_->Heartbeat(request.worker_id(), request.current_trial_id()));
@@ -74,7 +75,8 @@ v1::HeartbeatResponse Scheduler::Heartbeat(const v1::HeartbeatRequest& request) 
   }
   if (request.current_trial_id() != 0) {
     // CancelSweep cancels queued trials at once; a running one learns here.
-    absl::StatusOr<v1::Trial> trial = store_->GetTrial(request.current_trial_id());
+    absl::StatusOr<v1::Trial> trial =
+        store_->GetTrial(request.current_trial_id());
     absl::StatusOr<v1::Sweep> sweep =
         trial.ok() ? store_->GetSweep(trial->sweep_id())
                    : absl::StatusOr<v1::Sweep>(trial.status());
@@ -124,7 +126,8 @@ absl::StatusOr<v1::AcquireTrialResponse> Scheduler::Acquire(
     ASSIGN_OR_RETURN(*response.mutable_trial(),
                      store_->GetTrial(trial.trial_id()));
     response.set_granted(true);
-    response.set_lease_deadline_unix_ms(clock_->NowUnixMs() + options_.lease_ms);
+    response.set_lease_deadline_unix_ms(clock_->NowUnixMs() +
+                                        options_.lease_ms);
     return response;
   }
   return response;
@@ -151,9 +154,10 @@ absl::StatusOr<v1::ReportResultResponse> Scheduler::Report(
     const v1::ReportResultRequest& request) {
   const v1::TrialResult& result = request.result();
   if (!IsFinal(result.outcome()) || result.outcome() == v1::UNAVAILABLE) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "result.outcome: ", v1::TrialState_Name(result.outcome()),
-        " is not allowed; allowed: DONE, FAILED, INCORRECT, TIMEOUT, CANCELLED"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("result.outcome: ", v1::TrialState_Name(result.outcome()),
+                     " is not allowed; allowed: DONE, FAILED, INCORRECT, "
+                     "TIMEOUT, CANCELLED"));
   }
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(const v1::Trial trial, store_->GetTrial(result.trial_id()));
@@ -190,8 +194,8 @@ absl::Status Scheduler::ExpireLeases() {
     const std::string why =
         absl::StrCat("worker ", trial.worker_id(), " went silent");
     if (trial.attempt() < max_attempts) {
-      RETURN_IF_ERROR(store_->RequeueTrial(trial.trial_id(), why,
-                                           clock_->NowUnixMs()));
+      RETURN_IF_ERROR(
+          store_->RequeueTrial(trial.trial_id(), why, clock_->NowUnixMs()));
       LogWarning("trial ", trial.trial_id(), " re-queued: ", why);
       continue;
     }
@@ -222,8 +226,8 @@ absl::Status Scheduler::AdvanceSweep(int64_t sweep_id) {
   ASSIGN_OR_RETURN(std::vector<v1::Trial> proposed,
                    strategy->Propose(sweep.spec(), history));
   if (!proposed.empty()) {
-    LogInfo("sweep ", sweep_id, ": ", std::string(strategy->name()), " proposes ",
-            proposed.size(), " more trials");
+    LogInfo("sweep ", sweep_id, ": ", std::string(strategy->name()),
+            " proposes ", proposed.size(), " more trials");
     return store_->AddTrials(sweep_id, &proposed, clock_->NowUnixMs());
   }
   for (const v1::Trial& trial : history) {

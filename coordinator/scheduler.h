@@ -22,7 +22,7 @@
 namespace moetune::coordinator {
 
 struct SchedulerOptions {
-  int64_t lease_ms = 10000;        // a lease lapses this long after a heartbeat
+  int64_t lease_ms = 10000;  // a lease lapses this long after a heartbeat
   int heartbeat_interval_ms = 1000;
 };
 
@@ -36,7 +36,8 @@ class Scheduler {
       const v1::RegisterWorkerRequest& request);
   v1::HeartbeatResponse Heartbeat(const v1::HeartbeatRequest& request);
   // A granted trial, or none now (nothing this worker can run).
-  absl::StatusOr<v1::AcquireTrialResponse> Acquire(const std::string& worker_id);
+  absl::StatusOr<v1::AcquireTrialResponse> Acquire(
+      const std::string& worker_id);
   absl::StatusOr<v1::ReportResultResponse> Report(
       const v1::ReportResultRequest& request);
   absl::StatusOr<v1::Sweep> Cancel(int64_t sweep_id);

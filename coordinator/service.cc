@@ -106,8 +106,8 @@ grpc::Status MoetuneService::GetBest(grpc::ServerContext*,
 grpc::Status MoetuneService::ListWorkers(grpc::ServerContext*,
                                          const v1::ListWorkersRequest*,
                                          v1::ListWorkersResponse* response) {
-  absl::StatusOr<v1::ListWorkersResponse> answer = AnswerListWorkers(
-      *store_, clock_->NowUnixMs(), registry_->lease_ms());
+  absl::StatusOr<v1::ListWorkersResponse> answer =
+      AnswerListWorkers(*store_, clock_->NowUnixMs(), registry_->lease_ms());
   if (!answer.ok()) return ToGrpc(answer.status());
   for (v1::WorkerInfo& worker : *answer->mutable_workers()) {
     worker.set_alive(registry_->IsAlive(worker.worker_id()) &&
@@ -126,9 +126,9 @@ grpc::Status WorkerControlService::RegisterWorker(
   return Answer(scheduler_->RegisterWorker(*request), response);
 }
 
-grpc::Status WorkerControlService::Heartbeat(grpc::ServerContext*,
-                                             const v1::HeartbeatRequest* request,
-                                             v1::HeartbeatResponse* response) {
+grpc::Status WorkerControlService::Heartbeat(
+    grpc::ServerContext*, const v1::HeartbeatRequest* request,
+    v1::HeartbeatResponse* response) {
   *response = scheduler_->Heartbeat(*request);
   return grpc::Status::OK;
 }

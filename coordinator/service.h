@@ -16,7 +16,9 @@ class MoetuneService final : public v1::Moetune::Service {
  public:
   MoetuneService(db::Store* store, Scheduler* scheduler,
                  WorkerRegistry* registry, const Clock* clock)
-      : store_(store), scheduler_(scheduler), registry_(registry),
+      : store_(store),
+        scheduler_(scheduler),
+        registry_(registry),
         clock_(clock) {}
 
   grpc::Status SubmitSweep(grpc::ServerContext*, const v1::SubmitSweepRequest*,
@@ -52,9 +54,11 @@ class WorkerControlService final : public v1::WorkerControl::Service {
                               v1::RegisterWorkerResponse*) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*,
                          v1::HeartbeatResponse*) override;
-  grpc::Status AcquireTrial(grpc::ServerContext*, const v1::AcquireTrialRequest*,
+  grpc::Status AcquireTrial(grpc::ServerContext*,
+                            const v1::AcquireTrialRequest*,
                             v1::AcquireTrialResponse*) override;
-  grpc::Status ReportResult(grpc::ServerContext*, const v1::ReportResultRequest*,
+  grpc::Status ReportResult(grpc::ServerContext*,
+                            const v1::ReportResultRequest*,
                             v1::ReportResultResponse*) override;
 
  private:

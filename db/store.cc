@@ -528,7 +528,7 @@ absl::StatusOr<int64_t> Store::CreateSweep(const v1::SweepSpec& spec,
 }
 
 absl::Status Store::AddTrials(int64_t sweep_id, std::vector<v1::Trial>* trials,
-                             int64_t now_ms) {
+                              int64_t now_ms) {
   if (trials == nullptr) return absl::InvalidArgumentError("trials is null");
   for (size_t i = 0; i < trials->size(); ++i) {
     RETURN_IF_ERROR(
@@ -568,8 +568,9 @@ absl::Status Store::SetIncumbent(const std::string& workload_hash,
 
 absl::StatusOr<std::vector<v1::Trial>> Store::Incumbents(
     const std::string& workload_hash, int64_t before_sweep_id) {
-  const int64_t bound =
-      before_sweep_id > 0 ? before_sweep_id : std::numeric_limits<int64_t>::max();
+  const int64_t bound = before_sweep_id > 0
+                            ? before_sweep_id
+                            : std::numeric_limits<int64_t>::max();
   absl::MutexLock lock(&mu_);
   // Per fingerprint, the latest acceptance of a trial from an earlier sweep.
   return SelectTrials(

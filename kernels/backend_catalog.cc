@@ -7,22 +7,37 @@ namespace {
 
 std::vector<BackendInfo> MakeCatalog() {
   return {
-      {"cpu_reference", BackendKind::kCpu,
-       "the float32 CPU reference itself (the correctness oracle)", {}, true},
-      {"cpu_blocked", BackendKind::kCpu,
+      {"cpu_reference",
+       BackendKind::kCpu,
+       "the float32 CPU reference itself (the correctness oracle)",
+       {},
+       true},
+      {"cpu_blocked",
+       BackendKind::kCpu,
        "CPU MoE with NVFP4 decoded per tile and reused across the batch",
-       {MOETUNE_CPU_BLOCKED_TILES(MOETUNE_TILE_ENTRY)}, true},
-      {"dequant_cublas", BackendKind::kCudaSm90,
-       "dequantize routed experts to BF16, then cuBLAS", {}, false,
+       {MOETUNE_CPU_BLOCKED_TILES(MOETUNE_TILE_ENTRY)},
+       true},
+      {"dequant_cublas",
+       BackendKind::kCudaSm90,
+       "dequantize routed experts to BF16, then cuBLAS",
+       {},
+       false,
        /*graph_capturable=*/false},
-      {"fused_gemv", BackendKind::kCudaSm90,
+      {"fused_gemv",
+       BackendKind::kCudaSm90,
        "expert-batched fused NVFP4 dequant-GEMV",
-       {MOETUNE_FUSED_GEMV_TILES(MOETUNE_TILE_ENTRY)}, false},
-      {"grouped_mma", BackendKind::kCudaSm90,
+       {MOETUNE_FUSED_GEMV_TILES(MOETUNE_TILE_ENTRY)},
+       false},
+      {"grouped_mma",
+       BackendKind::kCudaSm90,
        "token-permuted grouped GEMM on tensor cores",
-       {MOETUNE_GROUPED_MMA_TILES(MOETUNE_TILE_ENTRY)}, false},
-      {"native_fp4", BackendKind::kCudaSm100,
-       "Blackwell FP4 tensor cores (sm_100a / sm_120a builds only)", {}, false},
+       {MOETUNE_GROUPED_MMA_TILES(MOETUNE_TILE_ENTRY)},
+       false},
+      {"native_fp4",
+       BackendKind::kCudaSm100,
+       "Blackwell FP4 tensor cores (sm_100a / sm_120a builds only)",
+       {},
+       false},
   };
 }
 
@@ -43,10 +58,11 @@ const BackendInfo* FindBackend(std::string_view name) {
   return nullptr;
 }
 
-std::string TileMisfit(const BackendInfo& backend, const Tile& tile,
-                       int hidden, int inter_slice) {
+std::string TileMisfit(const BackendInfo& backend, const Tile& tile, int hidden,
+                       int inter_slice) {
   const std::string dims = "hidden " + std::to_string(hidden) +
-                           ", moe_intermediate/tp " + std::to_string(inter_slice);
+                           ", moe_intermediate/tp " +
+                           std::to_string(inter_slice);
   if (backend.tiles.empty()) {
     // Untiled GPU backends (dequant_cublas) still walk K in 64-element chunks.
     const bool gpu = backend.kind != BackendKind::kCpu;
@@ -58,8 +74,7 @@ std::string TileMisfit(const BackendInfo& backend, const Tile& tile,
     // cpu_blocked walks K in whole tiles of whole NVFP4 blocks.
     if (tile.block_k % 16 != 0 || hidden % tile.block_k != 0 ||
         inter_slice % tile.block_k != 0) {
-      return "block_k " + std::to_string(tile.block_k) +
-             " must divide " + dims;
+      return "block_k " + std::to_string(tile.block_k) + " must divide " + dims;
     }
     if (hidden % tile.block_n != 0 || inter_slice % tile.block_n != 0) {
       return "block_n " + std::to_string(tile.block_n) + " must divide " + dims;

@@ -49,7 +49,7 @@ std::string KnownBackendNames();
 // layer with this hidden size and per-rank intermediate slice
 // (moe_intermediate / tp), or "" when it can: the same shape rules as the
 // kernels' CanImplement, so the tuner's space holds only points that can run.
-std::string TileMisfit(const BackendInfo& backend, const Tile& tile,
-                       int hidden, int inter_slice);
+std::string TileMisfit(const BackendInfo& backend, const Tile& tile, int hidden,
+                       int inter_slice);
 
 }  // namespace moetune

@@ -33,7 +33,8 @@ MOETUNE_HD float QuietNaN() {
 }
 
 MOETUNE_HD float E2M1ToFloat(uint32_t code) {
-  const float magnitude = 0.5f * static_cast<float>(E2M1TwiceMagnitude(code & 7u));
+  const float magnitude =
+      0.5f * static_cast<float>(E2M1TwiceMagnitude(code & 7u));
   return (code & 8u) ? -magnitude : magnitude;
 }
 

@@ -22,26 +22,26 @@ enum TensorId : uint32_t {
   kFinalNorm = 3,
   kAttnNorm = 10,
   kFfnNorm = 11,
-  kQA = 12,          // [q_lora, hidden]
+  kQA = 12,  // [q_lora, hidden]
   kQANorm = 13,
-  kQB = 14,          // [heads * (nope + rope), q_lora]
-  kKVA = 15,         // [kv_lora + rope, hidden]
+  kQB = 14,   // [heads * (nope + rope), q_lora]
+  kKVA = 15,  // [kv_lora + rope, hidden]
   kKVANorm = 16,
-  kKVB = 17,         // [heads * (nope + v), kv_lora]
-  kO = 18,           // [hidden, heads * v]
-  kIndexerQB = 20,   // [idx_heads * idx_dim, q_lora]
-  kIndexerK = 21,    // [idx_dim, hidden]
+  kKVB = 17,        // [heads * (nope + v), kv_lora]
+  kO = 18,          // [hidden, heads * v]
+  kIndexerQB = 20,  // [idx_heads * idx_dim, q_lora]
+  kIndexerK = 21,   // [idx_dim, hidden]
   kIndexerKNorm = 22,
   kIndexerWeights = 23,  // [idx_heads, hidden]
-  kRouter = 30,      // [experts, hidden]
-  kRouterBias = 31,  // [experts] e_score_correction_bias
-  kSharedGateUp = 32,  // [2 * moe_inter, hidden]
-  kSharedDown = 33,    // [hidden, moe_inter]
-  kDenseGateUp = 34,   // [2 * dense_inter, hidden]
-  kDenseDown = 35,     // [hidden, dense_inter]
-  kKvCache = 40,       // synthetic past latent KV (index = token * dim + d)
-  kIndexerKCache = 41, // synthetic past indexer keys
-  kInput = 42,         // token ids of the step
+  kRouter = 30,          // [experts, hidden]
+  kRouterBias = 31,      // [experts] e_score_correction_bias
+  kSharedGateUp = 32,    // [2 * moe_inter, hidden]
+  kSharedDown = 33,      // [hidden, moe_inter]
+  kDenseGateUp = 34,     // [2 * dense_inter, hidden]
+  kDenseDown = 35,       // [hidden, dense_inter]
+  kKvCache = 40,         // synthetic past latent KV (index = token * dim + d)
+  kIndexerKCache = 41,   // synthetic past indexer keys
+  kInput = 42,           // token ids of the step
   kExpertBase = 1024,
 };
 inline constexpr uint32_t kScaleFlag = 0x80000000u;
@@ -90,8 +90,8 @@ MOETUNE_HD float Bf16Weight(uint64_t seed, uint32_t layer, uint32_t tensor,
 
 // Byte `byte_index` of an NVFP4 tensor's packed codes ([rows, k/2] row-major,
 // low nibble = even column): uniform over the 16 E2M1 codes.
-MOETUNE_HD uint8_t Nvfp4CodeByte(uint64_t seed, uint32_t layer,
-                                 uint32_t tensor, uint64_t byte_index) {
+MOETUNE_HD uint8_t Nvfp4CodeByte(uint64_t seed, uint32_t layer, uint32_t tensor,
+                                 uint64_t byte_index) {
   return static_cast<uint8_t>(Hash(seed, layer, tensor, byte_index) >> 56);
 }
 

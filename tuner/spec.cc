@@ -153,12 +153,12 @@ std::vector<bool> GraphModesFor(const BackendInfo& backend,
 
 // A tile that cannot run the preset's layer at this tp is not in the space.
 bool TileFits(const BackendInfo& backend,
-              const std::optional<v1::TileShape>& tile, const PresetInfo& preset,
-              int tp) {
-  const Tile shape = tile.has_value() ? Tile{tile->block_n(), tile->block_k()}
-                                      : Tile{};
-  return TileMisfit(backend, shape, preset.hidden,
-                    preset.moe_intermediate / tp).empty();
+              const std::optional<v1::TileShape>& tile,
+              const PresetInfo& preset, int tp) {
+  const Tile shape =
+      tile.has_value() ? Tile{tile->block_n(), tile->block_k()} : Tile{};
+  return TileMisfit(backend, shape, preset.hidden, preset.moe_intermediate / tp)
+      .empty();
 }
 
 // Appends backend x tile x (tp, ep) x cuda_graph for one backend.

@@ -59,8 +59,8 @@ absl::Status WorkerAgent::Register() {
       return absl::OkStatus();
     }
     if (std::chrono::steady_clock::now() > give_up) {
-      return absl::UnavailableError(
-          "coordinator unreachable: " + status.error_message());
+      return absl::UnavailableError("coordinator unreachable: " +
+                                    status.error_message());
     }
     SleepUnlessStopped(250);
   }

@@ -19,10 +19,10 @@
 namespace moetune::worker {
 
 struct AgentOptions {
-  std::string name;             // host:device
-  int device_ordinal = -1;      // -1 = CPU
-  int idle_poll_ms = 300;       // wait between empty acquires
-  int max_trials = 0;           // stop after this many trials; 0 = never
+  std::string name;                 // host:device
+  int device_ordinal = -1;          // -1 = CPU
+  int idle_poll_ms = 300;           // wait between empty acquires
+  int max_trials = 0;               // stop after this many trials; 0 = never
   int register_timeout_ms = 60000;  // give up reaching the coordinator
 };
 

@@ -30,11 +30,11 @@ struct TrialInputs {
 
 // What a backend hands back; the runner decides what it means.
 struct BackendRun {
-  std::vector<float> output;      // the region's output, row-major
-  std::vector<float> reference;   // a trusted device path's output, or empty
-                                  // (then the runner computes the CPU one)
-  std::vector<double> samples_us; // raw timed iterations (us)
-  double bytes = 0;               // minimum bytes moved per iteration
+  std::vector<float> output;       // the region's output, row-major
+  std::vector<float> reference;    // a trusted device path's output, or empty
+                                   // (then the runner computes the CPU one)
+  std::vector<double> samples_us;  // raw timed iterations (us)
+  double bytes = 0;                // minimum bytes moved per iteration
 };
 
 class Backend {

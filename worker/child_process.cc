@@ -34,8 +34,8 @@ struct Pipes {
 };
 
 bool OpenPipes(Pipes* pipes) {
-  return pipe2(pipes->in, O_CLOEXEC) == 0 && pipe2(pipes->out, O_CLOEXEC) == 0 &&
-         pipe2(pipes->err, O_CLOEXEC) == 0;
+  return pipe2(pipes->in, O_CLOEXEC) == 0 &&
+         pipe2(pipes->out, O_CLOEXEC) == 0 && pipe2(pipes->err, O_CLOEXEC) == 0;
 }
 
 // posix_spawn, not fork: the worker has gRPC threads, and a forked copy of a
@@ -52,10 +52,12 @@ pid_t Spawn(const std::vector<std::string>& argv, Pipes* pipes,
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&attr, 0);  // own group: kill takes descendants
   std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, args[0], &actions, &attr, args.data(), environ);
+  const int rc =
+      posix_spawn(&pid, args[0], &actions, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
@@ -86,9 +88,12 @@ ChildOutcome::Kind Pump(Pipes* pipes, const std::string& stdin_data,
   size_t written = 0;
   bool out_open = true, err_open = true;
   while (out_open || err_open) {
-    if (cancel != nullptr && cancel->load()) return ChildOutcome::Kind::kCancelled;
-    if (std::chrono::steady_clock::now() > end) return ChildOutcome::Kind::kTimedOut;
-    pollfd fds[3] = {{pipes->out[0], POLLIN, 0}, {pipes->err[0], POLLIN, 0},
+    if (cancel != nullptr && cancel->load())
+      return ChildOutcome::Kind::kCancelled;
+    if (std::chrono::steady_clock::now() > end)
+      return ChildOutcome::Kind::kTimedOut;
+    pollfd fds[3] = {{pipes->out[0], POLLIN, 0},
+                     {pipes->err[0], POLLIN, 0},
                      {pipes->in[1], POLLOUT, 0}};
     const nfds_t count = pipes->in[1] >= 0 ? 3 : 2;
     if (poll(fds, count, 50) < 0 && errno != EINTR) break;
@@ -153,7 +158,8 @@ ChildOutcome RunChildProcess(const std::vector<std::string>& argv,
 std::string DescribeOutcome(const ChildOutcome& outcome) {
   switch (outcome.kind) {
     case ChildOutcome::Kind::kExited:
-      return absl::StrCat("trial process exited with status ", outcome.exit_code);
+      return absl::StrCat("trial process exited with status ",
+                          outcome.exit_code);
     case ChildOutcome::Kind::kSignaled:
       return absl::StrCat("trial process killed by signal ", outcome.signal,
                           " (", strsignal(outcome.signal), ")");

@@ -15,8 +15,8 @@ namespace moetune::worker {
 struct ChildOutcome {
   enum class Kind { kExited, kSignaled, kTimedOut, kCancelled, kSpawnFailed };
   Kind kind = Kind::kSpawnFailed;
-  int exit_code = -1;   // kExited
-  int signal = 0;       // kSignaled
+  int exit_code = -1;  // kExited
+  int signal = 0;      // kSignaled
   std::string stdout_data;
   std::string stderr_tail;  // last few KB of stderr
   std::string error;        // kSpawnFailed

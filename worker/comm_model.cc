@@ -4,7 +4,7 @@ namespace moetune::worker {
 
 double ModelCommFloorUs(const CommShape& s, const CommModelParams& p) {
   const double activation_bytes = 2.0 * s.batch * s.hidden;  // BF16
-  const double bytes_per_us = p.link_gbps * 1e3;              // GB/s -> B/us
+  const double bytes_per_us = p.link_gbps * 1e3;             // GB/s -> B/us
   double per_layer = 0;
   if (s.tp > 1) {
     // Ring all-reduce: 2 (t-1)/t of the buffer crosses each link.

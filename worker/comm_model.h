@@ -13,12 +13,12 @@ struct CommModelParams {
 };
 
 struct CommShape {
-  int batch = 1;       // tokens in the step
-  int hidden = 0;      // elements per token activation
-  int top_k = 8;       // routed experts per token
+  int batch = 1;   // tokens in the step
+  int hidden = 0;  // elements per token activation
+  int top_k = 8;   // routed experts per token
   int tp = 1;
   int ep = 1;
-  int layers = 1;      // MoE layers (or decoder layers) the region covers
+  int layers = 1;  // MoE layers (or decoder layers) the region covers
 };
 
 // Modelled time (us) of the region's collectives: a ring all-reduce of the

@@ -36,8 +36,7 @@ absl::StatusOr<std::vector<double>> TimeOnCpu(const Clock& clock,
 }
 
 // Runs `region` once for the output, then times it.
-absl::StatusOr<BackendRun> RunRegion(const Clock& clock,
-                                     const TrialInputs& in,
+absl::StatusOr<BackendRun> RunRegion(const Clock& clock, const TrialInputs& in,
                                      const RegionFn& region, double bytes) {
   BackendRun run;
   RETURN_IF_ERROR(region(&run.output));
@@ -54,15 +53,15 @@ bool IsMoeRegion(const TrialInputs& in) {
 // The MoE layer region for a given MoE implementation.
 RegionFn MoeRegion(const TrialInputs& in, ref::MoeFn moe) {
   const int layer = FirstMoeLayer(in.step);
-  auto x = std::make_shared<std::vector<float>>(
-      ref::MoeLayerInput(in.step, layer));
+  auto x =
+      std::make_shared<std::vector<float>>(ref::MoeLayerInput(in.step, layer));
   const int batch = in.step.batch;
   const int hidden = in.step.config.hidden;
-  return [moe = std::move(moe), x, layer, batch, hidden](
-             std::vector<float>* out) {
-    out->assign(static_cast<size_t>(batch) * hidden, 0.0f);
-    return moe(layer, x->data(), batch, out->data());
-  };
+  return
+      [moe = std::move(moe), x, layer, batch, hidden](std::vector<float>* out) {
+        out->assign(static_cast<size_t>(batch) * hidden, 0.0f);
+        return moe(layer, x->data(), batch, out->data());
+      };
 }
 
 RegionFn DecodeRegion(const TrialInputs& in, ref::MoeFn moe) {
@@ -74,7 +73,8 @@ RegionFn DecodeRegion(const TrialInputs& in, ref::MoeFn moe) {
 }
 
 double RegionBytes(const TrialInputs& in) {
-  if (!IsMoeRegion(in)) return static_cast<double>(ref::DecodeStepBytes(in.step));
+  if (!IsMoeRegion(in))
+    return static_cast<double>(ref::DecodeStepBytes(in.step));
   const int layer = FirstMoeLayer(in.step);
   const std::vector<float> x = ref::MoeLayerInput(in.step, layer);
   return static_cast<double>(
@@ -87,9 +87,9 @@ v1::BackendProbe CpuOnlyProbe(const BackendInfo& info,
   probe.set_name(info.name);
   probe.set_available(!target.is_gpu());
   if (target.is_gpu()) {
-    probe.set_reason(absl::StrCat(
-        "CPU backend; this worker drives GPU ", target.ordinal,
-        " (CPU backends run on CPU workers: --device cpu)"));
+    probe.set_reason(
+        absl::StrCat("CPU backend; this worker drives GPU ", target.ordinal,
+                     " (CPU backends run on CPU workers: --device cpu)"));
   }
   for (const Tile& tile : info.tiles) {
     v1::TileShape* shape = probe.add_tiles();
@@ -114,8 +114,8 @@ class CpuReferenceBackend final : public Backend {
       ref::MoeLayerReference(step, layer, x, batch, y);
       return absl::OkStatus();
     };
-    RegionFn region = IsMoeRegion(in) ? MoeRegion(in, moe)
-                                      : DecodeRegion(in, nullptr);
+    RegionFn region =
+        IsMoeRegion(in) ? MoeRegion(in, moe) : DecodeRegion(in, nullptr);
     return RunRegion(*clock_, in, region, RegionBytes(in));
   }
 
@@ -134,13 +134,12 @@ class CpuBlockedBackend final : public Backend {
   }
   absl::StatusOr<BackendRun> Run(const TrialInputs& in) override {
     const v1::TileShape& tile = in.trial.config().tile();
-    RETURN_IF_ERROR(cpu::CanImplementBlocked(in.step, tile.block_n(),
-                                             tile.block_k()));
-    ASSIGN_OR_RETURN(std::shared_ptr<cpu::BlockedMoe> blocked,
-                     cpu::BlockedMoe::Create(in.step, tile.block_n(),
-                                             tile.block_k()));
-    ref::MoeFn moe = [blocked](int layer, const float* x, int batch,
-                               float* y) {
+    RETURN_IF_ERROR(
+        cpu::CanImplementBlocked(in.step, tile.block_n(), tile.block_k()));
+    ASSIGN_OR_RETURN(
+        std::shared_ptr<cpu::BlockedMoe> blocked,
+        cpu::BlockedMoe::Create(in.step, tile.block_n(), tile.block_k()));
+    ref::MoeFn moe = [blocked](int layer, const float* x, int batch, float* y) {
       return blocked->Run(layer, x, batch, y);
     };
     RegionFn region =

@@ -15,9 +15,12 @@ gpu::MoeProblem MakeProblem(const TrialInputs& in) {
   const model::ModelConfig& c = in.step.config;
   const int layer = FirstMoeLayer(in.step);
   gpu::MoeProblem problem;
-  problem.dims = {c.hidden,         c.moe_intermediate,
-                  c.num_experts,    c.experts_per_token,
-                  c.num_shared_experts, c.routed_scaling};
+  problem.dims = {c.hidden,
+                  c.moe_intermediate,
+                  c.num_experts,
+                  c.experts_per_token,
+                  c.num_shared_experts,
+                  c.routed_scaling};
   problem.seed = in.step.seed;
   problem.layer = layer;
   problem.batch = in.step.batch;
@@ -46,14 +49,16 @@ gpu::MoeRunOptions MakeOptions(const TrialInputs& in, const std::string& name) {
 
 class GpuMoeBackend final : public Backend {
  public:
-  GpuMoeBackend(const BackendInfo* info, GpuApi* gpu) : info_(info), gpu_(gpu) {}
+  GpuMoeBackend(const BackendInfo* info, GpuApi* gpu)
+      : info_(info), gpu_(gpu) {}
   const BackendInfo& info() const override { return *info_; }
 
   v1::BackendProbe Probe(const DeviceTarget& target) override {
     v1::BackendProbe probe;
     probe.set_name(info_->name);
     if (!target.is_gpu()) {
-      probe.set_reason("GPU backend; this worker runs on the CPU (--device cpu)");
+      probe.set_reason(
+          "GPU backend; this worker runs on the CPU (--device cpu)");
     } else {
       const gpu::BackendAvailability a =
           gpu_->ProbeMoeBackend(info_->name, target.ordinal);

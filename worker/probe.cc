@@ -54,8 +54,8 @@ std::string CudaVersionString(int version) {
 std::string FingerprintHash(const v1::Fingerprint& fp) {
   const std::string identity = absl::StrCat(
       fp.device_name(), "|", fp.sm_arch(), "|", fp.sm_count(), "|",
-      fp.sm_clock_mhz(), "|", fp.mem_clock_mhz(), "|", fp.driver_version(),
-      "|", fp.cuda_version(), "|", fp.nccl_version(), "|", fp.build_hash());
+      fp.sm_clock_mhz(), "|", fp.mem_clock_mhz(), "|", fp.driver_version(), "|",
+      fp.cuda_version(), "|", fp.nccl_version(), "|", fp.build_hash());
   uint64_t hash = 1469598103934665603ull;  // FNV-1a, 64-bit
   for (unsigned char c : identity) {
     hash ^= c;

@@ -59,8 +59,8 @@ v1::TrialResult ChildProcessExecutor::Execute(
                       TrialDeadline(trial), cancel);
   const std::chrono::duration<double> wall =
       std::chrono::steady_clock::now() - start;
-  const bool clean_exit = outcome.kind == ChildOutcome::Kind::kExited &&
-                          outcome.exit_code == 0;
+  const bool clean_exit =
+      outcome.kind == ChildOutcome::Kind::kExited && outcome.exit_code == 0;
   v1::TrialResult result;
   if (clean_exit && result.ParseFromString(outcome.stdout_data)) {
     result.set_wall_s(wall.count());
@@ -92,8 +92,8 @@ int RunTrialChildMain(TrialRunner* runner) {
   const std::string bytes = result.SerializeAsString();
   size_t written = 0;
   while (written < bytes.size()) {
-    const ssize_t n = write(result_fd, bytes.data() + written,
-                            bytes.size() - written);
+    const ssize_t n =
+        write(result_fd, bytes.data() + written, bytes.size() - written);
     if (n <= 0) return 3;
     written += static_cast<size_t>(n);
   }

@@ -62,9 +62,8 @@ void AttachRoofline(const TrialInputs& in, double bytes, double read_gbps,
   shape.top_k = in.step.config.experts_per_token;
   shape.tp = in.step.shard.tp;
   shape.ep = in.step.shard.ep;
-  shape.layers = in.trial.workload().region() == v1::MOE_LAYER
-                     ? 1
-                     : in.step.layers;
+  shape.layers =
+      in.trial.workload().region() == v1::MOE_LAYER ? 1 : in.step.layers;
   const double comm_us = ModelCommFloorUs(shape);
   const double memory_us = read_gbps > 0 ? bytes / (read_gbps * 1e3) : 0;
   roofline->set_comm_floor_us(comm_us);
@@ -114,8 +113,9 @@ double ErrorBound(const BackendInfo& info) {
 }
 
 // Checks the run against the reference and fills statistics and roofline.
-static void Judge(const TrialInputs& in, const BackendInfo& info, const BackendRun& run,
-           const v1::Probe& probe, v1::TrialResult* result) {
+static void Judge(const TrialInputs& in, const BackendInfo& info,
+                  const BackendRun& run, const v1::Probe& probe,
+                  v1::TrialResult* result) {
   const std::vector<float> reference =
       run.reference.empty() ? CpuReference(in) : run.reference;
   result->set_max_rel_error(RelativeL2Error(run.output, reference));

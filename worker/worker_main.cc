@@ -21,7 +21,8 @@
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:50051",
           "coordinator address host:port");
-ABSL_FLAG(std::string, device, "cpu", "cpu, or a CUDA device ordinal (0, 1, ...)");
+ABSL_FLAG(std::string, device, "cpu",
+          "cpu, or a CUDA device ordinal (0, 1, ...)");
 ABSL_FLAG(std::string, name, "", "worker name; default host:device");
 ABSL_FLAG(int, max_trials, 0, "exit after this many trials (0 = never)");
 ABSL_FLAG(bool, probe_only, false, "print the probe as JSON and exit");
@@ -55,7 +56,8 @@ absl::StatusOr<int> ParseDevice(const std::string& device) {
 std::vector<std::string> TrialCommand(const std::string& wrapper,
                                       const std::string& device) {
   std::vector<std::string> command;
-  for (absl::string_view part : absl::StrSplit(wrapper, ' ', absl::SkipEmpty())) {
+  for (absl::string_view part :
+       absl::StrSplit(wrapper, ' ', absl::SkipEmpty())) {
     command.emplace_back(part);
   }
   // The wrapper needs a real path: /proc/self/exe would name the wrapper.
@@ -85,17 +87,17 @@ int WorkerMain(int ordinal) {
     return 0;
   }
   std::string name = absl::GetFlag(FLAGS_name);
-  if (name.empty()) name = absl::StrCat(system.HostName(), ":", absl::GetFlag(FLAGS_device));
+  if (name.empty())
+    name = absl::StrCat(system.HostName(), ":", absl::GetFlag(FLAGS_device));
   ChildProcessExecutor executor(TrialCommand(absl::GetFlag(FLAGS_trial_wrapper),
-                                            absl::GetFlag(FLAGS_device)));
+                                             absl::GetFlag(FLAGS_device)));
   AgentOptions options;
   options.name = name;
   options.device_ordinal = ordinal;
   options.max_trials = absl::GetFlag(FLAGS_max_trials);
-  WorkerAgent agent(
-      grpc::CreateChannel(absl::GetFlag(FLAGS_coordinator),
-                          grpc::InsecureChannelCredentials()),
-      options, probe, &executor);
+  WorkerAgent agent(grpc::CreateChannel(absl::GetFlag(FLAGS_coordinator),
+                                        grpc::InsecureChannelCredentials()),
+                    options, probe, &executor);
   g_agent = &agent;
   signal(SIGTERM, OnSignal);
   signal(SIGINT, OnSignal);

@@ -68,9 +68,11 @@ absl::StatusOr<int64_t> ResolveSweep(Session& session, int64_t sweep_id) {
   v1::ListSweepsRequest request;
   request.set_limit(1);
   v1::ListSweepsResponse response;
-  absl::Status status = FromGrpc(session.stub->ListSweeps(&context, request, &response));
+  absl::Status status =
+      FromGrpc(session.stub->ListSweeps(&context, request, &response));
   if (!status.ok()) return status;
-  if (response.sweeps().empty()) return absl::NotFoundError("no sweep recorded yet");
+  if (response.sweeps().empty())
+    return absl::NotFoundError("no sweep recorded yet");
   return response.sweeps(0).sweep_id();
 }
 
@@ -91,7 +93,8 @@ absl::StatusOr<v1::QueryTrialsResponse> Trials(Session& session,
                                                const v1::TrialFilter& filter) {
   grpc::ClientContext context;
   v1::QueryTrialsResponse response;
-  absl::Status status = FromGrpc(session.stub->QueryTrials(&context, filter, &response));
+  absl::Status status =
+      FromGrpc(session.stub->QueryTrials(&context, filter, &response));
   if (!status.ok()) return status;
   return response;
 }
@@ -100,7 +103,8 @@ absl::StatusOr<v1::GetBestResponse> Best(Session& session,
                                          const v1::GetBestRequest& request) {
   grpc::ClientContext context;
   v1::GetBestResponse response;
-  absl::Status status = FromGrpc(session.stub->GetBest(&context, request, &response));
+  absl::Status status =
+      FromGrpc(session.stub->GetBest(&context, request, &response));
   if (!status.ok()) return status;
   return response;
 }
@@ -125,7 +129,8 @@ absl::StatusOr<int64_t> Submit(Session& session, const v1::SweepSpec& spec) {
   v1::SubmitSweepRequest request;
   *request.mutable_spec() = spec;
   v1::SubmitSweepResponse response;
-  absl::Status status = FromGrpc(session.stub->SubmitSweep(&context, request, &response));
+  absl::Status status =
+      FromGrpc(session.stub->SubmitSweep(&context, request, &response));
   if (!status.ok()) return status;
   std::cerr << "sweep " << response.sweep_id() << ": " << response.trial_count()
             << " trials" << std::endl;
@@ -170,7 +175,8 @@ int CmdResults(const CommandOptions& options) {
     v1::TrialState state;
     if (!v1::TrialState_Parse(options.state, &state)) {
       return Fail(absl::InvalidArgumentError(absl::StrCat(
-          "--state: '", options.state, "' is not allowed; allowed: QUEUED, "
+          "--state: '", options.state,
+          "' is not allowed; allowed: QUEUED, "
           "LEASED, DONE, FAILED, INCORRECT, UNAVAILABLE, CANCELLED, TIMEOUT")));
     }
     filter.set_state(state);
@@ -210,8 +216,8 @@ int CmdWorkers(const CommandOptions& options) {
   if (!session.ok()) return Fail(session.status());
   grpc::ClientContext context;
   v1::ListWorkersResponse response;
-  absl::Status status = FromGrpc(
-      session->stub->ListWorkers(&context, v1::ListWorkersRequest(), &response));
+  absl::Status status = FromGrpc(session->stub->ListWorkers(
+      &context, v1::ListWorkersRequest(), &response));
   if (!status.ok()) return Fail(status);
   if (options.format == OutputFormat::kJson) {
     PrintJson(std::cout, response);
@@ -278,8 +284,9 @@ absl::StatusOr<std::vector<int>> ProbeTargets(const CommandOptions& options) {
     return std::vector<int>{ordinal};
   }
   if (options.device != "all") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--device: '", options.device, "' is not allowed; allowed: cpu, all, 0, 1, ..."));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device: '", options.device,
+                     "' is not allowed; allowed: cpu, all, 0, 1, ..."));
   }
   std::vector<int> targets = {-1};
   worker::RealGpuApi gpu;
@@ -295,8 +302,9 @@ int CmdProbe(const CommandOptions& options) {
   worker::BackendRegistry registry =
       worker::MakeDefaultRegistry(RealClock::Get(), &gpu);
   for (int ordinal : *targets) {
-    const v1::Probe probe = worker::ProbeWorker(
-        worker::DeviceTarget{ordinal}, registry, {&system, &gpu, RealClock::Get()});
+    const v1::Probe probe =
+        worker::ProbeWorker(worker::DeviceTarget{ordinal}, registry,
+                            {&system, &gpu, RealClock::Get()});
     if (options.format == OutputFormat::kJson) {
       PrintJson(std::cout, probe);
       continue;
@@ -320,8 +328,9 @@ int RunCommand(const std::string& command, const CommandOptions& options) {
   if (command == "sweeps") return CmdSweeps(options);
   if (command == "cancel") return CmdCancel(options);
   if (command == "probe") return CmdProbe(options);
-  std::cerr << "moetune: unknown command '" << command
-            << "'; allowed: sweep, sweeps, cancel, results, best, workers, probe\n";
+  std::cerr
+      << "moetune: unknown command '" << command
+      << "'; allowed: sweep, sweeps, cancel, results, best, workers, probe\n";
   return 2;
 }
 

@@ -40,11 +40,13 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
                                  ? SelfDirectory() + "/moetune-worker"
                                  : options.worker_binary;
   const char* tmp = std::getenv("TMPDIR");
-  const std::string log_dir = !options.worker_log_dir.empty() ? options.worker_log_dir
-                              : tmp != nullptr               ? tmp
-                                                             : "/tmp";
+  const std::string log_dir = !options.worker_log_dir.empty()
+                                  ? options.worker_log_dir
+                              : tmp != nullptr ? tmp
+                                               : "/tmp";
   std::vector<std::string> devices;
-  for (int gpu = 0; gpu < options.gpu_count; ++gpu) devices.push_back(absl::StrCat(gpu));
+  for (int gpu = 0; gpu < options.gpu_count; ++gpu)
+    devices.push_back(absl::StrCat(gpu));
   if (devices.empty()) devices.push_back("cpu");
   for (const std::string& device : devices) {
     const std::string log = absl::StrCat(log_dir, "/moetune-worker-", getpid(),
@@ -58,11 +60,11 @@ absl::Status LocalCluster::SpawnWorker(const std::string& binary,
                                        const std::string& device,
                                        const std::string& log_path) {
   if (access(binary.c_str(), X_OK) != 0) {
-    return absl::NotFoundError(absl::StrCat(
-        "--worker_binary: ", binary, " is not an executable (build moetune-worker)"));
+    return absl::NotFoundError(
+        absl::StrCat("--worker_binary: ", binary,
+                     " is not an executable (build moetune-worker)"));
   }
-  std::vector<std::string> args = {binary,
-                                   "--coordinator=" + address(),
+  std::vector<std::string> args = {binary, "--coordinator=" + address(),
                                    "--device=" + device,
                                    "--name=local:" + device};
   std::vector<char*> argv;
@@ -78,7 +80,8 @@ absl::Status LocalCluster::SpawnWorker(const std::string& binary,
                              argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
-    return absl::InternalError(absl::StrCat("spawn ", binary, ": ", std::strerror(rc)));
+    return absl::InternalError(
+        absl::StrCat("spawn ", binary, ": ", std::strerror(rc)));
   }
   workers_.push_back(pid);
   worker_logs_.push_back(log_path);
@@ -87,7 +90,8 @@ absl::Status LocalCluster::SpawnWorker(const std::string& binary,
 
 void LocalCluster::StopWorkers() {
   for (pid_t pid : workers_) kill(pid, SIGTERM);
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
   for (pid_t pid : workers_) {
     int status = 0;
     while (waitpid(pid, &status, WNOHANG) == 0) {

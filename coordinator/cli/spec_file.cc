@@ -21,8 +21,8 @@ absl::StatusOr<v1::SweepSpec> ParseSweepSpec(const std::string& text,
   }
   const auto status = google::protobuf::util::JsonStringToMessage(text, &spec);
   if (!status.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("not a valid JSON SweepSpec: ", status.message().as_string()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "not a valid JSON SweepSpec: ", status.message().as_string()));
   }
   return spec;
 }
@@ -30,7 +30,8 @@ absl::StatusOr<v1::SweepSpec> ParseSweepSpec(const std::string& text,
 absl::StatusOr<v1::SweepSpec> LoadSweepSpec(const std::string& path) {
   std::ifstream file(path);
   if (!file) {
-    return absl::NotFoundError(absl::StrCat("--spec: cannot read '", path, "'"));
+    return absl::NotFoundError(
+        absl::StrCat("--spec: cannot read '", path, "'"));
   }
   std::stringstream text;
   text << file.rdbuf();

@@ -27,7 +27,8 @@ void PrintAligned(std::ostream& out, const Table& table) {
     std::string line;
     for (size_t c = 0; c < widths.size(); ++c) {
       const std::string cell = c < row.size() ? row[c] : "";
-      line += cell + std::string(widths[c] - std::min(widths[c], cell.size()), ' ');
+      line +=
+          cell + std::string(widths[c] - std::min(widths[c], cell.size()), ' ');
       if (c + 1 < widths.size()) line += "  ";
     }
     line.erase(line.find_last_not_of(' ') + 1);
@@ -40,10 +41,14 @@ void PrintAligned(std::ostream& out, const Table& table) {
 }  // namespace
 
 bool ParseOutputFormat(const std::string& text, OutputFormat* format) {
-  if (text == "table") *format = OutputFormat::kTable;
-  else if (text == "csv") *format = OutputFormat::kCsv;
-  else if (text == "json") *format = OutputFormat::kJson;
-  else return false;
+  if (text == "table")
+    *format = OutputFormat::kTable;
+  else if (text == "csv")
+    *format = OutputFormat::kCsv;
+  else if (text == "json")
+    *format = OutputFormat::kJson;
+  else
+    return false;
   return true;
 }
 

@@ -19,24 +19,26 @@ std::vector<std::string> TrialRow(const v1::Trial& t) {
   const auto timed_cell = [timed](double v, int precision = 1) {
     return timed ? FormatDouble(v, precision) : std::string("-");
   };
-  return {absl::StrCat(t.trial_id()),
-          t.config().moe_backend(),
-          TileText(t.config().tile()),
-          absl::StrCat(t.config().tp(), "x", t.config().ep()),
-          t.config().cuda_graph() ? "on" : "off",
-          absl::StrCat(t.workload().batch_size()),
-          absl::StrCat(t.workload().context_length()),
-          timed_cell(r.stats().median_us()),
-          timed_cell(r.stats().p90_us()),
-          timed ? absl::StrCat(FormatDouble(r.stats().ci_low_us()), "-",
-                               FormatDouble(r.stats().ci_high_us()))
-                : "-",
-          timed_cell(r.roofline().floor_us()),
-          timed ? absl::StrCat(FormatDouble(100 * r.roofline().efficiency()), "%")
-                : "-",
-          timed ? absl::StrFormat("%.1e", r.max_rel_error()) : "-",
-          v1::TrialState_Name(t.state()),
-          t.state() == v1::DONE ? "" : (t.reason().empty() ? r.reason() : t.reason())};
+  return {
+      absl::StrCat(t.trial_id()),
+      t.config().moe_backend(),
+      TileText(t.config().tile()),
+      absl::StrCat(t.config().tp(), "x", t.config().ep()),
+      t.config().cuda_graph() ? "on" : "off",
+      absl::StrCat(t.workload().batch_size()),
+      absl::StrCat(t.workload().context_length()),
+      timed_cell(r.stats().median_us()),
+      timed_cell(r.stats().p90_us()),
+      timed ? absl::StrCat(FormatDouble(r.stats().ci_low_us()), "-",
+                           FormatDouble(r.stats().ci_high_us()))
+            : "-",
+      timed_cell(r.roofline().floor_us()),
+      timed ? absl::StrCat(FormatDouble(100 * r.roofline().efficiency()), "%")
+            : "-",
+      timed ? absl::StrFormat("%.1e", r.max_rel_error()) : "-",
+      v1::TrialState_Name(t.state()),
+      t.state() == v1::DONE ? ""
+                            : (t.reason().empty() ? r.reason() : t.reason())};
 }
 
 }  // namespace
@@ -48,9 +50,9 @@ std::string TileText(const v1::TileShape& tile) {
 
 Table TrialsTable(const v1::QueryTrialsResponse& trials) {
   Table table;
-  table.headers = {"trial", "backend", "tile", "tpxep", "graph", "batch",
-                   "ctx", "median_us", "p90_us", "ci95_us", "floor_us",
-                   "efficiency", "rel_err", "state", "reason"};
+  table.headers = {"trial",    "backend",    "tile",      "tpxep",  "graph",
+                   "batch",    "ctx",        "median_us", "p90_us", "ci95_us",
+                   "floor_us", "efficiency", "rel_err",   "state",  "reason"};
   for (const v1::Trial& trial : trials.trials()) {
     table.rows.push_back(TrialRow(trial));
   }
@@ -59,12 +61,14 @@ Table TrialsTable(const v1::QueryTrialsResponse& trials) {
 
 Table WorkersTable(const v1::ListWorkersResponse& workers) {
   Table table;
-  table.headers = {"worker", "device", "arch", "read_GB/s", "alive",
-                   "available_backends", "last_heartbeat"};
+  table.headers = {"worker",        "device", "arch",
+                   "read_GB/s",     "alive",  "available_backends",
+                   "last_heartbeat"};
   for (const v1::WorkerInfo& w : workers.workers()) {
     std::string available;
     for (const v1::BackendProbe& b : w.probe().backends()) {
-      if (b.available()) absl::StrAppend(&available, available.empty() ? "" : ",", b.name());
+      if (b.available())
+        absl::StrAppend(&available, available.empty() ? "" : ",", b.name());
     }
     table.rows.push_back(
         {w.worker_id(), w.probe().fingerprint().device_name(),
@@ -95,22 +99,25 @@ Table ProbeTable(const v1::Probe& probe) {
 void PrintBest(std::ostream& out, const v1::GetBestResponse& best) {
   for (const v1::BestForWorkload& w : best.workloads()) {
     const v1::TimingStats& s = w.best().result().stats();
-    out << "workload " << w.workload_hash() << " (" << w.workload().model_preset()
-        << ", batch " << w.workload().batch_size() << ", context "
+    out << "workload " << w.workload_hash() << " ("
+        << w.workload().model_preset() << ", batch "
+        << w.workload().batch_size() << ", context "
         << w.workload().context_length() << ") on "
-        << w.fingerprint().device_name() << " [" << w.fingerprint().hash() << "]\n";
+        << w.fingerprint().device_name() << " [" << w.fingerprint().hash()
+        << "]\n";
     out << "  best:      trial " << w.best().trial_id() << "  "
-        << ConfigCells(w.best().config()) << "  median " << FormatDouble(s.median_us())
-        << " us (95% CI " << FormatDouble(s.ci_low_us()) << "-"
-        << FormatDouble(s.ci_high_us()) << "), floor "
-        << FormatDouble(w.best().result().roofline().floor_us()) << " us, efficiency "
+        << ConfigCells(w.best().config()) << "  median "
+        << FormatDouble(s.median_us()) << " us (95% CI "
+        << FormatDouble(s.ci_low_us()) << "-" << FormatDouble(s.ci_high_us())
+        << "), floor " << FormatDouble(w.best().result().roofline().floor_us())
+        << " us, efficiency "
         << FormatDouble(100 * w.best().result().roofline().efficiency()) << "%"
         << (w.decided_by().empty() ? "" : "  [" + w.decided_by() + "]") << "\n";
     if (w.has_runner_up()) {
       out << "  runner-up: trial " << w.runner_up().trial_id() << "  "
           << ConfigCells(w.runner_up().config()) << "  median "
-          << FormatDouble(w.runner_up().result().stats().median_us()) << " us, margin "
-          << FormatDouble(w.margin_us()) << " us"
+          << FormatDouble(w.runner_up().result().stats().median_us())
+          << " us, margin " << FormatDouble(w.margin_us()) << " us"
           << (w.tie() ? "  (TIE: intervals overlap)" : "") << "\n";
     }
     if (w.tied_trial_ids_size() > 1) {
@@ -132,13 +139,13 @@ std::string ProgressLine(const v1::SweepEvent& event) {
     if (state != "QUEUED" && state != "LEASED") final_count += count;
   }
   const v1::Trial& t = event.trial();
-  std::string line = absl::StrCat("[", final_count, "/", sweep.total_trials(),
-                                  "] trial ", t.trial_id(), " ",
-                                  ConfigCells(t.config()), " batch ",
-                                  t.workload().batch_size(), ": ",
-                                  v1::TrialState_Name(t.state()));
+  std::string line = absl::StrCat(
+      "[", final_count, "/", sweep.total_trials(), "] trial ", t.trial_id(),
+      " ", ConfigCells(t.config()), " batch ", t.workload().batch_size(), ": ",
+      v1::TrialState_Name(t.state()));
   if (t.state() == v1::DONE) {
-    absl::StrAppend(&line, " ", FormatDouble(t.result().stats().median_us()), " us");
+    absl::StrAppend(&line, " ", FormatDouble(t.result().stats().median_us()),
+                    " us");
   }
   return line;
 }

@@ -36,7 +36,8 @@ TEST(SpecFileTest, ReadsJsonAndTextFormat) {
       false);
   ASSERT_TRUE(json.ok()) << json.status();
   EXPECT_EQ(json->workload().batch_sizes_size(), 2);
-  auto text = ParseSweepSpec("name: 'y' space { moe_backends: 'cpu_blocked' }", true);
+  auto text =
+      ParseSweepSpec("name: 'y' space { moe_backends: 'cpu_blocked' }", true);
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(text->space().moe_backends(0), "cpu_blocked");
 }

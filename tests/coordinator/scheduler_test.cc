@@ -11,7 +11,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-
 v1::SweepSpec Spec(std::vector<std::string> backends) {
   v1::SweepSpec spec;
   spec.set_name("test");
@@ -19,7 +18,8 @@ v1::SweepSpec Spec(std::vector<std::string> backends) {
   spec.mutable_workload()->add_batch_sizes(1);
   spec.mutable_workload()->add_context_lengths(16);
   spec.mutable_workload()->set_region(v1::MOE_LAYER);
-  for (const std::string& b : backends) spec.mutable_space()->add_moe_backends(b);
+  for (const std::string& b : backends)
+    spec.mutable_space()->add_moe_backends(b);
   spec.mutable_measurement()->set_max_attempts(2);
   return spec;
 }
@@ -65,13 +65,15 @@ TEST_F(SchedulerTest, BadSpecIsRejectedAndRecordsNothing) {
   spec.mutable_space()->add_tp(3);
   const auto response = scheduler_->Submit(spec);
   EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(response.status().message()), HasSubstr("space.tp[0]"));
+  EXPECT_THAT(std::string(response.status().message()),
+              HasSubstr("space.tp[0]"));
   EXPECT_TRUE(store_->ListSweeps(0)->empty());
 }
 
 TEST_F(SchedulerTest, RunsASweepToTheEnd) {
   const std::string worker = RegisterCpuWorker("host:cpu");
-  const auto submitted = scheduler_->Submit(Spec({"cpu_reference", "cpu_blocked"}));
+  const auto submitted =
+      scheduler_->Submit(Spec({"cpu_reference", "cpu_blocked"}));
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   EXPECT_EQ(submitted->trial_count(), 2);
   for (int i = 0; i < 2; ++i) {
@@ -79,7 +81,8 @@ TEST_F(SchedulerTest, RunsASweepToTheEnd) {
     ASSERT_TRUE(acquired.ok() && acquired->granted());
     EXPECT_EQ(acquired->trial().state(), v1::LEASED);
     EXPECT_EQ(acquired->trial().attempt(), 1);
-    ASSERT_TRUE(scheduler_->Report(Done(acquired->trial(), 10 + i))->accepted());
+    ASSERT_TRUE(
+        scheduler_->Report(Done(acquired->trial(), 10 + i))->accepted());
   }
   EXPECT_FALSE(scheduler_->Acquire(worker)->granted());
   EXPECT_EQ(Sweep(submitted->sweep_id()).state(), v1::FINISHED);
@@ -139,7 +142,8 @@ TEST_F(SchedulerTest, LostWorkerRequeuesThenFailsPastMaxAttempts) {
 
 TEST_F(SchedulerTest, HeartbeatsKeepALeaseAndCarryCancellation) {
   const std::string worker = RegisterCpuWorker("host:cpu");
-  const auto submitted = scheduler_->Submit(Spec({"cpu_reference", "cpu_blocked"}));
+  const auto submitted =
+      scheduler_->Submit(Spec({"cpu_reference", "cpu_blocked"}));
   const v1::Trial trial = scheduler_->Acquire(worker)->trial();
   v1::HeartbeatRequest beat;
   beat.set_worker_id(worker);

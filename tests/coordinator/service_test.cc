@@ -32,7 +32,6 @@ v1::SweepSpec TinySpec() {
   return spec;
 }
 
-
 class ServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -65,7 +65,8 @@ class StrategySchedulingTest : public ::testing::Test {
  protected:
   void SetUp() override {
     path_ = ::testing::TempDir() + "moetune_strategy_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+            ".db";
     std::filesystem::remove(path_);
     Restart();
   }
@@ -78,8 +79,8 @@ class StrategySchedulingTest : public ::testing::Test {
     store_.reset();
     store_ = *db::Store::Open(path_);
     registry_ = std::make_unique<WorkerRegistry>(&clock_, 100000);
-    scheduler_ = std::make_unique<Scheduler>(store_.get(), registry_.get(),
-                                             &clock_, SchedulerOptions{100000, 100});
+    scheduler_ = std::make_unique<Scheduler>(
+        store_.get(), registry_.get(), &clock_, SchedulerOptions{100000, 100});
     ASSERT_TRUE(scheduler_->ResumeSweeps().ok());
     v1::RegisterWorkerRequest request;
     request.set_name("host:cpu");
@@ -92,7 +93,8 @@ class StrategySchedulingTest : public ::testing::Test {
     while (ran < limit) {
       const auto acquired = scheduler_->Acquire(worker_);
       if (!acquired.ok() || !acquired->granted()) break;
-      EXPECT_TRUE(scheduler_->Report(Measure(acquired->trial(), scale))->accepted());
+      EXPECT_TRUE(
+          scheduler_->Report(Measure(acquired->trial(), scale))->accepted());
       ++ran;
     }
     return ran;
@@ -156,7 +158,8 @@ TEST_F(StrategySchedulingTest, ResumeAfterARestartNeverRerunsFinishedWork) {
   RunTrials(1000);
   std::set<std::string> first, second;
   for (const v1::Trial& t : trials) first.insert(t.proposal_key());
-  for (const v1::Trial& t : Trials(again->sweep_id())) second.insert(t.proposal_key());
+  for (const v1::Trial& t : Trials(again->sweep_id()))
+    second.insert(t.proposal_key());
   EXPECT_EQ(first, second);
 }
 
@@ -173,7 +176,8 @@ TEST_F(StrategySchedulingTest, IncumbentIsKeptUnlessBeatenBeyondTheNoise) {
   auto best = AnswerGetBest(*store_, request);
   ASSERT_TRUE(best.ok()) << best.status();
   EXPECT_EQ(best->workloads(0).decided_by(), "incumbent-kept");
-  EXPECT_LE(best->workloads(0).best().trial_id(), 9);  // from the first sweep (9 trials each)
+  EXPECT_LE(best->workloads(0).best().trial_id(),
+            9);  // from the first sweep (9 trials each)
   // A third, 20 % faster, beats it beyond the interval.
   const auto third = scheduler_->Submit(spec);
   RunTrials(1000, 0.8);

@@ -77,7 +77,8 @@ class Cluster {
     v1::SubmitSweepRequest request;
     *request.mutable_spec() = spec;
     v1::SubmitSweepResponse response;
-    const grpc::Status status = stub_->SubmitSweep(&context, request, &response);
+    const grpc::Status status =
+        stub_->SubmitSweep(&context, request, &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
     return response.sweep_id();
   }
@@ -181,9 +182,9 @@ TEST(EndToEndTest, ACrashOrAHangCostsOneTrialNeverTheWorker) {
 TEST(EndToEndTest, CliSweepThenBestFromTheDatabaseItLeft) {
   const fs::path dir = TempDir("cli");
   const std::string db = (dir / "cli.db").string();
-  const CommandResult sweep = RunCommand(
-      kBin + "/moetune sweep --spec " + kSource + "/deploy/example_sweep.json --db " +
-      db + " --gpus 0");
+  const CommandResult sweep =
+      RunCommand(kBin + "/moetune sweep --spec " + kSource +
+                 "/deploy/example_sweep.json --db " + db + " --gpus 0");
   EXPECT_EQ(sweep.exit_code, 0) << sweep.output;
   EXPECT_THAT(sweep.output, HasSubstr("median_us"));
   EXPECT_THAT(sweep.output, HasSubstr("native_fp4 unavailable"));
@@ -191,8 +192,8 @@ TEST(EndToEndTest, CliSweepThenBestFromTheDatabaseItLeft) {
   EXPECT_EQ(best.exit_code, 0) << best.output;
   EXPECT_THAT(best.output, HasSubstr("best:"));
   EXPECT_THAT(best.output, HasSubstr("excluded:"));
-  const CommandResult csv =
-      RunCommand(kBin + "/moetune results --format csv --state DONE --db " + db);
+  const CommandResult csv = RunCommand(
+      kBin + "/moetune results --format csv --state DONE --db " + db);
   EXPECT_EQ(csv.exit_code, 0) << csv.output;
   EXPECT_THAT(csv.output, HasSubstr("trial,backend,tile"));
 }
@@ -200,15 +201,18 @@ TEST(EndToEndTest, CliSweepThenBestFromTheDatabaseItLeft) {
 TEST(EndToEndTest, CliRejectsABadSpecNamingTheFieldAndRecordsNothing) {
   const fs::path dir = TempDir("bad-spec");
   const fs::path spec = dir / "bad.json";
-  std::ofstream(spec) << R"({"workload": {"modelPreset": "tiny", "batchSizes": [1],
+  std::ofstream(spec)
+      << R"({"workload": {"modelPreset": "tiny", "batchSizes": [1],
     "contextLengths": [16]}, "space": {"moeBackends": ["cpu_blocked"], "tp": [3]}})";
   const std::string db = (dir / "bad.db").string();
   const CommandResult result = RunCommand(kBin + "/moetune sweep --spec " +
                                           spec.string() + " --db " + db);
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_THAT(result.output, HasSubstr("space.tp[0]: 3 is not allowed"));
-  const CommandResult sweeps = RunCommand(kBin + "/moetune sweeps --format csv --db " + db);
-  EXPECT_THAT(sweeps.output, ::testing::EndsWith("sweep,name,state,trials,done,created\n"));
+  const CommandResult sweeps =
+      RunCommand(kBin + "/moetune sweeps --format csv --db " + db);
+  EXPECT_THAT(sweeps.output,
+              ::testing::EndsWith("sweep,name,state,trials,done,created\n"));
 }
 
 }  // namespace

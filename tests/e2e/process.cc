@@ -25,9 +25,11 @@ Process::Process(const std::vector<std::string>& argv,
   posix_spawn_file_actions_addopen(&actions, 2, log_path.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
   std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) != 0) {
+  if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) !=
+      0) {
     pid_ = -1;
   }
   posix_spawn_file_actions_destroy(&actions);
@@ -45,8 +47,8 @@ Process::~Process() {
 
 std::string Process::ReadLineStartingWith(const std::string& prefix,
                                           int timeout_ms) {
-  const auto end = std::chrono::steady_clock::now() +
-                   std::chrono::milliseconds(timeout_ms);
+  const auto end =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (std::chrono::steady_clock::now() < end) {
     size_t newline;
     while ((newline = buffer_.find('\n')) != std::string::npos) {

@@ -20,7 +20,9 @@ class ScriptedBackend final : public Backend {
  public:
   explicit ScriptedBackend(absl::StatusOr<BackendRun> run)
       : run_(std::move(run)) {}
-  const BackendInfo& info() const override { return *FindBackend("fused_gemv"); }
+  const BackendInfo& info() const override {
+    return *FindBackend("fused_gemv");
+  }
   v1::BackendProbe Probe(const DeviceTarget&) override { return {}; }
   absl::StatusOr<BackendRun> Run(const TrialInputs&) override { return run_; }
 
@@ -86,8 +88,8 @@ TEST(TrialRunnerTest, CpuBackendsAreCorrectAndTimedOnBothRegions) {
 
 TEST(TrialRunnerTest, RooflineIsBytesOverMeasuredBandwidth) {
   BackendRegistry registry;
-  registry.Register(std::make_unique<ScriptedBackend>(
-      Scripted({1, 2, 3}, {1, 2, 3})));
+  registry.Register(
+      std::make_unique<ScriptedBackend>(Scripted({1, 2, 3}, {1, 2, 3})));
   TrialRunner runner(&registry);
   const v1::TrialResult r = runner.Run(Execution("fused_gemv", v1::MOE_LAYER));
   ASSERT_EQ(r.outcome(), v1::DONE) << r.reason();
@@ -98,8 +100,8 @@ TEST(TrialRunnerTest, RooflineIsBytesOverMeasuredBandwidth) {
 
 TEST(TrialRunnerTest, WrongOutputIsIncorrectNeverFast) {
   BackendRegistry registry;
-  registry.Register(std::make_unique<ScriptedBackend>(
-      Scripted({1, 2, 4}, {1, 2, 3})));
+  registry.Register(
+      std::make_unique<ScriptedBackend>(Scripted({1, 2, 4}, {1, 2, 3})));
   TrialRunner runner(&registry);
   const v1::TrialResult r = runner.Run(Execution("fused_gemv", v1::MOE_LAYER));
   EXPECT_EQ(r.outcome(), v1::INCORRECT);
@@ -113,8 +115,8 @@ TEST(TrialRunnerTest, NanOrMissingOutputIsIncorrect) {
   for (std::vector<float> output :
        {std::vector<float>{1, nan, 3}, std::vector<float>{1, 2}}) {
     BackendRegistry registry;
-    registry.Register(std::make_unique<ScriptedBackend>(
-        Scripted(output, {1, 2, 3})));
+    registry.Register(
+        std::make_unique<ScriptedBackend>(Scripted(output, {1, 2, 3})));
     TrialRunner runner(&registry);
     EXPECT_EQ(runner.Run(Execution("fused_gemv", v1::MOE_LAYER)).outcome(),
               v1::INCORRECT);
