@@ -1,5 +1,6 @@
 #include "coordinator/scheduler.h"
 
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -23,7 +24,11 @@ bool IsFinal(v1::TrialState state) {
 
 Scheduler::Scheduler(db::Store* store, WorkerRegistry* registry,
                      const Clock* clock, SchedulerOptions options)
-    : store_(store), registry_(registry), clock_(clock), options_(options) {}
+    : store_(store),
+      registry_(registry),
+      clock_(clock),
+      options_(options),
+      started_ms_(clock->NowUnixMs()) {}
 
 absl::StatusOr<v1::SubmitSweepResponse> Scheduler::Submit(
     const v1::SweepSpec& spec) {
@@ -137,7 +142,11 @@ absl::Status Scheduler::MarkUnavailableTrials() {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(std::vector<v1::Trial> queued,
                    store_->TrialsInStates({v1::QUEUED}));
+  const int64_t now = clock_->NowUnixMs();
   for (const v1::Trial& trial : queued) {
+    const int64_t waiting_since =
+        std::max(trial.updated_at_unix_ms(), started_ms_);
+    if (now - waiting_since < options_.unavailable_grace_ms) continue;
     const std::string& backend = trial.config().moe_backend();
     const std::string reason = UnavailableReason(backend);
     if (reason.empty()) continue;  // a live worker can run it, or none is up

@@ -24,6 +24,10 @@ namespace moetune::coordinator {
 struct SchedulerOptions {
   int64_t lease_ms = 10000;  // a lease lapses this long after a heartbeat
   int heartbeat_interval_ms = 1000;
+  // A queued trial is judged unavailable only after it (and the coordinator)
+  // has waited this long (ms), so that a worker starting a moment after
+  // another, or after the submit, can still claim its backends.
+  int64_t unavailable_grace_ms = 2000;
 };
 
 class Scheduler {
@@ -44,8 +48,9 @@ class Scheduler {
   // Re-queues (or fails, past max attempts) trials whose worker went silent.
   absl::Status ExpireLeases();
   // Records queued trials UNAVAILABLE, with each live worker's reason, when
-  // live workers exist and none of them has the trial's backend. Trials wait
-  // while no worker is up: nothing is known about what they could run.
+  // live workers exist and none of them has the trial's backend, once the
+  // trial has waited unavailable_grace_ms. Trials wait while no worker is up:
+  // nothing is known about what they could run.
   absl::Status MarkUnavailableTrials();
   // After a coordinator restart: lets each RUNNING sweep's strategy pick up
   // from what the database holds (finished trials never run again; missing
@@ -70,7 +75,8 @@ class Scheduler {
   WorkerRegistry* registry_;
   const Clock* clock_;
   const SchedulerOptions options_;
-  absl::Mutex mu_;  // serialises acquire/report/expire decisions
+  const int64_t started_ms_;  // when this coordinator started
+  absl::Mutex mu_;            // serialises acquire/report/expire decisions
   mutable absl::Mutex event_mu_;
   int64_t event_version_ ABSL_GUARDED_BY(event_mu_) = 0;
 };

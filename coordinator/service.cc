@@ -82,7 +82,13 @@ grpc::Status MoetuneService::WatchSweep(
       *event.mutable_trial() = trial;
       if (!writer->Write(event)) return grpc::Status::OK;
     }
-    if (sweep->state() != v1::RUNNING) return grpc::Status::OK;
+    if (sweep->state() != v1::RUNNING) {
+      // The last word: the final counts and state, with no trial attached.
+      v1::SweepEvent last;
+      *last.mutable_progress() = *sweep;
+      writer->Write(last);
+      return grpc::Status::OK;
+    }
     version = scheduler_->WaitForEvent(version, 1000);
   }
   return grpc::Status::OK;

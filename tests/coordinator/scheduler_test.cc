@@ -44,7 +44,8 @@ class SchedulerTest : public ::testing::Test {
     store_ = *db::Store::Open(":memory:");
     registry_ = std::make_unique<WorkerRegistry>(&clock_, 1000);
     scheduler_ = std::make_unique<Scheduler>(
-        store_.get(), registry_.get(), &clock_, SchedulerOptions{1000, 100});
+        store_.get(), registry_.get(), &clock_,
+        SchedulerOptions{1000, 100, /*unavailable_grace_ms=*/0});
   }
   std::string RegisterCpuWorker(const std::string& name) {
     v1::RegisterWorkerRequest request;
@@ -97,6 +98,47 @@ TEST_F(SchedulerTest, BackendNoLiveWorkerHasIsUnavailableWithTheReason) {
   EXPECT_EQ(trial.state(), v1::UNAVAILABLE);
   EXPECT_THAT(trial.reason(), HasSubstr("host:cpu: built without CUDA"));
   EXPECT_EQ(Sweep(submitted->sweep_id()).state(), v1::FINISHED);
+}
+
+TEST_F(SchedulerTest, AGraceLetsALateWorkerClaimItsBackend) {
+  Scheduler patient(store_.get(), registry_.get(), &clock_,
+                    SchedulerOptions{1000, 100, /*unavailable_grace_ms=*/500});
+  v1::RegisterWorkerRequest cpu_request;
+  cpu_request.set_name("host:cpu");
+  *cpu_request.mutable_probe() = CpuWorkerProbe();
+  const std::string cpu = patient.RegisterWorker(cpu_request)->worker_id();
+  ASSERT_TRUE(patient.Submit(Spec({"fused_gemv"})).ok());
+  EXPECT_FALSE(patient.Acquire(cpu)->granted());
+  const v1::Trial waiting = store_->QueryTrials(v1::TrialFilter())->front();
+  EXPECT_EQ(waiting.state(), v1::QUEUED);  // inside the grace: not judged
+  clock_.AdvanceMs(300);
+  v1::RegisterWorkerRequest gpu_request;
+  gpu_request.set_name("host:0");
+  v1::BackendProbe* fused = gpu_request.mutable_probe()->add_backends();
+  fused->set_name("fused_gemv");
+  fused->set_available(true);
+  const std::string gpu = patient.RegisterWorker(gpu_request)->worker_id();
+  EXPECT_TRUE(patient.Acquire(gpu)->granted());
+}
+
+TEST_F(SchedulerTest, AfterTheGraceNoLiveWorkerMeansUnavailable) {
+  Scheduler patient(store_.get(), registry_.get(), &clock_,
+                    SchedulerOptions{1000, 100, /*unavailable_grace_ms=*/500});
+  v1::RegisterWorkerRequest cpu_request;
+  cpu_request.set_name("host:cpu");
+  *cpu_request.mutable_probe() = CpuWorkerProbe();
+  const std::string cpu = patient.RegisterWorker(cpu_request)->worker_id();
+  ASSERT_TRUE(patient.Submit(Spec({"fused_gemv"})).ok());
+  ASSERT_TRUE(patient.MarkUnavailableTrials().ok());
+  EXPECT_EQ(store_->QueryTrials(v1::TrialFilter())->front().state(),
+            v1::QUEUED);
+  clock_.AdvanceMs(600);
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id(cpu);
+  ASSERT_TRUE(patient.Heartbeat(beat).known());
+  ASSERT_TRUE(patient.MarkUnavailableTrials().ok());
+  EXPECT_EQ(store_->QueryTrials(v1::TrialFilter())->front().state(),
+            v1::UNAVAILABLE);
 }
 
 TEST_F(SchedulerTest, ATrialWaitsForTheWorkerThatCanRunIt) {
