@@ -376,17 +376,20 @@ __device__ bool AddPartials(const MmaJob& j, const Run<kNT>& run,
       }
     }
     if (pass == 1) break;
-    FenceAcqRelGpu();
+    // The warp barrier orders every lane's partial adds before lane 0's
+    // release; lane 0's acquire, then the barrier, orders the last warp's
+    // reads after every other warp's adds. One acq_rel atomic instead of a
+    // warp-wide fence on both sides (6-13 % of gate_up's stalls, run 6/8).
     __syncwarp();
     int last = 0;
     if (lane == 0) {
       int* counter = j.buf.gu_counters + run.s * rgs + run.rg;
-      const int old = atomicAdd(counter, run.steps);
+      const int old = AtomicAddAcqRelGpu(counter, run.steps);
       last = old + run.steps == steps_total;
       if (last) atomicExch(counter, 0);
     }
     if (!__shfl_sync(~0u, last, 0)) return false;
-    FenceAcqRelGpu();
+    __syncwarp();
   }
   return true;
 }
