@@ -8,20 +8,12 @@
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "tuner/search.h"
 #include "tuner/spec.h"
 #include "tuner/strategy.h"
 #include "tuner/winner.h"
 
 namespace moetune::coordinator {
-namespace {
-
-bool IsFinal(v1::TrialState state) {
-  return state != v1::QUEUED && state != v1::LEASED &&
-         state != v1::TRIAL_STATE_UNSPECIFIED;
-}
-
-}  // namespace
-
 Scheduler::Scheduler(db::Store* store, WorkerRegistry* registry,
                      const Clock* clock, SchedulerOptions options)
     : store_(store),
@@ -118,8 +110,10 @@ absl::StatusOr<v1::AcquireTrialResponse> Scheduler::Acquire(
     return absl::FailedPreconditionError(
         absl::StrCat("worker_id: '", worker_id, "' is not registered"));
   }
+  // A lapsed lease matters the moment someone asks for work; recording
+  // trials nobody can run is the background tick's job (MarkUnavailable-
+  // Trials), not every poll's.
   RETURN_IF_ERROR(ExpireLeases());
-  RETURN_IF_ERROR(MarkUnavailableTrials());
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(std::vector<v1::Trial> queued,
                    store_->TrialsInStates({v1::QUEUED}));
@@ -162,7 +156,8 @@ absl::Status Scheduler::MarkUnavailableTrials() {
 absl::StatusOr<v1::ReportResultResponse> Scheduler::Report(
     const v1::ReportResultRequest& request) {
   const v1::TrialResult& result = request.result();
-  if (!IsFinal(result.outcome()) || result.outcome() == v1::UNAVAILABLE) {
+  if (!tuner::IsFinal(result.outcome()) ||
+      result.outcome() == v1::UNAVAILABLE) {
     return absl::InvalidArgumentError(
         absl::StrCat("result.outcome: ", v1::TrialState_Name(result.outcome()),
                      " is not allowed; allowed: DONE, FAILED, INCORRECT, "
@@ -240,7 +235,7 @@ absl::Status Scheduler::AdvanceSweep(int64_t sweep_id) {
     return store_->AddTrials(sweep_id, &proposed, clock_->NowUnixMs());
   }
   for (const v1::Trial& trial : history) {
-    if (!IsFinal(trial.state())) return absl::OkStatus();
+    if (!tuner::IsFinal(trial.state())) return absl::OkStatus();
   }
   RETURN_IF_ERROR(AcceptWinners(sweep_id, history));
   LogInfo("sweep ", sweep_id, " finished");

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "coordinator/queries.h"
+#include "tuner/search.h"
 
 namespace moetune::coordinator {
 namespace {
@@ -13,11 +14,6 @@ grpc::Status Answer(absl::StatusOr<T> result, T* out) {
   if (!result.ok()) return ToGrpc(result.status());
   *out = *std::move(result);
   return grpc::Status::OK;
-}
-
-bool IsFinal(v1::TrialState state) {
-  return state != v1::QUEUED && state != v1::LEASED &&
-         state != v1::TRIAL_STATE_UNSPECIFIED;
 }
 
 }  // namespace
@@ -76,7 +72,8 @@ grpc::Status MoetuneService::WatchSweep(
     if (first && !writer->Write(event)) return grpc::Status::OK;
     first = false;
     for (const v1::Trial& trial : *trials) {
-      if (!IsFinal(trial.state()) || !sent.insert(trial.trial_id()).second) {
+      if (!tuner::IsFinal(trial.state()) ||
+          !sent.insert(trial.trial_id()).second) {
         continue;
       }
       *event.mutable_trial() = trial;
@@ -112,18 +109,11 @@ grpc::Status MoetuneService::GetBest(grpc::ServerContext*,
 grpc::Status MoetuneService::ListWorkers(grpc::ServerContext*,
                                          const v1::ListWorkersRequest*,
                                          v1::ListWorkersResponse* response) {
-  absl::StatusOr<v1::ListWorkersResponse> answer =
-      AnswerListWorkers(*store_, clock_->NowUnixMs(), registry_->lease_ms());
-  if (!answer.ok()) return ToGrpc(answer.status());
-  for (v1::WorkerInfo& worker : *answer->mutable_workers()) {
-    worker.set_alive(registry_->IsAlive(worker.worker_id()) &&
-                     registry_->Get(worker.worker_id()).has_value());
-    if (auto entry = registry_->Get(worker.worker_id())) {
-      worker.set_current_trial_id(entry->current_trial_id);
-    }
-  }
-  *response = *std::move(answer);
-  return grpc::Status::OK;
+  // Every heartbeat is stored, so the stored view already says who is alive
+  // and which trial each worker holds.
+  return Answer(
+      AnswerListWorkers(*store_, clock_->NowUnixMs(), registry_->lease_ms()),
+      response);
 }
 
 grpc::Status WorkerControlService::RegisterWorker(

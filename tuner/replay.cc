@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/stable_hash.h"
 #include "google/protobuf/util/json_util.h"
 #include "tuner/search.h"
 #include "tuner/stats.h"
@@ -114,7 +115,7 @@ v1::TrialResult ReplayOracle::Simulate(const v1::Trial& proposed,
     result = entry->any_result;
     result.set_outcome(v1::DONE);
     result.clear_reason();
-    SplitMix64 rng(seed ^ StableHash(ProposalKey(proposed)));
+    SplitMix64 rng(seed ^ Fnv1a64(ProposalKey(proposed)));
     std::vector<double> drawn;
     const int n = std::max(1, proposed.measurement().iterations());
     for (int i = 0; i < n; ++i) {

@@ -5,6 +5,7 @@
 #include <deque>
 #include <limits>
 
+#include "common/stable_hash.h"
 #include "common/status_macros.h"
 #include "tuner/spec.h"
 #include "tuner/stats.h"
@@ -125,7 +126,7 @@ WorkloadSearch MakeSearch(const v1::SweepSpec& spec, WorkloadGrid& grid,
   WorkloadSearch search;
   search.workload_hash = grid.hash;
   search.knobs = ResolveKnobs(spec.strategy());
-  search.seed = search.knobs.seed ^ StableHash(grid.hash);
+  search.seed = search.knobs.seed ^ Fnv1a64(grid.hash);
   search.full_iterations = spec.measurement().iterations();
   search.keys = &keys;
   search.points = std::move(grid.points);
@@ -149,15 +150,6 @@ void DropKnown(std::set<std::string>& keys, std::vector<v1::Trial>& batch) {
 }
 
 }  // namespace
-
-uint64_t StableHash(std::string_view bytes) {
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  for (unsigned char c : bytes) {
-    hash ^= c;
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
-}
 
 Knobs ResolveKnobs(const v1::Strategy& strategy) {
   Knobs knobs;

@@ -45,10 +45,6 @@ struct Knobs {
 };
 Knobs ResolveKnobs(const v1::Strategy& strategy);
 
-// 64-bit FNV-1a of `bytes`: a stable seed mixer (std::hash is not stable
-// across standard libraries).
-uint64_t StableHash(std::string_view bytes);
-
 // True for every state but QUEUED, LEASED and UNSPECIFIED.
 bool IsFinal(v1::TrialState state);
 // GPU-seconds a trial cost: sum of result.samples_us / 1e6 once final.

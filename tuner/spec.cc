@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "absl/strings/str_format.h"
+#include "common/stable_hash.h"
 #include "common/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -50,15 +51,6 @@ void ApplySpaceDefaults(v1::SearchSpace& space) {
   if (space.tp().empty()) space.add_tp(1);
   if (space.ep().empty()) space.add_ep(1);
   if (space.cuda_graph().empty()) space.add_cuda_graph(false);
-}
-
-uint64_t Fnv1a64(const std::string& bytes) {
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  for (unsigned char c : bytes) {
-    hash ^= c;
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
 }
 
 std::string DeterministicBytes(const google::protobuf::MessageLite& message) {

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/stable_hash.h"
 #include "tuner/stats.h"
 
 namespace moetune::tuner {
@@ -508,7 +509,7 @@ std::vector<int> WarmStartPoints(const WorkloadSearch& search) {
   const int n = static_cast<int>(search.points.size());
   const int k = std::min(InitialRandom(search), n);
   const std::vector<int> order =
-      SeededOrder(n, search.knobs.seed ^ StableHash("tpe warm start"));
+      SeededOrder(n, search.knobs.seed ^ Fnv1a64("tpe warm start"));
   std::map<int, bool> failed;  // point -> only failed final trials here
   for (const v1::Trial* trial : search.trials) {
     const int point = search.PointOf(trial->config());

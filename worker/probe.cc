@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/build_info.h"
+#include "common/stable_hash.h"
 #include "worker/cpu_backends.h"
 #include "worker/gpu_backends.h"
 
@@ -56,12 +57,7 @@ std::string FingerprintHash(const v1::Fingerprint& fp) {
       fp.device_name(), "|", fp.sm_arch(), "|", fp.sm_count(), "|",
       fp.sm_clock_mhz(), "|", fp.mem_clock_mhz(), "|", fp.driver_version(), "|",
       fp.cuda_version(), "|", fp.nccl_version(), "|", fp.build_hash());
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a, 64-bit
-  for (unsigned char c : identity) {
-    hash ^= c;
-    hash *= 1099511628211ull;
-  }
-  return absl::StrFormat("%016x", hash);
+  return absl::StrFormat("%016x", Fnv1a64(identity));
 }
 
 v1::Probe ProbeWorker(const DeviceTarget& target, BackendRegistry& registry,

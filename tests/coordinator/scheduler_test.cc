@@ -94,6 +94,7 @@ TEST_F(SchedulerTest, BackendNoLiveWorkerHasIsUnavailableWithTheReason) {
   const auto submitted = scheduler_->Submit(Spec({"fused_gemv"}));
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   EXPECT_FALSE(scheduler_->Acquire(worker)->granted());
+  ASSERT_TRUE(scheduler_->MarkUnavailableTrials().ok());  // the tick's work
   const v1::Trial trial = store_->QueryTrials(v1::TrialFilter())->front();
   EXPECT_EQ(trial.state(), v1::UNAVAILABLE);
   EXPECT_THAT(trial.reason(), HasSubstr("host:cpu: built without CUDA"));
