@@ -168,8 +168,6 @@ int CmdSweep(const CommandOptions& options) {
 }
 
 int CmdResults(const CommandOptions& options) {
-  absl::StatusOr<Session> session = Open(options, false);
-  if (!session.ok()) return Fail(session.status());
   v1::TrialFilter filter;
   if (!options.state.empty()) {
     v1::TrialState state;
@@ -185,6 +183,9 @@ int CmdResults(const CommandOptions& options) {
   filter.set_moe_backend(options.backend);
   filter.set_workload_hash(options.workload_hash);
   filter.set_limit(options.limit);
+  // Flags are checked before anything is opened.
+  absl::StatusOr<Session> session = Open(options, false);
+  if (!session.ok()) return Fail(session.status());
   absl::StatusOr<v1::QueryTrialsResponse> trials = Trials(*session, filter);
   if (!trials.ok()) return Fail(trials.status());
   PrintTrials(*trials, options.format);

@@ -207,6 +207,10 @@ TEST_F(SchedulerTest, HeartbeatsKeepALeaseAndCarryCancellation) {
 }
 
 TEST_F(SchedulerTest, UnknownWorkerMustRegisterAndBadOutcomesAreRefused) {
+  v1::RegisterWorkerRequest nameless;
+  const auto registered = scheduler_->RegisterWorker(nameless);
+  EXPECT_EQ(registered.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(registered.status().message()), HasSubstr("name:"));
   EXPECT_EQ(scheduler_->Acquire("w:nobody").status().code(),
             absl::StatusCode::kFailedPrecondition);
   v1::ReportResultRequest request;

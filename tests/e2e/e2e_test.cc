@@ -215,5 +215,32 @@ TEST(EndToEndTest, CliRejectsABadSpecNamingTheFieldAndRecordsNothing) {
               ::testing::EndsWith("sweep,name,state,trials,done,created\n"));
 }
 
+TEST(EndToEndTest, BadFlagsAreRejectedNamingTheFlagAndTheAllowedValues) {
+  const fs::path dir = TempDir("bad-flags");
+  const std::string db = " --db " + (dir / "flags.db").string();
+  struct Case {
+    std::string command;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"/moetune results --state BOGUS" + db,
+       "--state: 'BOGUS' is not allowed; allowed: QUEUED, LEASED, DONE"},
+      {"/moetune workers --format xml" + db,
+       "--format: 'xml' is not allowed; allowed: table, csv, json"},
+      {"/moetune probe --device gpu0",
+       "--device: 'gpu0' is not allowed; allowed: cpu, all, 0, 1, ..."},
+      {"/moetune cancel" + db, "--sweep: required for cancel"},
+      {"/moetune sweep" + db, "--spec: required for sweep"},
+      {"/moetune frobnicate" + db, "unknown command 'frobnicate'"},
+      {"/moetune-worker --device gpu0",
+       "--device: 'gpu0' is not allowed; allowed: cpu or 0, 1, 2, ..."},
+  };
+  for (const Case& c : cases) {
+    const CommandResult result = RunCommand(kBin + c.command);
+    EXPECT_EQ(result.exit_code, 2) << c.command << "\n" << result.output;
+    EXPECT_THAT(result.output, HasSubstr(c.message)) << c.command;
+  }
+}
+
 }  // namespace
 }  // namespace moetune::e2e
