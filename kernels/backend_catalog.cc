@@ -25,8 +25,7 @@ std::vector<BackendInfo> MakeCatalog() {
        /*graph_capturable=*/false},
       {"fused_gemv",
        BackendKind::kCudaSm90,
-       "expert-batched fused NVFP4 dequant-GEMV (block_k 64: register-direct "
-       "kernel, block scales after the mma; 256/512: shared-memory ring)",
+       "expert-batched fused NVFP4 dequant-GEMV",
        {MOETUNE_FUSED_GEMV_TILES(MOETUNE_TILE_ENTRY)},
        false},
       {"grouped_mma",

@@ -13,13 +13,7 @@
 // X(block_n, block_k) for each kernel that takes a tile shape. block_n:
 // output rows per thread block; block_k: reduction elements per step.
 #define MOETUNE_CPU_BLOCKED_TILES(X) X(4, 64) X(8, 128) X(16, 256) X(32, 512)
-// fused_gemv has two kernels: the shared-memory ring (block_k 256, 512: K per
-// stream-K unit) and the register-direct one (block_k 64: one chunk per unit,
-// block scales applied after the mma; kernels/cuda/expert_direct.cuh).
-#define MOETUNE_FUSED_GEMV_RING_TILES(X) X(16, 256) X(16, 512) X(32, 256)
-#define MOETUNE_FUSED_GEMV_DIRECT_TILES(X) X(16, 64) X(32, 64)
-#define MOETUNE_FUSED_GEMV_TILES(X) \
-  MOETUNE_FUSED_GEMV_RING_TILES(X) MOETUNE_FUSED_GEMV_DIRECT_TILES(X)
+#define MOETUNE_FUSED_GEMV_TILES(X) X(16, 256) X(16, 512) X(32, 256)
 #define MOETUNE_GROUPED_MMA_TILES(X) X(64, 64) X(128, 64) X(64, 128)
 
 namespace moetune {

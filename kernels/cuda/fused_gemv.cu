@@ -5,13 +5,11 @@
 // launches use programmatic dependent launch: gate_up streams the shared
 // expert while the router still runs. Tile (block_n, block_k): block_n rows
 // (16 or 32) per warp work unit, block_k K elements per unit; both are
-// template parameters. block_k 64 selects the register-direct kernel
-// (expert_direct.cuh), the others the shared-memory ring (expert_mma.cuh).
+// template parameters.
 #include <string>
 
 #include "kernels/backend_catalog.h"
 #include "kernels/cuda/backends.cuh"
-#include "kernels/cuda/expert_direct.cuh"
 #include "kernels/cuda/expert_mma_impl.cuh"
 #include "kernels/cuda/router.cuh"
 
@@ -58,22 +56,6 @@ GpuStatus LaunchTile(const LayerArgs& a, cudaStream_t stream) {
   return LaunchExperts<kRT, kCPS, 8>(a, stream);
 }
 
-// The register-direct kernel: one mma per token pair, so 1 pair for batches
-// of <= 2 tokens and 4 (tokens in groups of 8) otherwise.
-template <int kRT, int kPairs>
-GpuStatus LaunchDirectExperts(const LayerArgs& a, cudaStream_t stream) {
-  MG_RETURN_IF_ERROR((LaunchExpertDirect<kRT, kPairs, kModeGateUp>(
-      BaseJob(a, true), a.device, a.sm_count, stream)));
-  return LaunchExpertDirect<kRT, kPairs, kModeDown>(BaseJob(a, false), a.device,
-                                                    a.sm_count, stream);
-}
-
-template <int kRT>
-GpuStatus LaunchDirectTile(const LayerArgs& a, cudaStream_t stream) {
-  if (a.geo.batch <= 2) return LaunchDirectExperts<kRT, 1>(a, stream);
-  return LaunchDirectExperts<kRT, 4>(a, stream);
-}
-
 bool IsTile(const LayerArgs& a) {
 #define MOETUNE_FUSED_IS(n, k) \
   if (a.block_n == (n) && a.block_k == (k)) return true;
@@ -105,13 +87,8 @@ GpuStatus Launch(const LayerArgs& a, void*, cudaStream_t stream) {
 #define MOETUNE_FUSED_LAUNCH(n, k)          \
   if (a.block_n == (n) && a.block_k == (k)) \
     return LaunchTile<(n) / 16, (k) / 64>(a, stream);
-  MOETUNE_FUSED_GEMV_RING_TILES(MOETUNE_FUSED_LAUNCH)
+  MOETUNE_FUSED_GEMV_TILES(MOETUNE_FUSED_LAUNCH)
 #undef MOETUNE_FUSED_LAUNCH
-#define MOETUNE_DIRECT_LAUNCH(n, k)         \
-  if (a.block_n == (n) && a.block_k == (k)) \
-    return LaunchDirectTile<(n) / 16>(a, stream);
-  MOETUNE_FUSED_GEMV_DIRECT_TILES(MOETUNE_DIRECT_LAUNCH)
-#undef MOETUNE_DIRECT_LAUNCH
   return Fail(RunStatus::kCannotImplement, "fused_gemv: unknown tile");
 }
 
