@@ -84,10 +84,11 @@ inline size_t Align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 // Carves consecutive 256-byte-aligned parts out of one allocation.
 class Carver {
  public:
+  // A null base only sizes: Take returns nullptr and counts the bytes.
   explicit Carver(void* base) : base_(static_cast<char*>(base)) {}
   template <typename T>
   T* Take(size_t count) {
-    T* p = reinterpret_cast<T*>(base_ + used_);
+    T* p = base_ == nullptr ? nullptr : reinterpret_cast<T*>(base_ + used_);
     used_ += Align256(count * sizeof(T));
     return p;
   }

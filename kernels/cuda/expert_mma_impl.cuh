@@ -649,6 +649,7 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
     const int W = gridDim.x * kWarps, w = blockIdx.x * kWarps + warp;
     const int per_slot = rgs * steps;
     if (IsMode(kMode, job, kModeDown)) {
+      if (lane == 0) TL_MIN(job.buf, 10);
       // Down's weights and slot list do not depend on gate_up: its first
       // copies go out before waiting for gate_up's h (the router finished
       // before gate_up started its routed part; read through L2).
@@ -657,10 +658,12 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
                            rgs, steps};
       RunUnits<kRT, kCPS, kNT, kMode, kRagged, true, false, false, true>(
           job, SlotSource<false, true>{&job, 0}, seq, ring, lane);
+      if (lane == 0) TL_MAX(job.buf, 11);
       return;
     }
     {
       int first = 0;
+      if (lane == 0) TL_MIN(job.buf, 6);
       if (job.shared_first) {  // before the routing exists
         const StreamKSeq seq{WarpRange(per_slot, W, w, job.round_units), 0,
                              per_slot, rgs, steps};
@@ -668,13 +671,16 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
             job, SlotSource<true, true>{&job, 0}, seq, ring, lane);
         first = 1;
       }
+      if (lane == 0) TL_MAX(job.buf, 7);
       GridDependencyWait();
+      if (lane == 0) TL_MIN(job.buf, 8);
       LaunchDependents();
       const int units = (__ldg(job.buf.meta + kMetaSlots) - first) * per_slot;
       const StreamKSeq seq{WarpRange(units, W, w, job.round_units), first,
                            per_slot, rgs, steps};
       RunUnits<kRT, kCPS, kNT, kMode, kRagged, true, false, false, false>(
           job, SlotSource<false, true>{&job, 0}, seq, ring, lane);
+      if (lane == 0) TL_MAX(job.buf, 9);
     }
   } else {
     GridDependencyWait();

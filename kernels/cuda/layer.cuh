@@ -59,11 +59,39 @@ struct RunBuffers {
   int* gu_counters = nullptr;   // [max_slots][inter_local / 8]
   __half* h = nullptr;          // [max_positions][inter_local]
   float* y = nullptr;           // [batch][hidden], the output
+  // kTimelineSlots %globaltimer stamps (ns), written only by a
+  // -DMOETUNE_TIMELINE build (see below).
+  unsigned long long* timeline = nullptr;
 };
+
 
 inline constexpr int kMetaSlots = 0, kMetaRouted = 1, kMetaPositions = 2,
                      kMetaTiles = 3;
 inline constexpr int kGroupedTokens = 64;  // grouped_mma's token tile
+
+// Timeline probes of a -DMOETUNE_TIMELINE build (a measurement aid: where
+// the layer's time goes between router, gate_up and down; PERF.md version
+// 10). Slot i holds the earliest (TimelineIsMin) or latest stamp of: 0
+// router start, 1 logits done, 2 last block found, 3 top-k done, 4 slots
+// built, 5 router end, 6 gate_up start, 7 its shared expert done, 8 its
+// routed part released, 9 gate_up end, 10 down start, 11 down end. Compiled
+// out otherwise.
+inline constexpr int kTimelineSlots = 12;
+constexpr bool TimelineIsMin(int i) {
+  return i == 0 || i == 6 || i == 8 || i == 10;
+}
+#if defined(MOETUNE_TIMELINE) && defined(__CUDACC__)
+__device__ __forceinline__ unsigned long long TimelineNow() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#define TL_MIN(buf, i) atomicMin((buf).timeline + (i), TimelineNow())
+#define TL_MAX(buf, i) atomicMax((buf).timeline + (i), TimelineNow())
+#else
+#define TL_MIN(buf, i) ((void)0)
+#define TL_MAX(buf, i) ((void)0)
+#endif
 
 struct LayerArgs {
   Geometry geo;

@@ -4,6 +4,7 @@
 #include <cublas_v2.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -200,57 +201,43 @@ GpuStatus AllocRun(const MoeProblem& p, LayerArgs* a, const BackendOps& ops,
   const Geometry& g = a->geo;
   const size_t bh = static_cast<size_t>(g.batch) * g.hidden, k = g.top_k;
   const size_t s = g.max_slots, pos = g.max_positions, il = g.inter_local;
-  const size_t nb = static_cast<size_t>(g.batch),
-               ne = static_cast<size_t>(g.experts);
-  const size_t parts[] = {bh * 2,
-                          ne * 4,
-                          bh * 2,
-                          nb * ne * 4,
-                          4,
-                          nb * k * 4,
-                          nb * k * 4,
-                          nb * (k + 1) * 4,
-                          16,
-                          s * 4,
-                          s * 4,
-                          s * 4,
-                          (s + 1) * 4,
-                          pos * 4,
-                          pos * 4,
-                          pos * 2 * il * 4,
-                          s * (il / 8 + 1) * 4,
-                          pos * il * 2,
-                          bh * 4,
-                          bh * 4,
-                          bh * 4};
-  size_t n = 0;
-  for (size_t part : parts) n += Align256(part);
-  MG_RETURN_IF_ERROR(st->main.Allocate(n));
-  Carver c(st->main.get());
+  // One list of the buffers: run once with no memory to size them, then
+  // over the allocation (a second, hand-kept list of sizes once fell out of
+  // step with it and overran the allocation).
   RunBuffers& b = a->buf;
-  uint16_t* x_bf16 = c.Take<uint16_t>(bh);
-  float* bias = c.Take<float>(g.experts);
+  uint16_t* x_bf16 = nullptr;
+  float* bias = nullptr;
+  auto carve = [&](Carver& c) {
+    x_bf16 = c.Take<uint16_t>(bh);
+    bias = c.Take<float>(g.experts);
+    b.x16 = c.Take<__half>(bh);
+    b.logits = c.Take<float>(size_t(g.batch) * g.experts);
+    b.router_counter = c.Take<int>(1);
+    b.topk_idx = c.Take<int>(g.batch * k);
+    b.topk_w = c.Take<float>(g.batch * k);
+    b.tok_pos = c.Take<int>(g.batch * (k + 1));
+    b.meta = c.Take<int>(4);
+    b.slot_expert = c.Take<int>(s);
+    b.slot_tok_off = c.Take<int>(s);
+    b.slot_ntok = c.Take<int>(s);
+    b.tile_prefix = c.Take<int>(s + 1);
+    b.tok_list = c.Take<int>(pos);
+    b.tok_w = c.Take<float>(pos);
+    b.gu_partial = c.Take<float>(pos * 2 * il);
+    b.gu_counters = c.Take<int>(s * (il / 8 + 1));
+    b.h = c.Take<__half>(pos * il);
+    b.y = c.Take<float>(bh);
+    b.timeline = c.Take<unsigned long long>(kTimelineSlots);
+    st->x_float = c.Take<float>(bh);
+    st->y_ref = c.Take<float>(bh);
+  };
+  Carver sizing(nullptr);
+  carve(sizing);
+  MG_RETURN_IF_ERROR(st->main.Allocate(sizing.used()));
+  Carver c(st->main.get());
+  carve(c);
   b.x_bf16 = x_bf16;
   b.bias = bias;
-  b.x16 = c.Take<__half>(bh);
-  b.logits = c.Take<float>(size_t(g.batch) * g.experts);
-  b.router_counter = c.Take<int>(1);
-  b.topk_idx = c.Take<int>(g.batch * k);
-  b.topk_w = c.Take<float>(g.batch * k);
-  b.tok_pos = c.Take<int>(g.batch * (k + 1));
-  b.meta = c.Take<int>(4);
-  b.slot_expert = c.Take<int>(s);
-  b.slot_tok_off = c.Take<int>(s);
-  b.slot_ntok = c.Take<int>(s);
-  b.tile_prefix = c.Take<int>(s + 1);
-  b.tok_list = c.Take<int>(pos);
-  b.tok_w = c.Take<float>(pos);
-  b.gu_partial = c.Take<float>(pos * 2 * il);
-  b.gu_counters = c.Take<int>(s * (il / 8 + 1));
-  b.h = c.Take<__half>(pos * il);
-  b.y = c.Take<float>(bh);
-  st->x_float = c.Take<float>(bh);
-  st->y_ref = c.Take<float>(bh);
   MG_RETURN_IF_ERROR(st->workspace.Allocate(ops.workspace_bytes(*a)));
   // Upload: the input rounded to BF16, as bits for the kernels and as floats
   // for the trusted path; the bias as given.
@@ -314,6 +301,41 @@ GpuStatus Capture(const BackendOps& ops, const LayerArgs& a, void* ws,
   return OkStatus();
 }
 
+#ifdef MOETUNE_TIMELINE
+// A build with -DMOETUNE_TIMELINE (a measurement aid, PERF.md version 10):
+// one more run of the layer with the kernels' %globaltimer probes
+// (layer.cuh), printed to stderr in us from the router's start.
+GpuStatus PrintTimeline(Context* ctx, const BackendOps& ops,
+                        const LayerArgs& a, void* ws, const MoeRunOptions& o,
+                        const GraphHolder& graph) {
+  unsigned long long t[kTimelineSlots];
+  for (int i = 0; i < kTimelineSlots; ++i) t[i] = TimelineIsMin(i) ? ~0ull : 0;
+  MG_CUDA(cudaMemcpy(a.buf.timeline, t, sizeof(t), cudaMemcpyHostToDevice));
+  MG_RETURN_IF_ERROR(LaunchReadSweep(ctx->flush.get(), ctx->flush.bytes(),
+                                     ctx->sink.as<unsigned>(), ctx->sm_count,
+                                     ctx->stream));
+  if (o.cuda_graph) {
+    MG_CUDA(cudaGraphLaunch(graph.exec, ctx->stream));
+  } else {
+    MG_RETURN_IF_ERROR(ops.launch(a, ws, ctx->stream));
+  }
+  MG_CUDA(cudaStreamSynchronize(ctx->stream));
+  MG_CUDA(cudaMemcpy(t, a.buf.timeline, sizeof(t), cudaMemcpyDeviceToHost));
+  auto us = [&](int i) {
+    return t[i] == 0 || t[i] == ~0ull ? -1.0 : (t[i] - t[0]) / 1000.0;
+  };
+  std::fprintf(stderr,
+               "timeline %s %dx%d graph %d batch %d: router logits %.1f last "
+               "%.1f topk %.1f slots %.1f end %.1f | gate_up start %.1f "
+               "shared_done %.1f released %.1f end %.1f | down start %.1f "
+               "end %.1f\n",
+               o.backend.c_str(), o.block_n, o.block_k, o.cuda_graph ? 1 : 0,
+               a.geo.batch, us(1), us(2), us(3), us(4), us(5), us(6), us(7),
+               us(8), us(9), us(10), us(11));
+  return OkStatus();
+}
+#endif
+
 GpuStatus TimeLayer(Context* ctx, const BackendOps& ops, const LayerArgs& a,
                     void* ws, const MoeRunOptions& o,
                     std::vector<double>* samples) {
@@ -338,6 +360,9 @@ GpuStatus TimeLayer(Context* ctx, const BackendOps& ops, const LayerArgs& a,
     MG_CUDA(cudaEventRecord(pool.events[2 * it + 1], ctx->stream));
   }
   MG_CUDA(cudaStreamSynchronize(ctx->stream));
+#ifdef MOETUNE_TIMELINE
+  MG_RETURN_IF_ERROR(PrintTimeline(ctx, ops, a, ws, o, graph));
+#endif
   for (int it = o.warmup; it < total; ++it) {
     float ms = 0;
     MG_CUDA(cudaEventElapsedTime(&ms, pool.events[2 * it],

@@ -100,7 +100,10 @@ __device__ void Logits(const RouterParams& p, RouterShared& sh) {
     if (t < kTokGroup && t0 + t < p.batch) {
       float sum = 0.0f;
       for (int w = 0; w < kThreads / 32; ++w) sum += sh.red[w][t];
-      p.buf.logits[static_cast<int64_t>(t0 + t) * p.experts + e] = sum;
+      // The sigmoid score, computed here in every block rather than in the
+      // last block's serial tail.
+      p.buf.logits[static_cast<int64_t>(t0 + t) * p.experts + e] =
+          1.0f / (1.0f + expf(-sum));
     }
     __syncthreads();
   }
@@ -128,9 +131,13 @@ __device__ uint32_t OrderedKey(float f) {
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
+__device__ void FinishTopK(const RouterParams& p, RouterShared& sh, int t,
+                           int slot);
+
 // One warp picks token t's top-k (score desc, expert index asc): per round a
 // max-reduction of the keys, then a min-reduction of the indices holding it.
-__device__ void TopKToken(const RouterParams& p, RouterShared& sh, int t) {
+__device__ void TopKToken(const RouterParams& p, RouterShared& sh, int t,
+                          const float (&bias)[kPerLane]) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   uint32_t key[kPerLane];
   float sig[kPerLane];
@@ -140,10 +147,8 @@ __device__ void TopKToken(const RouterParams& p, RouterShared& sh, int t) {
     key[i] = 0;  // below every finite score
     sig[i] = 0.0f;
     if (e < p.experts) {
-      const float logit =
-          __ldcg(p.buf.logits + static_cast<int64_t>(t) * p.experts + e);
-      sig[i] = 1.0f / (1.0f + expf(-logit));
-      key[i] = OrderedKey(sig[i] + p.buf.bias[e]);
+      sig[i] = __ldcg(p.buf.logits + static_cast<int64_t>(t) * p.experts + e);
+      key[i] = OrderedKey(sig[i] + bias[i]);
     }
   }
   uint32_t taken = 0;
@@ -170,11 +175,19 @@ __device__ void TopKToken(const RouterParams& p, RouterShared& sh, int t) {
     }
   }
   __syncwarp();
+  FinishTopK(p, sh, t, warp);
+}
+
+// Normalises the selection sh.sel_*[slot] of token t (score / sum * scaling)
+// and writes it out; one warp.
+__device__ void FinishTopK(const RouterParams& p, RouterShared& sh, int t,
+                           int slot) {
+  const int lane = threadIdx.x % 32;
   float sum = 0.0f;
-  for (int r = 0; r < p.top_k; ++r) sum += sh.sel_s[warp][r];
+  for (int r = 0; r < p.top_k; ++r) sum += sh.sel_s[slot][r];
   if (lane < p.top_k) {
-    const int e = sh.sel_e[warp][lane];
-    const float w = sh.sel_s[warp][lane] / sum * p.scaling;
+    const int e = sh.sel_e[slot][lane];
+    const float w = sh.sel_s[slot][lane] / sum * p.scaling;
     const int64_t i = static_cast<int64_t>(t) * p.top_k + lane;
     p.buf.topk_idx[i] = e;
     p.buf.topk_w[i] = w;
@@ -288,21 +301,36 @@ __device__ void FillPositions(const RouterParams& p, RouterShared& sh) {
 
 __global__ void __launch_bounds__(kThreads) RouterKernel(RouterParams p) {
   __shared__ RouterShared sh;
+  if (threadIdx.x == 0) TL_MIN(p.buf, 0);
+  // The biases of this lane's experts for the last block's top-k, loaded
+  // now so that they are not on its serial tail.
+  float bias[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = threadIdx.x % 32 + 32 * i;
+    bias[i] = e < p.experts ? __ldg(p.buf.bias + e) : 0.0f;
+  }
   // fused_gemv's gate_up may start now: it streams the shared expert, which
   // needs nothing from here, and waits for this grid before the rest.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   Logits(p, sh);
+  if (threadIdx.x == 0) TL_MAX(p.buf, 1);
   if (!IsLastBlock(p, sh)) return;
+  if (threadIdx.x == 0) TL_MAX(p.buf, 2);
   FenceAcqRelGpu();
   if (threadIdx.x == 0) *p.buf.router_counter = 0;  // ready for the next run
   for (int e = threadIdx.x; e < kRouterMaxExperts; e += kThreads)
     sh.count[e] = 0;
   __syncthreads();
   for (int t = threadIdx.x / 32; t < p.batch; t += kThreads / 32)
-    TopKToken(p, sh, t);
+    TopKToken(p, sh, t, bias);
   __syncthreads();
+  if (threadIdx.x == 0) TL_MAX(p.buf, 3);
   BuildSlots(p, sh);
+  if (threadIdx.x == 0) TL_MAX(p.buf, 4);
   FillPositions(p, sh);
+  __syncthreads();
+  if (threadIdx.x == 0) TL_MAX(p.buf, 5);
 }
 
 }  // namespace
