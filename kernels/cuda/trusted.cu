@@ -172,13 +172,17 @@ GpuStatus RunTrusted(const MoeProblem& problem, const Geometry& geo,
   DeviceBuffer scratch;
   const size_t n_logits = b * geo.experts, n_topk = b * geo.top_k,
                n_h = b * (geo.top_k + 1) * geo.inter_local;
-  MG_RETURN_IF_ERROR(scratch.Allocate(
-      Align256(n_logits * 4) + 2 * Align256(n_topk * 4) + Align256(n_h * 4)));
+  auto carve = [&](Carver& c) {  // sized, then carved: one list
+    p.logits = c.Take<float>(n_logits);
+    p.idx = c.Take<int>(n_topk);
+    p.w = c.Take<float>(n_topk);
+    p.h = c.Take<float>(n_h);
+  };
+  Carver sizing(nullptr);
+  carve(sizing);
+  MG_RETURN_IF_ERROR(scratch.Allocate(sizing.used()));
   Carver c(scratch.get());
-  p.logits = c.Take<float>(n_logits);
-  p.idx = c.Take<int>(n_topk);
-  p.w = c.Take<float>(n_topk);
-  p.h = c.Take<float>(n_h);
+  carve(c);
   RouterKernel<<<Blocks(n_logits), 128, 0, stream>>>(p);
   MG_CHECK_LAUNCH();
   TopKKernel<<<Blocks(b), 128, 0, stream>>>(p);
