@@ -109,7 +109,7 @@ __device__ void Logits(const RouterParams& p, RouterShared& sh) {
   }
 }
 
-// The block that finishes last sees every logit (threadfence-reduction).
+// The block that finishes last sees every score (threadfence-reduction).
 __device__ void FenceAcqRelGpu() {
   asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
 }
