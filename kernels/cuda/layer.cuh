@@ -43,7 +43,7 @@ struct RunBuffers {
   const uint16_t* x_bf16 = nullptr;  // [batch][hidden], the input
   const float* bias = nullptr;       // [experts]
   __half* x16 = nullptr;             // [batch][hidden], fp16 copy
-  float* logits = nullptr;  // [batch][experts], sigmoid(logit) scores
+  float* logits = nullptr;           // [batch][experts], sigmoid(logit) scores
   int* router_counter = nullptr;     // last-block ticket, self-resetting
   int* topk_idx = nullptr;           // [batch][top_k]
   float* topk_w = nullptr;           // [batch][top_k]
@@ -63,7 +63,6 @@ struct RunBuffers {
   // -DMOETUNE_TIMELINE build (see below).
   unsigned long long* timeline = nullptr;
 };
-
 
 inline constexpr int kMetaSlots = 0, kMetaRouted = 1, kMetaPositions = 2,
                      kMetaTiles = 3;

@@ -305,8 +305,8 @@ GpuStatus Capture(const BackendOps& ops, const LayerArgs& a, void* ws,
 // A build with -DMOETUNE_TIMELINE (a measurement aid, PERF.md version 10):
 // one more run of the layer with the kernels' %globaltimer probes
 // (layer.cuh), printed to stderr in us from the router's start.
-GpuStatus PrintTimeline(Context* ctx, const BackendOps& ops,
-                        const LayerArgs& a, void* ws, const MoeRunOptions& o,
+GpuStatus PrintTimeline(Context* ctx, const BackendOps& ops, const LayerArgs& a,
+                        void* ws, const MoeRunOptions& o,
                         const GraphHolder& graph) {
   unsigned long long t[kTimelineSlots];
   for (int i = 0; i < kTimelineSlots; ++i) t[i] = TimelineIsMin(i) ? ~0ull : 0;
