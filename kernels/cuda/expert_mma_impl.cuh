@@ -664,6 +664,7 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
     {
       int first = 0;
       if (lane == 0) TL_MIN(job.buf, 6);
+      if (lane == 0) TL_MAX(job.buf, 12);
       if (job.shared_first) {  // before the routing exists
         const StreamKSeq seq{WarpRange(per_slot, W, w, job.round_units), 0,
                              per_slot, rgs, steps};
@@ -672,8 +673,10 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
         first = 1;
       }
       if (lane == 0) TL_MAX(job.buf, 7);
+      if (lane == 0) TL_MIN(job.buf, 14);
       GridDependencyWait();
       if (lane == 0) TL_MIN(job.buf, 8);
+      if (lane == 0) TL_MAX(job.buf, 13);
       LaunchDependents();
       const int units = (__ldg(job.buf.meta + kMetaSlots) - first) * per_slot;
       const StreamKSeq seq{WarpRange(units, W, w, job.round_units), first,

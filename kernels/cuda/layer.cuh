@@ -73,11 +73,12 @@ inline constexpr int kGroupedTokens = 64;  // grouped_mma's token tile
 // 10). Slot i holds the earliest (TimelineIsMin) or latest stamp of: 0
 // router start, 1 logits done, 2 last block found, 3 top-k done, 4 slots
 // built, 5 router end, 6 gate_up start, 7 its shared expert done, 8 its
-// routed part released, 9 gate_up end, 10 down start, 11 down end. Compiled
-// out otherwise.
-inline constexpr int kTimelineSlots = 12;
+// routed part released, 9 gate_up end, 10 down start, 11 down end, and the
+// spread of gate_up's warps: 12 last start, 13 last released, 14 first done
+// with the shared expert. Compiled out otherwise.
+inline constexpr int kTimelineSlots = 15;
 constexpr bool TimelineIsMin(int i) {
-  return i == 0 || i == 6 || i == 8 || i == 10;
+  return i == 0 || i == 6 || i == 8 || i == 10 || i == 14;
 }
 #if defined(MOETUNE_TIMELINE) && defined(__CUDACC__)
 __device__ __forceinline__ unsigned long long TimelineNow() {

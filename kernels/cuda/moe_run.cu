@@ -328,10 +328,11 @@ GpuStatus PrintTimeline(Context* ctx, const BackendOps& ops, const LayerArgs& a,
                "timeline %s %dx%d graph %d batch %d: router logits %.1f last "
                "%.1f topk %.1f slots %.1f end %.1f | gate_up start %.1f "
                "shared_done %.1f released %.1f end %.1f | down start %.1f "
-               "end %.1f\n",
+               "end %.1f | gate_up last start %.1f first shared_done %.1f "
+               "last released %.1f\n",
                o.backend.c_str(), o.block_n, o.block_k, o.cuda_graph ? 1 : 0,
                a.geo.batch, us(1), us(2), us(3), us(4), us(5), us(6), us(7),
-               us(8), us(9), us(10), us(11));
+               us(8), us(9), us(10), us(11), us(12), us(14), us(13));
   return OkStatus();
 }
 #endif
