@@ -665,6 +665,7 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
       int first = 0;
       if (lane == 0) TL_MIN(job.buf, 6);
       if (lane == 0) TL_MAX(job.buf, 12);
+      if (lane == 0) TL_WARP(job.buf, w, 0);
       if (job.shared_first) {  // before the routing exists
         const StreamKSeq seq{WarpRange(per_slot, W, w, job.round_units), 0,
                              per_slot, rgs, steps};
@@ -674,9 +675,11 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
       }
       if (lane == 0) TL_MAX(job.buf, 7);
       if (lane == 0) TL_MIN(job.buf, 14);
+      if (lane == 0) TL_WARP(job.buf, w, 1);
       GridDependencyWait();
       if (lane == 0) TL_MIN(job.buf, 8);
       if (lane == 0) TL_MAX(job.buf, 13);
+      if (lane == 0) TL_WARP(job.buf, w, 2);
       LaunchDependents();
       const int units = (__ldg(job.buf.meta + kMetaSlots) - first) * per_slot;
       const StreamKSeq seq{WarpRange(units, W, w, job.round_units), first,
@@ -684,6 +687,7 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
       RunUnits<kRT, kCPS, kNT, kMode, kRagged, true, false, false, false>(
           job, SlotSource<false, true>{&job, 0}, seq, ring, lane);
       if (lane == 0) TL_MAX(job.buf, 9);
+      if (lane == 0) TL_WARP(job.buf, w, 3);
     }
   } else {
     GridDependencyWait();

@@ -77,6 +77,11 @@ inline constexpr int kGroupedTokens = 64;  // grouped_mma's token tile
 // spread of gate_up's warps: 12 last start, 13 last released, 14 first done
 // with the shared expert. Compiled out otherwise.
 inline constexpr int kTimelineSlots = 15;
+// Per gate_up warp (the first kTimelineWarps): start, shared expert done,
+// released into the routed part, end; after the kTimelineSlots stamps.
+inline constexpr int kTimelineWarps = 4096, kTimelineWarpFields = 4;
+inline constexpr int kTimelineWords =
+    kTimelineSlots + kTimelineWarps * kTimelineWarpFields;
 constexpr bool TimelineIsMin(int i) {
   return i == 0 || i == 6 || i == 8 || i == 10 || i == 14;
 }
@@ -88,9 +93,15 @@ __device__ __forceinline__ unsigned long long TimelineNow() {
 }
 #define TL_MIN(buf, i) atomicMin((buf).timeline + (i), TimelineNow())
 #define TL_MAX(buf, i) atomicMax((buf).timeline + (i), TimelineNow())
+#define TL_WARP(buf, w, f)                                                  \
+  ((w) < kTimelineWarps                                                     \
+       ? (void)((buf).timeline[kTimelineSlots + kTimelineWarpFields * (w) + \
+                               (f)] = TimelineNow())                        \
+       : (void)0)
 #else
 #define TL_MIN(buf, i) ((void)0)
 #define TL_MAX(buf, i) ((void)0)
+#define TL_WARP(buf, w, f) ((void)0)
 #endif
 
 struct LayerArgs {

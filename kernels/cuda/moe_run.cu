@@ -3,6 +3,7 @@
 // buffers, the untimed checked run, the trusted reference, and the timing.
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -227,7 +228,7 @@ GpuStatus AllocRun(const MoeProblem& p, LayerArgs* a, const BackendOps& ops,
     b.gu_counters = c.Take<int>(s * (il / 8 + 1));
     b.h = c.Take<__half>(pos * il);
     b.y = c.Take<float>(bh);
-    b.timeline = c.Take<unsigned long long>(kTimelineSlots);
+    b.timeline = c.Take<unsigned long long>(kTimelineWords);
     st->x_float = c.Take<float>(bh);
     st->y_ref = c.Take<float>(bh);
   };
@@ -302,15 +303,61 @@ GpuStatus Capture(const BackendOps& ops, const LayerArgs& a, void* ws,
 }
 
 #ifdef MOETUNE_TIMELINE
+// Percentiles of gate_up's per-warp stamps (us from the router's start),
+// and where the 1 % of warps that end last started and were released.
+void PrintWarpSpread(const std::vector<unsigned long long>& t) {
+  struct W {
+    double start, shared, released, end;
+  };
+  std::vector<W> ws;
+  for (int w = 0; w < kTimelineWarps; ++w) {
+    const unsigned long long* f =
+        t.data() + kTimelineSlots + kTimelineWarpFields * w;
+    if (f[0] == 0 || f[3] == 0) continue;
+    auto us = [&](unsigned long long v) { return (v - t[0]) / 1000.0; };
+    ws.push_back({us(f[0]), us(f[1]), us(f[2]), us(f[3])});
+  }
+  if (ws.empty()) return;
+  auto pct = [&](double W::*m, double q) {
+    std::vector<double> v;
+    for (const W& x : ws) v.push_back(x.*m);
+    std::sort(v.begin(), v.end());
+    return v[static_cast<size_t>(q * (v.size() - 1))];
+  };
+  std::fprintf(stderr, "  warps %zu (p10/p50/p90/max):", ws.size());
+  const std::pair<const char*, double W::*> fields[] = {
+      {"start", &W::start},
+      {"shared", &W::shared},
+      {"released", &W::released},
+      {"end", &W::end}};
+  for (const auto& [name, m] : fields) {
+    std::fprintf(stderr, " %s %.1f/%.1f/%.1f/%.1f", name, pct(m, 0.1),
+                 pct(m, 0.5), pct(m, 0.9), pct(m, 1.0));
+  }
+  std::sort(ws.begin(), ws.end(),
+            [](const W& x, const W& y) { return x.end > y.end; });
+  const size_t n = std::max<size_t>(1, ws.size() / 100);
+  double s = 0, r = 0, e = 0;
+  for (size_t i = 0; i < n; ++i) {
+    s += ws[i].start;
+    r += ws[i].released;
+    e += ws[i].end;
+  }
+  std::fprintf(stderr,
+               " | last-ending 1%%: start %.1f released %.1f end %.1f\n", s / n,
+               r / n, e / n);
+}
+
 // A build with -DMOETUNE_TIMELINE (a measurement aid, PERF.md version 10):
 // one more run of the layer with the kernels' %globaltimer probes
 // (layer.cuh), printed to stderr in us from the router's start.
 GpuStatus PrintTimeline(Context* ctx, const BackendOps& ops, const LayerArgs& a,
                         void* ws, const MoeRunOptions& o,
                         const GraphHolder& graph) {
-  unsigned long long t[kTimelineSlots];
+  std::vector<unsigned long long> t(kTimelineWords, 0);
   for (int i = 0; i < kTimelineSlots; ++i) t[i] = TimelineIsMin(i) ? ~0ull : 0;
-  MG_CUDA(cudaMemcpy(a.buf.timeline, t, sizeof(t), cudaMemcpyHostToDevice));
+  const size_t bytes = t.size() * sizeof(t[0]);
+  MG_CUDA(cudaMemcpy(a.buf.timeline, t.data(), bytes, cudaMemcpyHostToDevice));
   MG_RETURN_IF_ERROR(LaunchReadSweep(ctx->flush.get(), ctx->flush.bytes(),
                                      ctx->sink.as<unsigned>(), ctx->sm_count,
                                      ctx->stream));
@@ -320,7 +367,7 @@ GpuStatus PrintTimeline(Context* ctx, const BackendOps& ops, const LayerArgs& a,
     MG_RETURN_IF_ERROR(ops.launch(a, ws, ctx->stream));
   }
   MG_CUDA(cudaStreamSynchronize(ctx->stream));
-  MG_CUDA(cudaMemcpy(t, a.buf.timeline, sizeof(t), cudaMemcpyDeviceToHost));
+  MG_CUDA(cudaMemcpy(t.data(), a.buf.timeline, bytes, cudaMemcpyDeviceToHost));
   auto us = [&](int i) {
     return t[i] == 0 || t[i] == ~0ull ? -1.0 : (t[i] - t[0]) / 1000.0;
   };
@@ -333,6 +380,7 @@ GpuStatus PrintTimeline(Context* ctx, const BackendOps& ops, const LayerArgs& a,
                o.backend.c_str(), o.block_n, o.block_k, o.cuda_graph ? 1 : 0,
                a.geo.batch, us(1), us(2), us(3), us(4), us(5), us(6), us(7),
                us(8), us(9), us(10), us(11), us(12), us(14), us(13));
+  PrintWarpSpread(t);
   return OkStatus();
 }
 #endif
