@@ -2,7 +2,6 @@
 #include <vector>
 
 #include "gmock/gmock.h"
-#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "tests/tuner/strategy_test_util.h"
 #include "tuner/halving_strategy.h"
@@ -13,6 +12,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using testing::Finish;
+using testing::TinyLayerSpec;
 
 Knobs WithEta(int eta, int min_iterations = 0) {
   Knobs knobs;
@@ -41,29 +41,19 @@ TEST(PlanRungsTest, ByHand) {
 
 // 9 points: cpu_reference x ep {1, 2, 4}, cpu_blocked 4x64 and 8x128 x ep.
 v1::SweepSpec NineSpec() {
-  v1::SweepSpec spec;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
-      R"pb(
-        workload {
-          model_preset: "tiny"
-          batch_sizes: 1
-          context_lengths: 64
-          region: MOE_LAYER
-        }
-        space {
-          moe_backends: "cpu_reference"
-          moe_backends: "cpu_blocked"
-          tiles { block_n: 4 block_k: 64 }
-          tiles { block_n: 8 block_k: 128 }
-          ep: 1
-          ep: 2
-          ep: 4
-        }
-        strategy { kind: SUCCESSIVE_HALVING eta: 2 }
-        measurement { iterations: 27 }
-      )pb",
-      &spec));
-  return spec;
+  return TinyLayerSpec(R"pb(
+    space {
+      moe_backends: "cpu_reference"
+      moe_backends: "cpu_blocked"
+      tiles { block_n: 4 block_k: 64 }
+      tiles { block_n: 8 block_k: 128 }
+      ep: 1
+      ep: 2
+      ep: 4
+    }
+    strategy { kind: SUCCESSIVE_HALVING eta: 2 }
+    measurement { iterations: 27 }
+  )pb");
 }
 
 // Point i (grid order) has median 100 + 10 * (8 - i): the last is fastest.

@@ -7,7 +7,6 @@
 #include <string>
 
 #include "gmock/gmock.h"
-#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "tests/tuner/strategy_test_util.h"
 #include "tuner/grid_strategy.h"
@@ -23,35 +22,26 @@ using testing::Drive;
 using testing::Driven;
 using ::testing::ElementsAre;
 using testing::Finish;
+using testing::TinyLayerSpec;
 
 // 10 points per workload: cpu_reference x 4 (tp, ep), cpu_blocked 4x64 x 4
 // (tp, ep) and 8x128 x 2 (tp 1 only: on tiny moe_intermediate / tp is 128 at
 // tp 1 and 64 at tp 2, which block_k 128 does not divide).
 v1::SweepSpec SmallSpec(const std::string& extra = "") {
-  v1::SweepSpec spec;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
-      R"pb(
-            workload {
-              model_preset: "tiny"
-              batch_sizes: 1
-              context_lengths: 64
-              region: MOE_LAYER
-            }
-            space {
-              moe_backends: "cpu_reference"
-              moe_backends: "cpu_blocked"
-              tiles { block_n: 4 block_k: 64 }
-              tiles { block_n: 8 block_k: 128 }
-              tp: 1
-              tp: 2
-              ep: 1
-              ep: 2
-            }
-            measurement { iterations: 9 }
-      )pb" +
-          extra,
-      &spec));
-  return spec;
+  return TinyLayerSpec(R"pb(
+                         space {
+                           moe_backends: "cpu_reference"
+                           moe_backends: "cpu_blocked"
+                           tiles { block_n: 4 block_k: 64 }
+                           tiles { block_n: 8 block_k: 128 }
+                           tp: 1
+                           tp: 2
+                           ep: 1
+                           ep: 2
+                         }
+                         measurement { iterations: 9 }
+                       )pb" +
+                       extra);
 }
 
 // Hand-made timing: 1000 us / (tp * ep), x3 for cpu_reference, x0.9 for the

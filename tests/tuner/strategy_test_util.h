@@ -7,12 +7,31 @@
 #include <string>
 #include <vector>
 
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "proto/moetune.pb.h"
 #include "tuner/stats.h"
 #include "tuner/strategy.h"
 
 namespace moetune::tuner::testing {
+
+// A sweep of tiny's MoE layer at batch 1, context 64, with `rest` (text
+// format: space, strategy, measurement, ...) parsed after that workload.
+inline v1::SweepSpec TinyLayerSpec(const std::string& rest) {
+  v1::SweepSpec spec;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(
+            workload {
+              model_preset: "tiny"
+              batch_sizes: 1
+              context_lengths: 64
+              region: MOE_LAYER
+            }
+      )pb" +
+          rest,
+      &spec));
+  return spec;
+}
 
 inline std::string RecordedPath() {
   return std::string(MOETUNE_SOURCE_DIR) +

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "gmock/gmock.h"
-#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "tests/tuner/strategy_test_util.h"
 #include "tuner/replay.h"
@@ -20,31 +19,23 @@ namespace {
 
 using testing::Driven;
 using testing::Finish;
+using testing::TinyLayerSpec;
 
 // 8 points in grid order: cpu_reference then cpu_blocked 4x64, each with
 // (tp, ep) = (1,1) (1,2) (2,1) (2,2).
 v1::SweepSpec EightSpec(int iterations = 5) {
-  v1::SweepSpec spec;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
-      R"pb(
-        workload {
-          model_preset: "tiny"
-          batch_sizes: 1
-          context_lengths: 64
-          region: MOE_LAYER
-        }
-        space {
-          moe_backends: "cpu_reference"
-          moe_backends: "cpu_blocked"
-          tiles { block_n: 4 block_k: 64 }
-          tp: 1
-          tp: 2
-          ep: 1
-          ep: 2
-        }
-        strategy { kind: TPE initial_random: 3 }
-      )pb",
-      &spec));
+  v1::SweepSpec spec = TinyLayerSpec(R"pb(
+    space {
+      moe_backends: "cpu_reference"
+      moe_backends: "cpu_blocked"
+      tiles { block_n: 4 block_k: 64 }
+      tp: 1
+      tp: 2
+      ep: 1
+      ep: 2
+    }
+    strategy { kind: TPE initial_random: 3 }
+  )pb");
   spec.mutable_measurement()->set_iterations(iterations);
   return spec;
 }
