@@ -8,16 +8,14 @@
 #include "kernels/reference/moe_reference.h"
 #include "kernels/reference/ops.h"
 #include "kernels/weight_gen.h"
+#include "tests/kernels/step_spec_util.h"
 
 namespace moetune::ref {
 namespace {
 
 StepSpec TinySpec(int context) {
-  StepSpec spec;
-  spec.config = *model::PresetByName("tiny");
-  spec.layers = spec.config.num_layers;
+  StepSpec spec = testing::PresetSpec("tiny", 3);
   spec.context = context;
-  spec.seed = 3;
   return spec;
 }
 

@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "kernels/backend_catalog.h"
 #include "kernels/reference/moe_reference.h"
+#include "tests/kernels/step_spec_util.h"
 
 namespace moetune::cpu {
 namespace {
@@ -16,11 +17,8 @@ using ref::StepSpec;
 
 StepSpec Spec(const char* preset, int batch,
               RoutingSpec::Kind kind = RoutingSpec::Kind::kUniform) {
-  StepSpec spec;
-  spec.config = *model::PresetByName(preset);
-  spec.layers = spec.config.num_layers;
+  StepSpec spec = ref::testing::PresetSpec(preset, 9);
   spec.batch = batch;
-  spec.seed = 9;
   spec.routing.kind = kind;
   spec.routing.skew = 1.2;
   return spec;

@@ -6,18 +6,16 @@
 
 #include "gtest/gtest.h"
 #include "kernels/reference/moe_reference.h"
+#include "tests/kernels/step_spec_util.h"
 
 namespace moetune::ref {
 namespace {
 
 // 40 past tokens > index_topk 16, so the indexer really drops tokens.
 StepSpec TinySpec(int batch, int context = 40) {
-  StepSpec spec;
-  spec.config = *model::PresetByName("tiny");
-  spec.layers = spec.config.num_layers;
+  StepSpec spec = testing::PresetSpec("tiny", 21);
   spec.batch = batch;
   spec.context = context;
-  spec.seed = 21;
   return spec;
 }
 

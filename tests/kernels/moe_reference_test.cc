@@ -11,17 +11,15 @@
 #include "kernels/reference/model_weights.h"
 #include "kernels/reference/ops.h"
 #include "kernels/reference/router.h"
+#include "tests/kernels/step_spec_util.h"
 
 namespace moetune::ref {
 namespace {
 
 StepSpec Spec(const char* preset, int batch,
               RoutingSpec::Kind kind = RoutingSpec::Kind::kUniform) {
-  StepSpec spec;
-  spec.config = *model::PresetByName(preset);
-  spec.layers = spec.config.num_layers;
+  StepSpec spec = testing::PresetSpec(preset, 5);
   spec.batch = batch;
-  spec.seed = 5;
   spec.routing.kind = kind;
   spec.routing.skew = 1.5;
   return spec;

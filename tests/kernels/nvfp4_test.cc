@@ -8,16 +8,13 @@
 #include "kernels/reference/model_weights.h"
 #include "kernels/reference/tensors.h"
 #include "kernels/weight_gen.h"
+#include "tests/kernels/step_spec_util.h"
 
 namespace moetune::ref {
 namespace {
 
 ref::StepSpec Spec(const char* preset) {
-  StepSpec spec;
-  spec.config = *model::PresetByName(preset);
-  spec.layers = spec.config.num_layers;
-  spec.seed = 42;
-  return spec;
+  return testing::PresetSpec(preset, 42);
 }
 
 TEST(Nvfp4FormatTest, E2M1TableByHand) {

@@ -7,16 +7,14 @@
 #include "gtest/gtest.h"
 #include "kernels/reference/moe_reference.h"
 #include "kernels/weight_gen.h"
+#include "tests/kernels/step_spec_util.h"
 
 namespace moetune::ref {
 namespace {
 
 StepSpec TinySpec(RoutingSpec::Kind kind = RoutingSpec::Kind::kUniform) {
-  StepSpec spec;
-  spec.config = *model::PresetByName("tiny");
-  spec.layers = spec.config.num_layers;
+  StepSpec spec = testing::PresetSpec("tiny", 11);
   spec.batch = 16;
-  spec.seed = 11;
   spec.routing.kind = kind;
   return spec;
 }
