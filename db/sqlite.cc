@@ -184,7 +184,7 @@ absl::Status Connection::Exec(std::string_view sql) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> Connection::QueryInt64(std::string_view sql) {
+absl::StatusOr<Statement> Connection::FirstRow(std::string_view sql) {
   absl::StatusOr<Statement> stmt = Prepare(sql);
   if (!stmt.ok()) return stmt.status();
   absl::StatusOr<bool> row = stmt->Step();
@@ -193,18 +193,18 @@ absl::StatusOr<int64_t> Connection::QueryInt64(std::string_view sql) {
     return absl::InternalError(
         absl::StrCat("query returned no row: ", AsAbsl(sql)));
   }
+  return stmt;
+}
+
+absl::StatusOr<int64_t> Connection::QueryInt64(std::string_view sql) {
+  absl::StatusOr<Statement> stmt = FirstRow(sql);
+  if (!stmt.ok()) return stmt.status();
   return stmt->Int64(0);
 }
 
 absl::StatusOr<std::string> Connection::QueryText(std::string_view sql) {
-  absl::StatusOr<Statement> stmt = Prepare(sql);
+  absl::StatusOr<Statement> stmt = FirstRow(sql);
   if (!stmt.ok()) return stmt.status();
-  absl::StatusOr<bool> row = stmt->Step();
-  if (!row.ok()) return row.status();
-  if (!*row) {
-    return absl::InternalError(
-        absl::StrCat("query returned no row: ", AsAbsl(sql)));
-  }
   return stmt->Text(0);
 }
 

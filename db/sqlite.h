@@ -135,6 +135,8 @@ class Connection {
     void operator()(sqlite3* db) const;
   };
   explicit Connection(sqlite3* db) : db_(db) {}
+  // The query prepared and stepped to its first row (an error if none).
+  absl::StatusOr<Statement> FirstRow(std::string_view sql);
   // Consumes the injected fault if `sql` matches it.
   absl::Status CheckInjectedFault(std::string_view sql);
 

@@ -45,6 +45,17 @@ absl::Status CheckNonEmpty(const std::string& value, std::string_view field) {
       absl::string_view(field.data(), field.size()), " must not be empty"));
 }
 
+// Trials about to be inserted: present, each with its workload hash.
+absl::Status CheckTrialsToInsert(const std::vector<v1::Trial>* trials) {
+  if (trials == nullptr) return absl::InvalidArgumentError("trials is null");
+  for (size_t i = 0; i < trials->size(); ++i) {
+    RETURN_IF_ERROR(
+        CheckNonEmpty((*trials)[i].workload_hash(),
+                      absl::StrCat("trials[", i, "].workload_hash")));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckTrialStateFilter(int state, std::string_view field) {
   if (v1::TrialState_IsValid(state) && state != v1::TRIAL_STATE_UNSPECIFIED) {
     return absl::OkStatus();
@@ -507,12 +518,7 @@ absl::StatusOr<std::vector<v1::BackendProbe>> Store::LatestProbes(
 absl::StatusOr<int64_t> Store::CreateSweep(const v1::SweepSpec& spec,
                                            std::vector<v1::Trial>* trials,
                                            int64_t now_ms) {
-  if (trials == nullptr) return absl::InvalidArgumentError("trials is null");
-  for (size_t i = 0; i < trials->size(); ++i) {
-    RETURN_IF_ERROR(
-        CheckNonEmpty((*trials)[i].workload_hash(),
-                      absl::StrCat("trials[", i, "].workload_hash")));
-  }
+  RETURN_IF_ERROR(CheckTrialsToInsert(trials));
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(conn_));
   RETURN_IF_ERROR(conn_.Execute(
@@ -529,12 +535,7 @@ absl::StatusOr<int64_t> Store::CreateSweep(const v1::SweepSpec& spec,
 
 absl::Status Store::AddTrials(int64_t sweep_id, std::vector<v1::Trial>* trials,
                               int64_t now_ms) {
-  if (trials == nullptr) return absl::InvalidArgumentError("trials is null");
-  for (size_t i = 0; i < trials->size(); ++i) {
-    RETURN_IF_ERROR(
-        CheckNonEmpty((*trials)[i].workload_hash(),
-                      absl::StrCat("trials[", i, "].workload_hash")));
-  }
+  RETURN_IF_ERROR(CheckTrialsToInsert(trials));
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(conn_));
   ASSIGN_OR_RETURN(std::vector<v1::Sweep> sweeps,
