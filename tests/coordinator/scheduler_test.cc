@@ -47,11 +47,14 @@ class SchedulerTest : public ::testing::Test {
         store_.get(), registry_.get(), &clock_,
         SchedulerOptions{1000, 100, /*unavailable_grace_ms=*/0});
   }
-  std::string RegisterCpuWorker(const std::string& name) {
+  // On `scheduler`, or the fixture's when null.
+  std::string RegisterCpuWorker(const std::string& name,
+                                Scheduler* scheduler = nullptr) {
     v1::RegisterWorkerRequest request;
     request.set_name(name);
     *request.mutable_probe() = CpuWorkerProbe();
-    return scheduler_->RegisterWorker(request)->worker_id();
+    Scheduler* on = scheduler != nullptr ? scheduler : scheduler_.get();
+    return on->RegisterWorker(request)->worker_id();
   }
   v1::Sweep Sweep(int64_t id) { return *store_->GetSweep(id); }
 
@@ -104,10 +107,7 @@ TEST_F(SchedulerTest, BackendNoLiveWorkerHasIsUnavailableWithTheReason) {
 TEST_F(SchedulerTest, AGraceLetsALateWorkerClaimItsBackend) {
   Scheduler patient(store_.get(), registry_.get(), &clock_,
                     SchedulerOptions{1000, 100, /*unavailable_grace_ms=*/500});
-  v1::RegisterWorkerRequest cpu_request;
-  cpu_request.set_name("host:cpu");
-  *cpu_request.mutable_probe() = CpuWorkerProbe();
-  const std::string cpu = patient.RegisterWorker(cpu_request)->worker_id();
+  const std::string cpu = RegisterCpuWorker("host:cpu", &patient);
   ASSERT_TRUE(patient.Submit(Spec({"fused_gemv"})).ok());
   EXPECT_FALSE(patient.Acquire(cpu)->granted());
   const v1::Trial waiting = store_->QueryTrials(v1::TrialFilter())->front();
@@ -125,10 +125,7 @@ TEST_F(SchedulerTest, AGraceLetsALateWorkerClaimItsBackend) {
 TEST_F(SchedulerTest, AfterTheGraceNoLiveWorkerMeansUnavailable) {
   Scheduler patient(store_.get(), registry_.get(), &clock_,
                     SchedulerOptions{1000, 100, /*unavailable_grace_ms=*/500});
-  v1::RegisterWorkerRequest cpu_request;
-  cpu_request.set_name("host:cpu");
-  *cpu_request.mutable_probe() = CpuWorkerProbe();
-  const std::string cpu = patient.RegisterWorker(cpu_request)->worker_id();
+  const std::string cpu = RegisterCpuWorker("host:cpu", &patient);
   ASSERT_TRUE(patient.Submit(Spec({"fused_gemv"})).ok());
   ASSERT_TRUE(patient.MarkUnavailableTrials().ok());
   EXPECT_EQ(store_->QueryTrials(v1::TrialFilter())->front().state(),
