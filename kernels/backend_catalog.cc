@@ -28,6 +28,15 @@ std::vector<BackendInfo> MakeCatalog() {
        "expert-batched fused NVFP4 dequant-GEMV",
        {MOETUNE_FUSED_GEMV_TILES(MOETUNE_TILE_ENTRY)},
        false},
+      {"fused_gemv_fp8",
+       BackendKind::kCudaSm90,
+       "fused_gemv for one token on FP8 tensor cores: weights decoded to "
+       "E4M3, activations split into hi + lo E4M3",
+       {MOETUNE_FUSED_GEMV_FP8_TILES(MOETUNE_TILE_ENTRY)},
+       false,
+       /*graph_capturable=*/true,
+       /*max_batch=*/1,
+       /*whole_k_steps=*/true},
       {"grouped_mma",
        BackendKind::kCudaSm90,
        "token-permuted grouped GEMM on tensor cores",
@@ -88,6 +97,10 @@ std::string TileMisfit(const BackendInfo& backend, const Tile& tile, int hidden,
   }
   if ((2 * inter_slice) % tile.block_n != 0 || hidden % tile.block_n != 0) {
     return "block_n " + std::to_string(tile.block_n) + " must divide " + dims;
+  }
+  if (backend.whole_k_steps &&
+      (hidden % tile.block_k != 0 || inter_slice % tile.block_k != 0)) {
+    return "block_k " + std::to_string(tile.block_k) + " must divide " + dims;
   }
   return "";
 }

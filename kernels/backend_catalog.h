@@ -14,6 +14,7 @@
 // output rows per thread block; block_k: reduction elements per step.
 #define MOETUNE_CPU_BLOCKED_TILES(X) X(4, 64) X(8, 128) X(16, 256) X(32, 512)
 #define MOETUNE_FUSED_GEMV_TILES(X) X(16, 256) X(16, 512) X(32, 256)
+#define MOETUNE_FUSED_GEMV_FP8_TILES(X) X(32, 256) X(32, 128) X(32, 512) X(64, 256)
 #define MOETUNE_GROUPED_MMA_TILES(X) X(64, 64) X(128, 64) X(64, 128)
 
 namespace moetune {
@@ -36,6 +37,12 @@ struct BackendInfo {
   bool supports_decode_step;
   // Whether its timed region can be captured in a CUDA graph.
   bool graph_capturable = true;
+  // The largest decode batch it runs (0: no limit); larger batches are not
+  // in a sweep's space for it.
+  int max_batch = 0;
+  // Its kernels walk K in whole block_k steps: block_k must divide hidden
+  // and moe_intermediate / tp.
+  bool whole_k_steps = false;
 };
 
 // Every backend the code knows, available here or not.

@@ -189,6 +189,14 @@ std::vector<v1::TrialConfig> ExpandConfigs(const v1::SearchSpace& space,
   return configs;
 }
 
+// A backend with a batch limit (fused_gemv_fp8: one token) has no points
+// at larger batches.
+bool RunsBatch(const v1::TrialConfig& config, int batch) {
+  const BackendInfo* backend = FindBackend(config.moe_backend());
+  return backend == nullptr || backend->max_batch == 0 ||
+         batch <= backend->max_batch;
+}
+
 v1::Workload MakeWorkload(const v1::WorkloadSpace& space, int batch,
                           int context) {
   v1::Workload workload;
@@ -219,6 +227,7 @@ absl::StatusOr<std::vector<v1::Trial>> ExpandSweep(const v1::SweepSpec& raw) {
           MakeWorkload(spec.workload(), batch, context);
       const std::string hash = WorkloadHash(workload);
       for (const v1::TrialConfig& config : configs) {
+        if (!RunsBatch(config, batch)) continue;
         if (trials.size() >= cap) return trials;
         v1::Trial& trial = trials.emplace_back();
         *trial.mutable_workload() = workload;

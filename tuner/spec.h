@@ -89,6 +89,8 @@ std::string WorkloadHash(const v1::Workload& workload);
 //                     nowhere leaves its backend without points
 //           x cuda_graph  GPU backends whose region can be captured: the
 //                         list; CPU backends and dequant_cublas: false once.
+//   a config whose backend has a max_batch below the workload's batch is left
+//   out of that workload (fused_gemv_fp8 runs batch 1 only).
 // The grid may come out empty; the coordinator rejects such a spec.
 // Each trial: workload (canonical), config, measurement, workload_hash,
 // state QUEUED; trial_id / sweep_id are left 0 for the coordinator.

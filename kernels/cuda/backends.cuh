@@ -24,9 +24,12 @@ struct BackendOps {
   size_t (*workspace_bytes)(const LayerArgs& args);
   GpuStatus (*launch)(const LayerArgs& args, void* workspace,
                       cudaStream_t stream);
+  // The bit layout its expert kernels read the weights in.
+  WeightLayout weight_layout = WeightLayout::kFp16Bits;
 };
 
 const BackendOps& FusedGemvOps();
+const BackendOps& FusedGemvFp8Ops();
 const BackendOps& GroupedMmaOps();
 const BackendOps& DequantCublasOps();
 // nullptr when `name` is not a GPU MoE backend built into this library.

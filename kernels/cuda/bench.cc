@@ -4,7 +4,7 @@
 // the formula. Exits 1 on any wrong result, 2 on a setup failure.
 //
 //   moetune-kernel-bench [--batches=1,8,32] [--iterations=20] [--warmup=3]
-//       [--backends=dequant_cublas,fused_gemv,grouped_mma]
+//       [--backends=dequant_cublas,fused_gemv,fused_gemv_fp8,grouped_mma]
 //       [--graph=both|on|off]
 //       [--tiles=16x256,...] [--pdl=on|off] [--tiny] [--seed=N] [--layer=L]
 //       [--device=D] [--cpu-threads=N] [--no-cpu-check]
@@ -36,7 +36,7 @@ constexpr double kTrustedTolerance = 1e-3;
 struct Flags {
   std::vector<int> batches = {1, 8, 32};
   std::vector<std::string> backends = {"dequant_cublas", "fused_gemv",
-                                       "grouped_mma"};
+                                       "fused_gemv_fp8", "grouped_mma"};
   int iterations = 20, warmup = 3, device = 0, layer = 3;
   int cpu_threads =
       static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -360,7 +360,12 @@ int Main(int argc, char** argv) {
     if (f.cpu_check && !CheckTrusted(f, p, ref)) ++totals.wrong_configs;
     if (!header) PrintHeader();
     header = true;
-    for (const Config& c : Configs(f)) RunConfig(f, p, c, bw, ref, &totals);
+    for (const Config& c : Configs(f)) {
+      const BackendInfo* info = FindBackend(c.backend);
+      if (info != nullptr && info->max_batch > 0 && batch > info->max_batch)
+        continue;  // fused_gemv_fp8: batch 1 only
+      RunConfig(f, p, c, bw, ref, &totals);
+    }
   }
   std::printf("summary: %d wrong, %d CUDA errors\n", totals.wrong_configs,
               totals.errors);

@@ -27,6 +27,10 @@ struct Geometry {
 };
 Geometry MakeGeometry(const MoeProblem& problem);
 
+// Where each element's bits sit inside a tiled word: tiled_nvfp4.h (decoded
+// to fp16) or tiled_e4m3.h (decoded to FP8 E4M3).
+enum class WeightLayout { kFp16Bits, kE4m3Bits };
+
 // One weight matrix type (gate_up or down) of every local expert, the shared
 // one last (index num_local), in the tiled layout (tiled_nvfp4.h).
 struct MatrixView {
@@ -59,6 +63,14 @@ struct RunBuffers {
   int* gu_counters = nullptr;   // [max_slots][inter_local / 8]
   __half* h = nullptr;          // [max_positions][inter_local]
   float* y = nullptr;           // [batch][hidden], the output
+  // fused_gemv_fp8's activations (act_fp8.cuh): the input's and h's blocks
+  // of 16 as hi + lo E4M3 bytes and their inverse scales, and 16 zero bytes
+  // for the lanes whose mma columns hold no activations.
+  uint8_t* x_fp8 = nullptr;     // [batch][hidden / 16][32]
+  float* x_fp8_inv = nullptr;   // [batch][hidden / 16]
+  uint8_t* h_fp8 = nullptr;     // [max_positions][inter_local / 16][32]
+  float* h_fp8_inv = nullptr;   // [max_positions][inter_local / 16]
+  const uint8_t* zero16 = nullptr;
   // kTimelineSlots %globaltimer stamps (ns), written only by a
   // -DMOETUNE_TIMELINE build (see below).
   unsigned long long* timeline = nullptr;
@@ -113,6 +125,8 @@ struct LayerArgs {
   int device = 0;
   int sm_count = 0;
   void* cublas = nullptr;  // cublasHandle_t of the runner's context
+  // The router also writes the input as FP8 hi + lo blocks (x_fp8).
+  bool router_writes_x_fp8 = false;
 };
 
 }  // namespace moetune::gpu

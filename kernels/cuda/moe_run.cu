@@ -142,8 +142,7 @@ GpuStatus ResolveBackend(const MoeRunOptions& o, const BackendOps** ops) {
   if (info == nullptr || info->kind == BackendKind::kCpu) {
     return Bad("options.backend: '" + o.backend +
                "' is not a GPU backend; allowed: dequant_cublas, fused_gemv, "
-               "grouped_mma, "
-               "native_fp4");
+               "fused_gemv_fp8, grouped_mma, native_fp4");
   }
   const BackendAvailability a = ProbeMoeBackend(o.backend, o.device);
   if (!a.available)
@@ -208,6 +207,7 @@ GpuStatus AllocRun(const MoeProblem& p, LayerArgs* a, const BackendOps& ops,
   RunBuffers& b = a->buf;
   uint16_t* x_bf16 = nullptr;
   float* bias = nullptr;
+  uint8_t* zero16 = nullptr;
   auto carve = [&](Carver& c) {
     x_bf16 = c.Take<uint16_t>(bh);
     bias = c.Take<float>(g.experts);
@@ -228,6 +228,11 @@ GpuStatus AllocRun(const MoeProblem& p, LayerArgs* a, const BackendOps& ops,
     b.gu_counters = c.Take<int>(s * (il / 8 + 1));
     b.h = c.Take<__half>(pos * il);
     b.y = c.Take<float>(bh);
+    b.x_fp8 = c.Take<uint8_t>(bh * 2);
+    b.x_fp8_inv = c.Take<float>(bh / 16);
+    b.h_fp8 = c.Take<uint8_t>(pos * il * 2);
+    b.h_fp8_inv = c.Take<float>(pos * il / 16);
+    zero16 = c.Take<uint8_t>(16);
     b.timeline = c.Take<unsigned long long>(kTimelineWords);
     st->x_float = c.Take<float>(bh);
     st->y_ref = c.Take<float>(bh);
@@ -239,6 +244,7 @@ GpuStatus AllocRun(const MoeProblem& p, LayerArgs* a, const BackendOps& ops,
   carve(c);
   b.x_bf16 = x_bf16;
   b.bias = bias;
+  b.zero16 = zero16;  // zero, as every byte of the allocation
   MG_RETURN_IF_ERROR(st->workspace.Allocate(ops.workspace_bytes(*a)));
   // Upload: the input rounded to BF16, as bits for the kernels and as floats
   // for the trusted path; the bias as given.
@@ -469,9 +475,12 @@ GpuStatus RunLocked(const MoeProblem& p, const MoeRunOptions& o,
   MG_RETURN_IF_ERROR(PrepareRun(p, o, &ctx, &ops, &geo));
   LayerArgs args = MakeArgs(geo, o, *ops, *ctx);
   MG_RETURN_IF_ERROR(ops->can_implement(args));
-  const WeightKey key{o.device, p.seed, p.layer, p.dims, p.shard};
-  if (!(ctx->weights.key == key))
-    MG_RETURN_IF_ERROR(GenerateWeights(p, o.device, &ctx->weights));
+  const WeightKey key{o.device, p.seed,  p.layer,
+                      p.dims,   p.shard, ops->weight_layout};
+  if (!(ctx->weights.key == key)) {
+    MG_RETURN_IF_ERROR(
+        GenerateWeights(p, o.device, ops->weight_layout, &ctx->weights));
+  }
   args = MakeArgs(geo, o, *ops, *ctx);
   RunState st;
   MG_RETURN_IF_ERROR(AllocRun(p, &args, *ops, &st));

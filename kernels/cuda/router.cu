@@ -3,6 +3,7 @@
 #include <climits>
 #include <cmath>
 
+#include "kernels/cuda/act_fp8.cuh"
 #include "kernels/cuda/router.cuh"
 
 namespace moetune::gpu {
@@ -17,6 +18,7 @@ struct RouterParams {
   int batch, hidden, experts, top_k;
   float scaling;
   int e_lo, e_hi, has_shared, shared_index;
+  int write_x_fp8;
   RunBuffers buf;
 };
 
@@ -48,15 +50,22 @@ __device__ float Dot8(uint4 w, uint4 x) {
   return s;
 }
 
-// The fp16 copy of x and the zeroed output, spread over all blocks.
+// The fp16 copy of x and the zeroed output, spread over all blocks, and
+// for fused_gemv_fp8 x's FP8 hi + lo blocks (one thread a block of 16).
 __device__ void SideWork(const RouterParams& p) {
   const int64_t n = static_cast<int64_t>(p.batch) * p.hidden;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-       i < n; i += stride) {
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  for (int64_t i = first; i < n; i += stride) {
     const uint32_t bits = static_cast<uint32_t>(p.buf.x_bf16[i]) << 16;
     p.buf.x16[i] = __float2half_rn(__uint_as_float(bits));
     p.buf.y[i] = 0.0f;
+  }
+  if (!p.write_x_fp8) return;
+  for (int64_t b = first; b < n / act_fp8::kBlock; b += stride) {
+    act_fp8::SplitBf16Block(p.buf.x_bf16 + b * act_fp8::kBlock,
+                            p.buf.x_fp8 + b * act_fp8::kBlockBytes,
+                            p.buf.x_fp8_inv + b);
   }
 }
 
@@ -350,6 +359,7 @@ GpuStatus LaunchRouter(const LayerArgs& args, cudaStream_t stream) {
   p.e_hi = g.e_hi;
   p.has_shared = g.has_shared;
   p.shared_index = g.num_local;
+  p.write_x_fp8 = args.router_writes_x_fp8 ? 1 : 0;
   p.buf = args.buf;
   RouterKernel<<<g.experts, kThreads, 0, stream>>>(p);
   MG_CHECK_LAUNCH();

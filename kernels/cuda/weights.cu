@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "kernels/cuda/tiled_e4m3.h"
 #include "kernels/cuda/tiled_nvfp4.h"
 #include "kernels/cuda/weights.cuh"
 #include "kernels/weight_gen.h"
@@ -18,6 +19,7 @@ struct GenArgs {
   uint64_t seed;
   uint32_t layer;
   int e_base, num_local;
+  WeightLayout layout;
 };
 
 // The hash row of row `m` of row tile `rt`: gate_up tiles hold gate rows
@@ -51,13 +53,22 @@ __global__ void GenerateTiledKernel(GenArgs a) {
   const int col_base = (a.gate_up ? 0 : a.tp_offset) + kc * tiled::kChunkK;
   uint32_t words[4] = {0, 0, 0, 0};
   for (int j = 0; j < 4; ++j) {
+    // Four (row, even column) pairs a word; one code byte holds each pair.
     for (int r = 0; r < 4; ++r) {
-      const int64_t row = HashRow(a, rt, tiled::ElementRow(g, r));
-      const int col = col_base + tiled::ElementCol(c, j, r, 0);  // even
+      const bool e4m3 = a.layout == WeightLayout::kE4m3Bits;
+      const int row_in_tile = e4m3 ? g + 8 * (r & 1) : tiled::ElementRow(g, r);
+      const int col = col_base + (e4m3 ? 16 * c + 4 * j + 2 * (r >> 1)
+                                       : tiled::ElementCol(c, j, r, 0));
+      const int64_t row = HashRow(a, rt, row_in_tile);
       const uint8_t byte = weights::Nvfp4CodeByte(
           a.seed, a.layer, tensor, row * (a.k_full / 2) + col / 2);
-      words[j] |= tiled::PlaceCode(byte & 15u, r, 0) |
-                  tiled::PlaceCode(byte >> 4, r, 1);
+      if (e4m3) {
+        words[j] |= tiled_e4m3::PlaceCode(byte & 15u, r & 1, 2 * (r >> 1)) |
+                    tiled_e4m3::PlaceCode(byte >> 4, r & 1, 2 * (r >> 1) + 1);
+      } else {
+        words[j] |= tiled::PlaceCode(byte & 15u, r, 0) |
+                    tiled::PlaceCode(byte >> 4, r, 1);
+      }
     }
   }
   uint8_t* codes = a.codes + slot * a.code_stride +
@@ -108,7 +119,7 @@ GpuStatus AllocMatrix(const Geometry& geo, bool gate_up, WeightSet* set) {
 }
 
 GpuStatus LaunchGenerate(const MoeProblem& p, const Geometry& geo, bool gate_up,
-                         WeightSet* set) {
+                         WeightLayout layout, WeightSet* set) {
   const MatrixView& v = gate_up ? set->gate_up : set->down;
   GenArgs a{};
   a.codes = gate_up ? set->gu_codes.as<uint8_t>() : set->d_codes.as<uint8_t>();
@@ -128,6 +139,7 @@ GpuStatus LaunchGenerate(const MoeProblem& p, const Geometry& geo, bool gate_up,
   a.layer = static_cast<uint32_t>(p.layer);
   a.e_base = geo.e_lo;
   a.num_local = geo.num_local;
+  a.layout = layout;
   const int64_t threads = static_cast<int64_t>(a.row_tiles) * a.chunks * 32;
   const dim3 grid(static_cast<unsigned>((threads + 255) / 256),
                   static_cast<unsigned>(geo.num_local + geo.has_shared));
@@ -144,11 +156,12 @@ bool WeightKey::operator==(const WeightKey& o) const {
          dims.hidden == o.dims.hidden && dims.moe_inter == o.dims.moe_inter &&
          dims.num_experts == o.dims.num_experts &&
          dims.num_shared == o.dims.num_shared && shard.tp == o.shard.tp &&
-         shard.ep == o.shard.ep && shard.rank == o.shard.rank;
+         shard.ep == o.shard.ep && shard.rank == o.shard.rank &&
+         layout == o.layout;
 }
 
 GpuStatus GenerateWeights(const MoeProblem& problem, int device,
-                          WeightSet* set) {
+                          WeightLayout layout, WeightSet* set) {
   const Geometry geo = MakeGeometry(problem);
   set->key = WeightKey{};  // invalid until complete
   const int64_t router_count = static_cast<int64_t>(geo.experts) * geo.hidden;
@@ -161,10 +174,11 @@ GpuStatus GenerateWeights(const MoeProblem& problem, int device,
   MG_CHECK_LAUNCH();
   for (const bool gate_up : {true, false}) {
     MG_RETURN_IF_ERROR(AllocMatrix(geo, gate_up, set));
-    MG_RETURN_IF_ERROR(LaunchGenerate(problem, geo, gate_up, set));
+    MG_RETURN_IF_ERROR(LaunchGenerate(problem, geo, gate_up, layout, set));
   }
   MG_CUDA(cudaDeviceSynchronize());
-  set->key = {device, problem.seed, problem.layer, problem.dims, problem.shard};
+  set->key = {device,        problem.seed,  problem.layer,
+              problem.dims,  problem.shard, layout};
   return OkStatus();
 }
 

@@ -164,8 +164,9 @@ TEST(MoeGpuTest, EveryBackendTileAndGraphModeMatchesTheTrustedPath) {
     const MoeRunResult ref = RunMoeLayer(p, ro);
     ASSERT_EQ(ref.status, RunStatus::kOk) << ref.message;
     for (const std::string name :
-         {"dequant_cublas", "fused_gemv", "grouped_mma"}) {
-      std::vector<Tile> tiles = FindBackend(name)->tiles;
+         {"dequant_cublas", "fused_gemv", "fused_gemv_fp8", "grouped_mma"}) {
+      const BackendInfo& info = *FindBackend(name);
+      std::vector<Tile> tiles = info.tiles;
       if (tiles.empty()) tiles.push_back({0, 0});
       for (const Tile& t : tiles) {
         for (const bool graph : {false, true}) {
@@ -174,8 +175,15 @@ TEST(MoeGpuTest, EveryBackendTileAndGraphModeMatchesTheTrustedPath) {
                        " batch " + std::to_string(batch));
           const MoeRunResult r =
               RunMoeLayer(p, Options(name, t.block_n, t.block_k, graph));
-          if (name == "dequant_cublas" && graph) {
-            EXPECT_EQ(r.status, RunStatus::kCannotImplement);
+          // Out of a backend's reach: no graph capture (dequant_cublas), a
+          // batch limit or a K it does not walk in whole steps
+          // (fused_gemv_fp8 on these dims: only 32x128).
+          const bool out_of_reach =
+              (!info.graph_capturable && graph) ||
+              (info.max_batch > 0 && batch > info.max_batch) ||
+              !TileMisfit(info, t, p.dims.hidden, p.dims.moe_inter).empty();
+          if (out_of_reach) {
+            EXPECT_EQ(r.status, RunStatus::kCannotImplement) << r.message;
             continue;
           }
           ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
@@ -226,6 +234,12 @@ TEST(MoeGpuTest, UnsupportedRequestsSayWhy) {
   r = RunMoeLayer(Small(65, 3), Options("fused_gemv"));
   EXPECT_EQ(r.status, RunStatus::kCannotImplement);
   EXPECT_THAT(r.message, HasSubstr("at most 64 tokens"));
+  r = RunMoeLayer(p, Options("fused_gemv_fp8", 32, 128));
+  EXPECT_EQ(r.status, RunStatus::kCannotImplement);
+  EXPECT_THAT(r.message, HasSubstr("one token"));
+  r = RunMoeLayer(Small(1, 3), Options("fused_gemv_fp8", 32, 256));
+  EXPECT_EQ(r.status, RunStatus::kCannotImplement);
+  EXPECT_THAT(r.message, HasSubstr("block_k must divide"));
   r = RunMoeLayer(p, Options("native_fp4"));
   EXPECT_EQ(r.status, RunStatus::kUnavailable);
   EXPECT_THAT(r.message, HasSubstr("sm_100"));

@@ -250,6 +250,42 @@ TEST(ExpandSweepTest, ConditionalTiles) {
                                      Row{"fused_gemv", "16x512", 1, 1, false}));
 }
 
+// fused_gemv_fp8 runs one token: it has points at batch 1 only, and a tile
+// whose block_k does not divide both K (hidden 6144, slice 2048 / tp) is out.
+TEST(ExpandSweepTest, BatchLimitedBackendOnlyAtItsBatches) {
+  const v1::SweepSpec spec = Parse(R"pb(
+    workload {
+      model_preset: "glm5"
+      batch_sizes: 1
+      batch_sizes: 8
+      context_lengths: 256
+      region: MOE_LAYER
+    }
+    space {
+      moe_backends: "fused_gemv"
+      moe_backends: "fused_gemv_fp8"
+      tiles { block_n: 32 block_k: 512 }
+      tp: 1
+      tp: 8
+    }
+  )pb");
+  const std::vector<v1::Trial> trials = Expand(spec);
+  std::vector<std::tuple<int, std::string, int>> got;
+  for (const v1::Trial& t : trials) {
+    got.emplace_back(t.workload().batch_size(), t.config().moe_backend(),
+                     t.config().tp());
+  }
+  // fused_gemv has no 32x512 and keeps its default 16x256 (ragged K is
+  // fine for it); fused_gemv_fp8's 32x512 fits tp 1 only (tp 8: slice 256,
+  // which 512 does not divide).
+  EXPECT_THAT(got, ::testing::ElementsAre(
+                       std::make_tuple(1, "fused_gemv", 1),
+                       std::make_tuple(1, "fused_gemv", 8),
+                       std::make_tuple(1, "fused_gemv_fp8", 1),
+                       std::make_tuple(8, "fused_gemv", 1),
+                       std::make_tuple(8, "fused_gemv", 8)));
+}
+
 TEST(ExpandSweepTest, DefaultTileWhenNoneListedForTheBackend) {
   v1::SweepSpec spec = Parse(R"pb(
     workload {
