@@ -14,7 +14,8 @@
 // output rows per thread block; block_k: reduction elements per step.
 #define MOETUNE_CPU_BLOCKED_TILES(X) X(4, 64) X(8, 128) X(16, 256) X(32, 512)
 #define MOETUNE_FUSED_GEMV_TILES(X) X(16, 256) X(16, 512) X(32, 256)
-#define MOETUNE_FUSED_GEMV_FP8_TILES(X) X(32, 256) X(32, 128) X(32, 512) X(64, 256)
+#define MOETUNE_FUSED_GEMV_FP8_TILES(X) \
+  X(128, 256) X(128, 128) X(128, 512) X(256, 256)
 #define MOETUNE_GROUPED_MMA_TILES(X) X(64, 64) X(128, 64) X(64, 128)
 
 namespace moetune {

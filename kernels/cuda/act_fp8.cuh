@@ -1,11 +1,18 @@
-// Activations as fused_gemv_fp8's FP8 mma reads them: each block of 16
+// Activations as fused_gemv_fp8's FP8 wgmma reads them: each block of 16
 // consecutive values of a row (a token's input, or a position's h) is scaled
 // by a power of two that puts its largest magnitude in [128, 256), then split
 // into hi = E4M3(v) and lo = E4M3(v - hi): hi + lo keeps ~8 significant bits
 // (BF16's precision), where E4M3 alone keeps 4. The inverse scale is kept
 // per block and multiplied into the accumulator with the weight block scale.
-// Buffer layout: bytes [row][block][hi 16 | lo 16], floats [row][block].
-// Device functions only; thread-safe.
+//
+// The bytes are stored as the wgmma's B operand (K-major, no swizzle), 512
+// per 64-K chunk, zero where no value goes: k32 step m (0, 1) at 256 m; its
+// two core matrices (K 0-15 and 16-31 of the step) at +0 and +128; in each,
+// row n (16 bytes) is mma column n = half n % 2 (hi, lo) of block n / 2 of
+// the chunk, nonzero only in bytes 4 (n / 2) .. + 3, which pair with lane
+// c = n / 2's weights (tiled_e4m3.h): value 8m + 4 cm + b of the block at
+// core matrix cm, byte 4 (n / 2) + b. The inverse scales: floats
+// [row][block].
 #pragma once
 
 #include <cuda_fp16.h>
@@ -15,7 +22,16 @@
 namespace moetune::gpu::act_fp8 {
 
 inline constexpr int kBlock = 16;
-inline constexpr int kBlockBytes = 32;  // hi and lo
+inline constexpr int kChunkBytes = 512;  // B bytes of 64 K (4 blocks)
+inline constexpr int kBytesPerValue = kChunkBytes / 64;
+
+// Byte offset, in a row's B bytes, of value `col` (0..15) of half `half` of
+// block `block`.
+__device__ __forceinline__ int BOffset(int block, int half, int col) {
+  const int cb = block % 4;
+  return (block / 4) * kChunkBytes + (col / 8) * 256 + ((col % 8) / 4) * 128 +
+         (2 * cb + half) * 16 + 4 * cb + col % 4;
+}
 
 // The power of two for a block whose largest magnitude is `amax`, and its
 // inverse: amax * scale in [128, 256) (E4M3 reaches 448), clamped so that
@@ -69,9 +85,9 @@ __device__ __forceinline__ void SplitBlock(const float (&v)[kBlock], uint4* hi,
                    l[6] | l[7] << 16);
 }
 
-// Block `block` of BF16 row data (16 values at `src`) -> `dst` (32 bytes,
-// 16-byte aligned) and `inv`.
-__device__ __forceinline__ void SplitBf16Block(const uint16_t* src,
+// Block `block` of a BF16 row (its 16 values at `src`) -> its B bytes in
+// the row's B bytes `dst` and its inverse scale.
+__device__ __forceinline__ void SplitBf16Block(const uint16_t* src, int block,
                                                uint8_t* dst, float* inv) {
   const uint4 a = *reinterpret_cast<const uint4*>(src);
   const uint4 b = *reinterpret_cast<const uint4*>(src + 8);
@@ -84,8 +100,16 @@ __device__ __forceinline__ void SplitBf16Block(const uint16_t* src,
   }
   uint4 hi, lo;
   SplitBlock(v, &hi, &lo, inv);
-  reinterpret_cast<uint4*>(dst)[0] = hi;
-  reinterpret_cast<uint4*>(dst)[1] = lo;
+  const uint32_t words[2][4] = {{hi.x, hi.y, hi.z, hi.w},
+                                {lo.x, lo.y, lo.z, lo.w}};
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {  // values 4q .. 4q + 3
+      *reinterpret_cast<uint32_t*>(dst + BOffset(block, half, 4 * q)) =
+          words[half][q];
+    }
+  }
 }
 
 }  // namespace moetune::gpu::act_fp8

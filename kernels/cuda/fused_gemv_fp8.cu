@@ -1,25 +1,32 @@
 // fused_gemv_fp8: fused_gemv's schedule (router, ONE stream-K gate_up launch
-// for every active expert, ONE for down) for a single token, with the
-// weights decoded to FP8 E4M3 (tiled_e4m3.h: 5 integer operations per 8
-// weights) and multiplied by mma.m16n8k32 e4m3 x e4m3 -> f32.
+// for every active expert, ONE for down) for a single token on Hopper's FP8
+// tensor cores: the weights decoded to E4M3 in registers (tiled_e4m3.h: 5
+// integer operations per 8 weights) and multiplied by
+// wgmma.m64n8k32.f32.e4m3.e4m3 (A from registers, B from shared memory).
+// mma.sync with e4m3 is no FP8 instruction on sm_90 (it unpacks to fp16 and
+// runs two HMMA.16816: version 13, PERF.md); only wgmma is.
 //
 // Why one token: an NVFP4 block scale belongs to (row, 16 K), and an FP8
-// mma's K of 32 spans all four lanes' blocks of a chunk, so the scale cannot
-// be applied to A as fused_gemv does in fp16. Instead each of the mma's 8
-// columns carries ONE block's activations (hi or lo half, act_fp8.cuh) and
-// zeros elsewhere: column 2c + h = block c's half h, and lane (g, c)'s
-// accumulators are exactly rows g and g + 8 of block c, hi and lo. Two mmas
-// cover a 64-K chunk; then each lane adds hi + lo and multiplies by its
-// block's weight scale (the same scale pair the fp16 layout already gives
+// k32 step spans all four lanes' blocks of a chunk, so the scale cannot be
+// applied to A as fused_gemv does in fp16. Instead each of the 8 columns of
+// B carries ONE block's activations (hi or lo half, act_fp8.cuh) and zeros
+// elsewhere: column 2c + h = block c's half h, and lane (g, c)'s
+// accumulators are exactly rows g and g + 8 of block c, hi and lo. Two k32
+// steps cover a 64-K chunk; then each lane adds hi + lo and multiplies by
+// its block's weight scale (the scale pair the tiled layout already gives
 // lane (g, c)) and the activation block's inverse scale: two FFMA per row
 // per chunk instead of 16 HMUL2. The 8 columns are all used by one token;
-// more tokens would need more mmas, so larger batches stay on fused_gemv.
+// larger batches stay on fused_gemv.
 //
-// Only lanes g = 2c, 2c + 1 hold nonzero B (block c's hi / lo, 16 bytes per
-// chunk, written by the router for x and by gate_up's epilogue for h); the
-// others read 16 zero bytes with stride 0. gate_up waits for the router
-// before streaming (its B is the router's output); down issues its first
-// weight copies before waiting for gate_up, as in fused_gemv.
+// A block is one warpgroup (4 warps); a unit is (slot, row group of the
+// block, K step): warp w streams its own kRT row tiles of the group through
+// its own cp.async ring, the block streams the K step's B bytes (written by
+// the router for x, by gate_up's epilogue for h) into a shared ring, and one
+// barrier a unit makes both visible and the stages reusable. Tile block_n =
+// the block's rows (4 warps x kRT x 16), block_k = K per unit. gate_up waits
+// for the router before streaming (its B is the router's output); down
+// issues its first weight copies before waiting for gate_up, as in
+// fused_gemv.
 #include <string>
 
 #include "kernels/backend_catalog.h"
@@ -34,30 +41,56 @@ namespace {
 
 using namespace mma_detail;
 
-constexpr int kWarps = 4;
-// Ring bytes per warp: 16 warps an SM share ~221 KB of shared memory.
-constexpr int kRingBytesPerWarp = 13824;
+constexpr int kWarps = 4;  // one warpgroup
+constexpr int kBlocksPerSm = 3;
+// Ring bytes per block: kBlocksPerSm blocks an SM share ~221 KB.
+constexpr int kRingBytesPerBlock = 73728;
 
 template <int kRT, int kCPS>
 struct Fp8Stage {
   using S = Stage<kRT, kCPS>;
-  static constexpr int kRaw = kRingBytesPerWarp / S::kBytes;
+  static constexpr int kB = kCPS * act_fp8::kChunkBytes;  // shared B bytes
+  static constexpr int kBytes = kWarps * S::kBytes + kB;
+  static constexpr int kRaw = kRingBytesPerBlock / kBytes;
   static constexpr int kCount = kRaw < 2 ? 2 : kRaw > 8 ? 8 : kRaw;
 };
 
-// The current (slot, row group) and where this lane's B comes from.
+// The current (slot, row group) of this warp and its B row.
 struct Fp8Run : Run<1> {
-  const uint4* b = nullptr;  // this lane's 16 bytes of chunk 0
-  int b_stride = 0;          // uint4 per chunk: 8, or 0 (zero lanes)
-  const float* inv = nullptr;  // block c's inverse scale of chunk 0
+  const uint8_t* b = nullptr;    // the row's B bytes, chunk 0
+  const float* inv = nullptr;    // block c's inverse scale of chunk 0
 };
 
-__device__ __forceinline__ void MmaFp8(float (&d)[4], const uint32_t (&a)[4],
-                                       uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, "
-      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+__device__ __forceinline__ void WgmmaFence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void WgmmaCommit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void WgmmaWaitAll() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+// d = (accumulate ? d : 0) + A (this warp's 16 rows, registers) x B (shared
+// memory, descriptor); the warpgroup's four warps issue it together.
+__device__ __forceinline__ void Wgmma(float (&d)[4], const uint32_t (&a)[4],
+                                      uint64_t desc, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, "
+      "{%4,%5,%6,%7}, %8, p, 1, 1;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate)
+      : "memory");
+}
+// B of one k32 step at shared address `addr`: K-major, no swizzle, core
+// matrices 128 bytes apart along K (leading byte offset), one along N.
+__device__ __forceinline__ uint64_t BDescriptor(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
+         (static_cast<uint64_t>(128 >> 4) << 16) |
+         (static_cast<uint64_t>(256 >> 4) << 32);
+}
+__device__ __forceinline__ void FenceProxyAsync() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
 template <int kRT>
@@ -71,68 +104,86 @@ __device__ void StartFp8Run(const MmaJob& j, const Cursor& u, Fp8Run& run,
   const bool gate_up = j.mode == kModeGateUp;
   // gate_up reads the token's input, down the position's h.
   const int row = gate_up ? __ldg(j.buf.tok_list + run.p0) : run.p0;
-  const int blocks = j.ld_b / act_fp8::kBlock;
-  const int64_t first = static_cast<int64_t>(row) * blocks + lane % 4;
-  const uint8_t* bytes = gate_up ? j.buf.x_fp8 : j.buf.h_fp8;
-  const bool holds_b = lane / 8 == lane % 4;  // g / 2 == c
-  run.b = holds_b ? reinterpret_cast<const uint4*>(bytes) + first * 2 +
-                        (lane / 4) % 2
-                  : reinterpret_cast<const uint4*>(j.buf.zero16);
-  run.b_stride = holds_b ? 8 : 0;
-  run.inv = (gate_up ? j.buf.x_fp8_inv : j.buf.h_fp8_inv) + first;
+  run.b = (gate_up ? j.buf.x_fp8 : j.buf.h_fp8) +
+          static_cast<int64_t>(row) * j.ld_b * act_fp8::kBytesPerValue;
+  run.inv = (gate_up ? j.buf.x_fp8_inv : j.buf.h_fp8_inv) +
+            static_cast<int64_t>(row) * (j.ld_b / act_fp8::kBlock) + lane % 4;
 #pragma unroll
   for (int rt = 0; rt < kRT; ++rt)
     acc[rt][0][0] = acc[rt][0][1] = acc[rt][0][2] = acc[rt][0][3] = 0.0f;
 }
 
-// One unit: kCPS chunks of kRT row tiles. acc[rt][0][0] / [2]: rows g / g + 8
-// of block c (this lane's), summed over the unit's chunks.
+// Chunk q of this warp's kRT row tiles as wgmma A registers: per row tile,
+// k32 step 0 (words 0, 1) and step 1 (words 2, 3).
 template <int kRT, int kCPS>
-__device__ __forceinline__ void ComputeFp8Unit(const uint8_t* stage, int ks,
+__device__ __forceinline__ void DecodeChunk(const uint8_t* stage, int q,
+                                            int lane,
+                                            uint32_t (&a)[kRT][2][4]) {
+#pragma unroll
+  for (int rt = 0; rt < kRT; ++rt) {
+    const uint4 cw = *reinterpret_cast<const uint4*>(
+        stage + (rt * kCPS + q) * tiled::kChunkBytes + lane * 16);
+    tiled_e4m3::DecodeWord(cw.x, &a[rt][0][0], &a[rt][0][1]);
+    tiled_e4m3::DecodeWord(cw.y, &a[rt][0][2], &a[rt][0][3]);
+    tiled_e4m3::DecodeWord(cw.z, &a[rt][1][0], &a[rt][1][1]);
+    tiled_e4m3::DecodeWord(cw.w, &a[rt][1][2], &a[rt][1][3]);
+  }
+}
+
+// One unit of this warp: kCPS chunks of its kRT row tiles against the
+// block's B bytes at shared address `b_addr`. acc[rt][0][0] / [2]: rows
+// g / g + 8 of block c (this lane's), summed over the unit's chunks.
+template <int kRT, int kCPS>
+__device__ __forceinline__ void ComputeFp8Unit(const uint8_t* stage,
+                                               uint32_t b_addr, int ks,
                                                const Fp8Run& run,
                                                float (&acc)[kRT][1][4],
                                                int lane) {
   using S = Stage<kRT, kCPS>;
-  const int kc0 = ks * kCPS;
-  uint4 b[kCPS];
   float inv[kCPS];
 #pragma unroll
-  for (int q = 0; q < kCPS; ++q) {
-    b[q] = __ldg(run.b + (kc0 + q) * run.b_stride);
-    inv[q] = __ldg(run.inv + (kc0 + q) * 4);
-  }
+  for (int q = 0; q < kCPS; ++q) inv[q] = __ldg(run.inv + (ks * kCPS + q) * 4);
+  uint2 sg[kRT][S::kGroups];
 #pragma unroll
   for (int rt = 0; rt < kRT; ++rt) {
-    uint2 sg[S::kGroups];
 #pragma unroll
     for (int gi = 0; gi < S::kGroups; ++gi) {
-      sg[gi] = *reinterpret_cast<const uint2*>(
+      sg[rt][gi] = *reinterpret_cast<const uint2*>(
           stage + S::kCodeBytes +
           (rt * S::kGroups + gi) * tiled::kScaleGroupBytes + lane * 8);
     }
+  }
+  // Chunk q + 1 is decoded while chunk q's wgmmas run.
+  uint32_t a[2][kRT][2][4];
+  DecodeChunk<kRT, kCPS>(stage, 0, lane, a[0]);
 #pragma unroll
-    for (int q = 0; q < kCPS; ++q) {
-      const uint4 cw = *reinterpret_cast<const uint4*>(
-          stage + (rt * kCPS + q) * tiled::kChunkBytes + lane * 16);
-      float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      uint32_t a[4];
-      tiled_e4m3::DecodeWord(cw.x, &a[0], &a[1]);
-      tiled_e4m3::DecodeWord(cw.y, &a[2], &a[3]);
-      MmaFp8(d, a, b[q].x, b[q].y);
-      tiled_e4m3::DecodeWord(cw.z, &a[0], &a[1]);
-      tiled_e4m3::DecodeWord(cw.w, &a[2], &a[3]);
-      MmaFp8(d, a, b[q].z, b[q].w);
-      // Units of < 4 chunks start inside a scale group.
-      const int qs = kCPS < 4 ? (ks * kCPS + q) % 4 : q % 4;
-      const float2 s = act_fp8::FromE4m3x2(ScaleOf(sg[kCPS < 4 ? 0 : q / 4], qs));
-      acc[rt][0][0] = fmaf(d[0] + d[1], s.x * inv[q], acc[rt][0][0]);
-      acc[rt][0][2] = fmaf(d[2] + d[3], s.y * inv[q], acc[rt][0][2]);
+  for (int q = 0; q < kCPS; ++q) {
+    const uint64_t desc = BDescriptor(b_addr + q * act_fp8::kChunkBytes);
+    float d[kRT][4] = {};
+    WgmmaFence();
+#pragma unroll
+    for (int rt = 0; rt < kRT; ++rt) {
+      Wgmma(d[rt], a[q % 2][rt][0], desc, 0);
+      Wgmma(d[rt], a[q % 2][rt][1], desc + (256 >> 4), 1);
+    }
+    WgmmaCommit();
+    if (q + 1 < kCPS)
+      DecodeChunk<kRT, kCPS>(stage, q + 1, lane, a[(q + 1) % 2]);
+    WgmmaWaitAll();
+    // Units of < 4 chunks start inside a scale group.
+    const int qs = kCPS < 4 ? (ks * kCPS + q) % 4 : q % 4;
+#pragma unroll
+    for (int rt = 0; rt < kRT; ++rt) {
+      const float2 s =
+          act_fp8::FromE4m3x2(ScaleOf(sg[rt][kCPS < 4 ? 0 : q / 4], qs));
+      acc[rt][0][0] = fmaf(d[rt][0] + d[rt][1], s.x * inv[q], acc[rt][0][0]);
+      acc[rt][0][2] = fmaf(d[rt][2] + d[rt][3], s.y * inv[q], acc[rt][0][2]);
     }
   }
 }
 
 // h of one token for 2 row tiles (16 intermediate indices: one block) ->
-// its FP8 hi + lo bytes and inverse scale, for down.
+// its B bytes and inverse scale, for down.
 template <int kRT>
 __device__ void GateUpEpilogueFp8(const MmaJob& j, const Fp8Run& run,
                                   const float (&acc)[kRT][1][4], int lane) {
@@ -156,13 +207,13 @@ __device__ void GateUpEpilogueFp8(const MmaJob& j, const Fp8Run& run,
     act_fp8::Split2(h[0] * scale, h[1] * scale, &hi, &lo);
     if (c != 0) continue;  // lanes c = 0 hold token 0's values
     const int block = (run.rg * kRT + rt) / 2;
-    const int64_t at = static_cast<int64_t>(run.p0) * blocks + block;
-    uint8_t* dst = j.buf.h_fp8 + at * act_fp8::kBlockBytes;
-    dst[g] = static_cast<uint8_t>(hi);
-    dst[8 + g] = static_cast<uint8_t>(hi >> 8);
-    dst[16 + g] = static_cast<uint8_t>(lo);
-    dst[24 + g] = static_cast<uint8_t>(lo >> 8);
-    if (g == 0) j.buf.h_fp8_inv[at] = inv;
+    uint8_t* dst = j.buf.h_fp8 + static_cast<int64_t>(run.p0) *
+                                     j.inter_local * act_fp8::kBytesPerValue;
+    dst[act_fp8::BOffset(block, 0, g)] = static_cast<uint8_t>(hi);
+    dst[act_fp8::BOffset(block, 0, 8 + g)] = static_cast<uint8_t>(hi >> 8);
+    dst[act_fp8::BOffset(block, 1, g)] = static_cast<uint8_t>(lo);
+    dst[act_fp8::BOffset(block, 1, 8 + g)] = static_cast<uint8_t>(lo >> 8);
+    if (g == 0) j.buf.h_fp8_inv[static_cast<int64_t>(run.p0) * blocks + block] = inv;
   }
 }
 
@@ -193,68 +244,123 @@ __device__ void FlushFp8(const MmaJob& j, Fp8Run& run, float (&acc)[kRT][1][4],
   }
 }
 
-// One warp's stream-K units through its cp.async ring (fused_gemv's
-// RunUnits without the fp16 paths). kPreWait: the first copies go out
-// before waiting for the previous kernel.
+// The block's B bytes of unit `u` (kCPS chunks of the row `run_b`) into
+// `dst`: 16 bytes a thread.
+template <int kCPS>
+__device__ __forceinline__ void IssueB(const uint8_t* row_b, int ks,
+                                       uint8_t* dst) {
+  constexpr int kPieces = kCPS * act_fp8::kChunkBytes / 16;
+  const uint8_t* src = row_b + ks * kCPS * act_fp8::kChunkBytes;
+#pragma unroll
+  for (int i = threadIdx.x; i < kPieces; i += kWarps * 32)
+    CpAsync16(dst + i * 16, src + i * 16);
+}
+
+// The B bytes (token input or position h) of slot s, for the copies.
+__device__ __forceinline__ const uint8_t* RowB(const MmaJob& j, int s) {
+  const int p0 = __ldcg(j.buf.slot_tok_off + s);
+  const bool gate_up = j.mode == kModeGateUp;
+  const int row = gate_up ? __ldcg(j.buf.tok_list + p0) : p0;
+  return (gate_up ? j.buf.x_fp8 : j.buf.h_fp8) +
+         static_cast<int64_t>(row) * j.ld_b * act_fp8::kBytesPerValue;
+}
+
+// The block's stream-K units: warp w's row group of unit (s, wrg, ks) is
+// wrg * kWarps + w. Unit i uses stage i % kStages: this warp's weights and
+// the block's B. kPreWait: the first weight copies go out before waiting
+// for the previous kernel (B depends on it).
 template <int kRT, int kCPS, int kMode, bool kPreWait>
 __device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
-                            uint8_t* ring, int lane) {
+                            uint8_t* smem, int warp, int lane) {
   using S = Stage<kRT, kCPS>;
-  constexpr int kStages = Fp8Stage<kRT, kCPS>::kCount;
+  using F = Fp8Stage<kRT, kCPS>;
+  constexpr int kStages = F::kCount;
   const SlotSource<false, true> src{&j, 0};
   const int count = seq.Count();
-  Cursor in, cur;
-  int in_left = 0, cur_left = 0, in_stage = 0, cur_stage = 0, in_s = -1,
-      in_e = 0;
-  auto issue = [&](int i) {
+  const int rgs = seq.rgs * kWarps;  // per-warp row groups, for the counters
+  auto stage_at = [&](int i) { return smem + (i % kStages) * F::kBytes; };
+  // Weights and B of unit i, cursors advanced one unit a call.
+  Cursor in, in_b;
+  int in_left = 0, in_b_left = 0, in_s = -1, in_e = 0;
+  auto issue_weights = [&](int i) {
     seq.Advance(i, in, in_left);
     if (in.s != in_s) {
       in_s = in.s;
       in_e = src.Expert(in.s);
     }
-    IssueUnit<kRT, kCPS, true>(j, in, in_e, ring + in_stage * S::kBytes, lane);
-    in_stage = in_stage + 1 == kStages ? 0 : in_stage + 1;
+    Cursor mine = in;
+    mine.rg = in.rg * kWarps + warp;
+    IssueUnit<kRT, kCPS, true>(j, mine, in_e, stage_at(i) + warp * S::kBytes,
+                               lane);
   };
-  for (int i = 0; i < kStages - 1; ++i) {
-    if (i < count) issue(i);
+  // The slot's B row, looked up once a slot (two dependent L2 loads: per
+  // unit they were 22 % of gate_up's stall samples, device run 36).
+  int b_s = -1;
+  const uint8_t* b_row = nullptr;
+  auto issue_b = [&](int i) {
+    seq.Advance(i, in_b, in_b_left);
+    if (in_b.s != b_s) {
+      b_s = in_b.s;
+      b_row = RowB(j, b_s);
+    }
+    IssueB<kCPS>(b_row, in_b.ks, stage_at(i) + kWarps * S::kBytes);
+  };
+  for (int i = 0; i < kStages - 1; ++i) {  // groups 0 .. kStages - 2
+    if (i < count) issue_weights(i);
     CpAsyncCommit();
   }
   if (kPreWait) {
     GridDependencyWait();
     LaunchDependents();
   }
+  for (int i = 0; i < kStages - 1 && i < count; ++i) issue_b(i);
+  CpAsyncCommit();  // group kStages - 1
   Fp8Run run;
   float acc[kRT][1][4];
+  Cursor cur;
+  int cur_left = 0;
   for (int i = 0; i < count; ++i) {
-    __syncwarp();  // every lane is done reading the stage about to be refilled
-    if (i + kStages - 1 < count) issue(i + kStages - 1);
+    // This thread's copies of unit i are done (the first units' B is in the
+    // last prologue group); after the barrier every thread's are, visible to
+    // wgmma, and every warp is past unit i - 1, whose stage is refilled.
+    if (i < kStages - 1) {
+      CpAsyncWait<0>();
+    } else {
+      CpAsyncWait<kStages - 2>();
+    }
+    FenceProxyAsync();
+    __syncthreads();
+    if (i + kStages - 1 < count) {
+      issue_weights(i + kStages - 1);
+      issue_b(i + kStages - 1);
+    }
     CpAsyncCommit();
     seq.Advance(i, cur, cur_left);
-    if (cur.s != run.s || cur.rg != run.rg) {
-      if (run.s >= 0)
-        FlushFp8<kRT, kMode>(j, run, acc, seq.steps, seq.rgs, lane);
-      StartFp8Run<kRT>(j, cur, run, acc, lane);
+    Cursor mine = cur;
+    mine.rg = cur.rg * kWarps + warp;
+    if (mine.s != run.s || mine.rg != run.rg) {
+      if (run.s >= 0) FlushFp8<kRT, kMode>(j, run, acc, seq.steps, rgs, lane);
+      StartFp8Run<kRT>(j, mine, run, acc, lane);
     }
     ++run.steps;
-    CpAsyncWait<kStages - 1>();
-    ComputeFp8Unit<kRT, kCPS>(ring + cur_stage * S::kBytes, cur.ks, run, acc,
-                              lane);
-    cur_stage = cur_stage + 1 == kStages ? 0 : cur_stage + 1;
+    uint8_t* stage = stage_at(i);
+    const uint32_t b_addr = static_cast<uint32_t>(
+        __cvta_generic_to_shared(stage + kWarps * S::kBytes));
+    ComputeFp8Unit<kRT, kCPS>(stage + warp * S::kBytes, b_addr, cur.ks, run,
+                              acc, lane);
   }
-  if (run.s >= 0) FlushFp8<kRT, kMode>(j, run, acc, seq.steps, seq.rgs, lane);
+  if (run.s >= 0) FlushFp8<kRT, kMode>(j, run, acc, seq.steps, rgs, lane);
   CpAsyncWait<0>();
 }
 
 template <int kRT, int kCPS, int kMode>
-__global__ void __launch_bounds__(kWarps * 32, 4)
+__global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
     Fp8ExpertKernel(const __grid_constant__ MmaJob job) {
-  using S = Stage<kRT, kCPS>;
-  extern __shared__ __align__(16) uint8_t smem[];
+  extern __shared__ __align__(128) uint8_t smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  uint8_t* ring = smem + warp * Fp8Stage<kRT, kCPS>::kCount * S::kBytes;
-  const int rgs = job.w.rows / tiled::kTileRows / kRT;
+  // Row groups of the block (kWarps x kRT row tiles) and K steps.
+  const int rgs = job.w.rows / tiled::kTileRows / kRT / kWarps;
   const int steps = job.w.chunks / kCPS;
-  const int W = gridDim.x * kWarps, w = blockIdx.x * kWarps + warp;
   const int per_slot = rgs * steps;
   if (kMode == kModeGateUp) {
     // Every slot, the shared expert's too, needs the router's x_fp8.
@@ -264,16 +370,16 @@ __global__ void __launch_bounds__(kWarps * 32, 4)
   // down: gate_up started its dependents only after the router finished, so
   // the slot count is final (read through L2).
   const int units = __ldcg(job.buf.meta + kMetaSlots) * per_slot;
-  const StreamKSeq seq{WarpRange(units, W, w, job.round_units), 0, per_slot,
-                       rgs, steps};
-  RunFp8Units<kRT, kCPS, kMode, kMode == kModeDown>(job, seq, ring, lane);
+  const StreamKSeq seq{WarpRange(units, gridDim.x, blockIdx.x, job.round_units),
+                       0, per_slot, rgs, steps};
+  RunFp8Units<kRT, kCPS, kMode, kMode == kModeDown>(job, seq, smem, warp,
+                                                     lane);
 }
 
 template <int kRT, int kCPS, int kMode>
 GpuStatus LaunchFp8(const MmaJob& job, int device, int sm_count,
                     cudaStream_t stream) {
-  constexpr int kSmem =
-      kWarps * Fp8Stage<kRT, kCPS>::kCount * Stage<kRT, kCPS>::kBytes;
+  constexpr int kSmem = Fp8Stage<kRT, kCPS>::kCount * Fp8Stage<kRT, kCPS>::kBytes;
   constexpr int kMaxDevices = 64;
   static int blocks_per_sm[kMaxDevices] = {};
   auto* kernel = &Fp8ExpertKernel<kRT, kCPS, kMode>;
@@ -367,7 +473,7 @@ GpuStatus Launch(const LayerArgs& args, void*, cudaStream_t stream) {
   MG_RETURN_IF_ERROR(LaunchRouter(a, stream));
 #define MOETUNE_FP8_LAUNCH(n, k)            \
   if (a.block_n == (n) && a.block_k == (k)) \
-    return LaunchTile<(n) / 16, (k) / 64>(a, stream);
+    return LaunchTile<(n) / 16 / kWarps, (k) / 64>(a, stream);
   MOETUNE_FUSED_GEMV_FP8_TILES(MOETUNE_FP8_LAUNCH)
 #undef MOETUNE_FP8_LAUNCH
   return Fail(RunStatus::kCannotImplement, "fused_gemv_fp8: unknown tile");

@@ -207,7 +207,6 @@ GpuStatus AllocRun(const MoeProblem& p, LayerArgs* a, const BackendOps& ops,
   RunBuffers& b = a->buf;
   uint16_t* x_bf16 = nullptr;
   float* bias = nullptr;
-  uint8_t* zero16 = nullptr;
   auto carve = [&](Carver& c) {
     x_bf16 = c.Take<uint16_t>(bh);
     bias = c.Take<float>(g.experts);
@@ -228,11 +227,10 @@ GpuStatus AllocRun(const MoeProblem& p, LayerArgs* a, const BackendOps& ops,
     b.gu_counters = c.Take<int>(s * (il / 8 + 1));
     b.h = c.Take<__half>(pos * il);
     b.y = c.Take<float>(bh);
-    b.x_fp8 = c.Take<uint8_t>(bh * 2);
+    b.x_fp8 = c.Take<uint8_t>(bh * 8);  // zero where no value goes
     b.x_fp8_inv = c.Take<float>(bh / 16);
-    b.h_fp8 = c.Take<uint8_t>(pos * il * 2);
+    b.h_fp8 = c.Take<uint8_t>(pos * il * 8);
     b.h_fp8_inv = c.Take<float>(pos * il / 16);
-    zero16 = c.Take<uint8_t>(16);
     b.timeline = c.Take<unsigned long long>(kTimelineWords);
     st->x_float = c.Take<float>(bh);
     st->y_ref = c.Take<float>(bh);
@@ -244,7 +242,6 @@ GpuStatus AllocRun(const MoeProblem& p, LayerArgs* a, const BackendOps& ops,
   carve(c);
   b.x_bf16 = x_bf16;
   b.bias = bias;
-  b.zero16 = zero16;  // zero, as every byte of the allocation
   MG_RETURN_IF_ERROR(st->workspace.Allocate(ops.workspace_bytes(*a)));
   // Upload: the input rounded to BF16, as bits for the kernels and as floats
   // for the trusted path; the bias as given.

@@ -62,10 +62,13 @@ __device__ void SideWork(const RouterParams& p) {
     p.buf.y[i] = 0.0f;
   }
   if (!p.write_x_fp8) return;
+  const int blocks = p.hidden / act_fp8::kBlock;
   for (int64_t b = first; b < n / act_fp8::kBlock; b += stride) {
-    act_fp8::SplitBf16Block(p.buf.x_bf16 + b * act_fp8::kBlock,
-                            p.buf.x_fp8 + b * act_fp8::kBlockBytes,
-                            p.buf.x_fp8_inv + b);
+    const int64_t t = b / blocks;
+    act_fp8::SplitBf16Block(
+        p.buf.x_bf16 + b * act_fp8::kBlock, static_cast<int>(b % blocks),
+        p.buf.x_fp8 + t * p.hidden * act_fp8::kBytesPerValue,
+        p.buf.x_fp8_inv + b);
   }
 }
 

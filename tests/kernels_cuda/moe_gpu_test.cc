@@ -177,7 +177,7 @@ TEST(MoeGpuTest, EveryBackendTileAndGraphModeMatchesTheTrustedPath) {
               RunMoeLayer(p, Options(name, t.block_n, t.block_k, graph));
           // Out of a backend's reach: no graph capture (dequant_cublas), a
           // batch limit or a K it does not walk in whole steps
-          // (fused_gemv_fp8 on these dims: only 32x128).
+          // (fused_gemv_fp8 on these dims: only 128x128).
           const bool out_of_reach =
               (!info.graph_capturable && graph) ||
               (info.max_batch > 0 && batch > info.max_batch) ||
@@ -234,10 +234,10 @@ TEST(MoeGpuTest, UnsupportedRequestsSayWhy) {
   r = RunMoeLayer(Small(65, 3), Options("fused_gemv"));
   EXPECT_EQ(r.status, RunStatus::kCannotImplement);
   EXPECT_THAT(r.message, HasSubstr("at most 64 tokens"));
-  r = RunMoeLayer(p, Options("fused_gemv_fp8", 32, 128));
+  r = RunMoeLayer(p, Options("fused_gemv_fp8", 128, 128));
   EXPECT_EQ(r.status, RunStatus::kCannotImplement);
   EXPECT_THAT(r.message, HasSubstr("one token"));
-  r = RunMoeLayer(Small(1, 3), Options("fused_gemv_fp8", 32, 256));
+  r = RunMoeLayer(Small(1, 3), Options("fused_gemv_fp8", 128, 256));
   EXPECT_EQ(r.status, RunStatus::kCannotImplement);
   EXPECT_THAT(r.message, HasSubstr("block_k must divide"));
   r = RunMoeLayer(p, Options("native_fp4"));

@@ -264,7 +264,7 @@ TEST(ExpandSweepTest, BatchLimitedBackendOnlyAtItsBatches) {
     space {
       moe_backends: "fused_gemv"
       moe_backends: "fused_gemv_fp8"
-      tiles { block_n: 32 block_k: 512 }
+      tiles { block_n: 128 block_k: 512 }
       tp: 1
       tp: 8
     }
@@ -275,8 +275,8 @@ TEST(ExpandSweepTest, BatchLimitedBackendOnlyAtItsBatches) {
     got.emplace_back(t.workload().batch_size(), t.config().moe_backend(),
                      t.config().tp());
   }
-  // fused_gemv has no 32x512 and keeps its default 16x256 (ragged K is
-  // fine for it); fused_gemv_fp8's 32x512 fits tp 1 only (tp 8: slice 256,
+  // fused_gemv has no 128x512 and keeps its default 16x256 (ragged K is
+  // fine for it); fused_gemv_fp8's 128x512 fits tp 1 only (tp 8: slice 256,
   // which 512 does not divide).
   EXPECT_THAT(got, ::testing::ElementsAre(
                        std::make_tuple(1, "fused_gemv", 1),
