@@ -89,8 +89,43 @@ __device__ __forceinline__ uint64_t BDescriptor(uint32_t addr) {
          (static_cast<uint64_t>(128 >> 4) << 16) |
          (static_cast<uint64_t>(256 >> 4) << 32);
 }
-__device__ __forceinline__ void FenceProxyAsync() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void MbarInit(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)),
+               "r"(count)
+               : "memory");
+}
+// This thread's arrival on `bar`, announcing `bytes` of copies to come.
+__device__ __forceinline__ void MbarArriveExpectTx(uint64_t* bar,
+                                                   uint32_t bytes) {
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
+          SmemAddr(bar)),
+      "r"(bytes)
+      : "memory");
+}
+// Until the phase of parity `phase` of `bar` has completed.
+__device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t phase) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(SmemAddr(bar)),
+      "r"(phase)
+      : "memory");
+}
+// One TMA bulk copy global -> shared, completing on `bar`.
+__device__ __forceinline__ void BulkCopy(void* dst, const void* src,
+                                         uint32_t bytes, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+      "[%0], [%1], %2, [%3];\n" ::"r"(SmemAddr(dst)),
+      "l"(src), "r"(bytes), "r"(SmemAddr(bar))
+      : "memory");
 }
 
 template <int kRT>
@@ -244,19 +279,31 @@ __device__ void FlushFp8(const MmaJob& j, Fp8Run& run, float (&acc)[kRT][1][4],
   }
 }
 
-// The block's B bytes of unit `u` (kCPS chunks of the row `run_b`) into
-// `dst`: 16 bytes a thread.
-template <int kCPS>
-__device__ __forceinline__ void IssueB(const uint8_t* row_b, int ks,
-                                       uint8_t* dst) {
-  constexpr int kPieces = kCPS * act_fp8::kChunkBytes / 16;
-  const uint8_t* src = row_b + ks * kCPS * act_fp8::kChunkBytes;
+// This warp's weights of unit `u` (its row group) of `expert` into `dst`:
+// per row tile one bulk copy of its kCPS code chunks and one of their scale
+// groups (both contiguous in the tiled layout). Lane 0.
+template <int kRT, int kCPS>
+__device__ void BulkWeights(const MmaJob& j, const Cursor& u, int expert,
+                            uint8_t* dst, uint64_t* bar) {
+  using S = Stage<kRT, kCPS>;
+  const int kc0 = u.ks * kCPS;
+  const uint8_t* codes = j.w.codes + expert * j.w.code_stride;
+  const uint8_t* scales = j.w.scales + expert * j.w.scale_stride;
 #pragma unroll
-  for (int i = threadIdx.x; i < kPieces; i += kWarps * 32)
-    CpAsync16(dst + i * 16, src + i * 16);
+  for (int rt = 0; rt < kRT; ++rt) {
+    const int row_tile = u.rg * kRT + rt;
+    BulkCopy(dst + rt * kCPS * tiled::kChunkBytes,
+             codes + tiled::CodeOffset(row_tile, kc0, 0, j.w.chunks),
+             kCPS * tiled::kChunkBytes, bar);
+    BulkCopy(dst + S::kCodeBytes + rt * S::kGroups * tiled::kScaleGroupBytes,
+             scales + tiled::ScaleOffset(row_tile, kc0 / tiled::kGroupChunks *
+                                                       tiled::kGroupChunks,
+                                         0, j.w.groups),
+             S::kGroups * tiled::kScaleGroupBytes, bar);
+  }
 }
 
-// The B bytes (token input or position h) of slot s, for the copies.
+// The B bytes (token input or position h) of slot s.
 __device__ __forceinline__ const uint8_t* RowB(const MmaJob& j, int s) {
   const int p0 = __ldcg(j.buf.slot_tok_off + s);
   const bool gate_up = j.mode == kModeGateUp;
@@ -266,12 +313,17 @@ __device__ __forceinline__ const uint8_t* RowB(const MmaJob& j, int s) {
 }
 
 // The block's stream-K units: warp w's row group of unit (s, wrg, ks) is
-// wrg * kWarps + w. Unit i uses stage i % kStages: this warp's weights and
-// the block's B. kPreWait: the first weight copies go out before waiting
-// for the previous kernel (B depends on it).
+// wrg * kWarps + w. Unit i uses stage i % kStages, filled by TMA bulk
+// copies (lane 0 of each warp: its weights; of warp 0 also the block's B)
+// that complete on the stage's mbarrier (one arrival a warp). A stage is
+// refilled only after its unit's last wgmma: a warpgroup op, so every warp
+// has read its weights and the block's B by then; no block barrier.
+// kPreWait: the first weight copies go out before waiting for the previous
+// kernel (B depends on it).
 template <int kRT, int kCPS, int kMode, bool kPreWait>
 __device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
-                            uint8_t* smem, int warp, int lane) {
+                            uint8_t* smem, uint64_t* full, int warp,
+                            int lane) {
   using S = Stage<kRT, kCPS>;
   using F = Fp8Stage<kRT, kCPS>;
   constexpr int kStages = F::kCount;
@@ -279,7 +331,6 @@ __device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
   const int count = seq.Count();
   const int rgs = seq.rgs * kWarps;  // per-warp row groups, for the counters
   auto stage_at = [&](int i) { return smem + (i % kStages) * F::kBytes; };
-  // Weights and B of unit i, cursors advanced one unit a call.
   Cursor in, in_b;
   int in_left = 0, in_b_left = 0, in_s = -1, in_e = 0;
   auto issue_weights = [&](int i) {
@@ -288,53 +339,42 @@ __device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
       in_s = in.s;
       in_e = src.Expert(in.s);
     }
+    if (lane != 0) return;
+    uint64_t* bar = full + i % kStages;
+    MbarArriveExpectTx(bar, S::kBytes + (warp == 0 ? F::kB : 0));
     Cursor mine = in;
     mine.rg = in.rg * kWarps + warp;
-    IssueUnit<kRT, kCPS, true>(j, mine, in_e, stage_at(i) + warp * S::kBytes,
-                               lane);
+    BulkWeights<kRT, kCPS>(j, mine, in_e, stage_at(i) + warp * S::kBytes, bar);
   };
-  // The slot's B row, looked up once a slot (two dependent L2 loads: per
-  // unit they were 22 % of gate_up's stall samples, device run 36).
+  // The slot's B row, looked up once a slot (two dependent L2 loads).
   int b_s = -1;
   const uint8_t* b_row = nullptr;
   auto issue_b = [&](int i) {
     seq.Advance(i, in_b, in_b_left);
+    if (warp != 0 || lane != 0) return;
     if (in_b.s != b_s) {
       b_s = in_b.s;
       b_row = RowB(j, b_s);
     }
-    IssueB<kCPS>(b_row, in_b.ks, stage_at(i) + kWarps * S::kBytes);
+    BulkCopy(stage_at(i) + kWarps * S::kBytes,
+             b_row + in_b.ks * kCPS * act_fp8::kChunkBytes, F::kB,
+             full + i % kStages);
   };
-  for (int i = 0; i < kStages - 1; ++i) {  // groups 0 .. kStages - 2
-    if (i < count) issue_weights(i);
-    CpAsyncCommit();
-  }
+  for (int i = 0; i < kStages - 1 && i < count; ++i) issue_weights(i);
   if (kPreWait) {
     GridDependencyWait();
     LaunchDependents();
   }
   for (int i = 0; i < kStages - 1 && i < count; ++i) issue_b(i);
-  CpAsyncCommit();  // group kStages - 1
   Fp8Run run;
   float acc[kRT][1][4];
   Cursor cur;
   int cur_left = 0;
   for (int i = 0; i < count; ++i) {
-    // This thread's copies of unit i are done (the first units' B is in the
-    // last prologue group); after the barrier every thread's are, visible to
-    // wgmma, and every warp is past unit i - 1, whose stage is refilled.
-    if (i < kStages - 1) {
-      CpAsyncWait<0>();
-    } else {
-      CpAsyncWait<kStages - 2>();
-    }
-    FenceProxyAsync();
-    __syncthreads();
     if (i + kStages - 1 < count) {
       issue_weights(i + kStages - 1);
       issue_b(i + kStages - 1);
     }
-    CpAsyncCommit();
     seq.Advance(i, cur, cur_left);
     Cursor mine = cur;
     mine.rg = cur.rg * kWarps + warp;
@@ -343,43 +383,63 @@ __device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
       StartFp8Run<kRT>(j, mine, run, acc, lane);
     }
     ++run.steps;
+    MbarWait(full + i % kStages, (i / kStages) & 1);
     uint8_t* stage = stage_at(i);
-    const uint32_t b_addr = static_cast<uint32_t>(
-        __cvta_generic_to_shared(stage + kWarps * S::kBytes));
-    ComputeFp8Unit<kRT, kCPS>(stage + warp * S::kBytes, b_addr, cur.ks, run,
-                              acc, lane);
+    ComputeFp8Unit<kRT, kCPS>(stage + warp * S::kBytes,
+                              SmemAddr(stage + kWarps * S::kBytes), cur.ks,
+                              run, acc, lane);
   }
   if (run.s >= 0) FlushFp8<kRT, kMode>(j, run, acc, seq.steps, rgs, lane);
-  CpAsyncWait<0>();
 }
 
 template <int kRT, int kCPS, int kMode>
 __global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
     Fp8ExpertKernel(const __grid_constant__ MmaJob job) {
+  using F = Fp8Stage<kRT, kCPS>;
   extern __shared__ __align__(128) uint8_t smem[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + F::kCount * F::kBytes);
+  if (threadIdx.x == 0) {
+    for (int k = 0; k < F::kCount; ++k) MbarInit(full + k, kWarps);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
   // Row groups of the block (kWarps x kRT row tiles) and K steps.
   const int rgs = job.w.rows / tiled::kTileRows / kRT / kWarps;
   const int steps = job.w.chunks / kCPS;
   const int per_slot = rgs * steps;
+  const int w = blockIdx.x * kWarps + warp;  // for the timeline probes
   if (kMode == kModeGateUp) {
+    if (lane == 0) TL_MIN(job.buf, 6);
+    if (lane == 0) TL_MAX(job.buf, 12);
+    if (lane == 0) TL_WARP(job.buf, w, 0);
     // Every slot, the shared expert's too, needs the router's x_fp8.
     GridDependencyWait();
+    if (lane == 0) TL_MIN(job.buf, 8);
+    if (lane == 0) TL_MAX(job.buf, 13);
+    if (lane == 0) TL_WARP(job.buf, w, 1);
+    if (lane == 0) TL_WARP(job.buf, w, 2);
     LaunchDependents();
+  } else if (lane == 0) {
+    TL_MIN(job.buf, 10);
   }
   // down: gate_up started its dependents only after the router finished, so
   // the slot count is final (read through L2).
   const int units = __ldcg(job.buf.meta + kMetaSlots) * per_slot;
   const StreamKSeq seq{WarpRange(units, gridDim.x, blockIdx.x, job.round_units),
                        0, per_slot, rgs, steps};
-  RunFp8Units<kRT, kCPS, kMode, kMode == kModeDown>(job, seq, smem, warp,
-                                                     lane);
+  RunFp8Units<kRT, kCPS, kMode, kMode == kModeDown>(job, seq, smem, full,
+                                                     warp, lane);
+  if (lane == 0) TL_MAX(job.buf, kMode == kModeGateUp ? 9 : 11);
+  if (kMode == kModeGateUp && lane == 0) TL_WARP(job.buf, w, 3);
+  (void)w;
 }
 
 template <int kRT, int kCPS, int kMode>
 GpuStatus LaunchFp8(const MmaJob& job, int device, int sm_count,
                     cudaStream_t stream) {
-  constexpr int kSmem = Fp8Stage<kRT, kCPS>::kCount * Fp8Stage<kRT, kCPS>::kBytes;
+  using F = Fp8Stage<kRT, kCPS>;
+  constexpr int kSmem = F::kCount * F::kBytes + F::kCount * 8;  // + mbarriers
   constexpr int kMaxDevices = 64;
   static int blocks_per_sm[kMaxDevices] = {};
   auto* kernel = &Fp8ExpertKernel<kRT, kCPS, kMode>;
