@@ -78,7 +78,8 @@ __device__ __forceinline__ void SplitBlock(const float (&v)[kBlock], uint4* hi,
   const float s = BlockScale(amax, inv);
   uint32_t h[8], l[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) Split2(v[2 * i] * s, v[2 * i + 1] * s, &h[i], &l[i]);
+  for (int i = 0; i < 8; ++i)
+    Split2(v[2 * i] * s, v[2 * i + 1] * s, &h[i], &l[i]);
   *hi = make_uint4(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16,
                    h[6] | h[7] << 16);
   *lo = make_uint4(l[0] | l[1] << 16, l[2] | l[3] << 16, l[4] | l[5] << 16,

@@ -97,9 +97,8 @@ bool PdlEnabled() {
 }
 
 const BackendOps* FindBackendOps(const std::string& name) {
-  for (const BackendOps* ops :
-       {&DequantCublasOps(), &FusedGemvOps(), &FusedGemvFp8Ops(),
-        &GroupedMmaOps()}) {
+  for (const BackendOps* ops : {&DequantCublasOps(), &FusedGemvOps(),
+                                &FusedGemvFp8Ops(), &GroupedMmaOps()}) {
     if (name == ops->name) return ops;
   }
   return nullptr;

@@ -19,14 +19,15 @@
 // larger batches stay on fused_gemv.
 //
 // A block is one warpgroup (4 warps); a unit is (slot, row group of the
-// block, K step): warp w streams its own kRT row tiles of the group through
-// its own cp.async ring, the block streams the K step's B bytes (written by
-// the router for x, by gate_up's epilogue for h) into a shared ring, and one
-// barrier a unit makes both visible and the stages reusable. Tile block_n =
-// the block's rows (4 warps x kRT x 16), block_k = K per unit. gate_up waits
-// for the router before streaming (its B is the router's output); down
-// issues its first weight copies before waiting for gate_up, as in
-// fused_gemv.
+// block, K step). Each stage of the block's ring holds one unit: every
+// warp's kRT row tiles (codes and scales, TMA bulk copies by its lane 0) and
+// the K step's B bytes (written by the router for x, by gate_up's epilogue
+// for h; copied by warp 0), completing on the stage's mbarrier. Tile block_n
+// = the block's rows (4 warps x kRT x 16), block_k = K per unit; the ring
+// depth follows from a fixed budget of shared memory per block (PERF.md
+// versions 13-18 measure the choices). gate_up waits for the router before
+// streaming (its B is the router's output); down issues its first weight
+// copies before waiting for gate_up, as in fused_gemv.
 #include <string>
 
 #include "kernels/backend_catalog.h"
@@ -57,8 +58,8 @@ struct Fp8Stage {
 
 // The current (slot, row group) of this warp and its B row.
 struct Fp8Run : Run<1> {
-  const uint8_t* b = nullptr;    // the row's B bytes, chunk 0
-  const float* inv = nullptr;    // block c's inverse scale of chunk 0
+  const uint8_t* b = nullptr;  // the row's B bytes, chunk 0
+  const float* inv = nullptr;  // block c's inverse scale of chunk 0
 };
 
 __device__ __forceinline__ void WgmmaFence() {
@@ -100,11 +101,10 @@ __device__ __forceinline__ void MbarInit(uint64_t* bar, int count) {
 // This thread's arrival on `bar`, announcing `bytes` of copies to come.
 __device__ __forceinline__ void MbarArriveExpectTx(uint64_t* bar,
                                                    uint32_t bytes) {
-  asm volatile(
-      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
-          SmemAddr(bar)),
-      "r"(bytes)
-      : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
+                   SmemAddr(bar)),
+               "r"(bytes)
+               : "memory");
 }
 // Until the phase of parity `phase` of `bar` has completed.
 __device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t phase) {
@@ -242,13 +242,14 @@ __device__ void GateUpEpilogueFp8(const MmaJob& j, const Fp8Run& run,
     act_fp8::Split2(h[0] * scale, h[1] * scale, &hi, &lo);
     if (c != 0) continue;  // lanes c = 0 hold token 0's values
     const int block = (run.rg * kRT + rt) / 2;
-    uint8_t* dst = j.buf.h_fp8 + static_cast<int64_t>(run.p0) *
-                                     j.inter_local * act_fp8::kBytesPerValue;
+    uint8_t* dst = j.buf.h_fp8 + static_cast<int64_t>(run.p0) * j.inter_local *
+                                     act_fp8::kBytesPerValue;
     dst[act_fp8::BOffset(block, 0, g)] = static_cast<uint8_t>(hi);
     dst[act_fp8::BOffset(block, 0, 8 + g)] = static_cast<uint8_t>(hi >> 8);
     dst[act_fp8::BOffset(block, 1, g)] = static_cast<uint8_t>(lo);
     dst[act_fp8::BOffset(block, 1, 8 + g)] = static_cast<uint8_t>(lo >> 8);
-    if (g == 0) j.buf.h_fp8_inv[static_cast<int64_t>(run.p0) * blocks + block] = inv;
+    if (g == 0)
+      j.buf.h_fp8_inv[static_cast<int64_t>(run.p0) * blocks + block] = inv;
   }
 }
 
@@ -295,11 +296,12 @@ __device__ void BulkWeights(const MmaJob& j, const Cursor& u, int expert,
     BulkCopy(dst + rt * kCPS * tiled::kChunkBytes,
              codes + tiled::CodeOffset(row_tile, kc0, 0, j.w.chunks),
              kCPS * tiled::kChunkBytes, bar);
-    BulkCopy(dst + S::kCodeBytes + rt * S::kGroups * tiled::kScaleGroupBytes,
-             scales + tiled::ScaleOffset(row_tile, kc0 / tiled::kGroupChunks *
-                                                       tiled::kGroupChunks,
-                                         0, j.w.groups),
-             S::kGroups * tiled::kScaleGroupBytes, bar);
+    BulkCopy(
+        dst + S::kCodeBytes + rt * S::kGroups * tiled::kScaleGroupBytes,
+        scales + tiled::ScaleOffset(
+                     row_tile, kc0 / tiled::kGroupChunks * tiled::kGroupChunks,
+                     0, j.w.groups),
+        S::kGroups * tiled::kScaleGroupBytes, bar);
   }
 }
 
@@ -312,68 +314,81 @@ __device__ __forceinline__ const uint8_t* RowB(const MmaJob& j, int s) {
          static_cast<int64_t>(row) * j.ld_b * act_fp8::kBytesPerValue;
 }
 
-// The block's stream-K units: warp w's row group of unit (s, wrg, ks) is
-// wrg * kWarps + w. Unit i uses stage i % kStages, filled by TMA bulk
-// copies (lane 0 of each warp: its weights; of warp 0 also the block's B)
-// that complete on the stage's mbarrier (one arrival a warp). A stage is
-// refilled only after its unit's last wgmma: a warpgroup op, so every warp
-// has read its weights and the block's B by then; no block barrier.
-// kPreWait: the first weight copies go out before waiting for the previous
-// kernel (B depends on it).
-template <int kRT, int kCPS, int kMode, bool kPreWait>
-__device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
-                            uint8_t* smem, uint64_t* full, int warp,
-                            int lane) {
+// The copies of a block's ring: unit i's weights (lane 0 of each warp: its
+// row group) and B bytes (lane 0 of warp 0) into stage i % kCount by TMA
+// bulk copies, completing on the stage's mbarrier (one arrival a warp).
+// Units are taken in order, one call each.
+template <int kRT, int kCPS>
+struct Fp8Copies {
   using S = Stage<kRT, kCPS>;
   using F = Fp8Stage<kRT, kCPS>;
-  constexpr int kStages = F::kCount;
-  const SlotSource<false, true> src{&j, 0};
-  const int count = seq.Count();
-  const int rgs = seq.rgs * kWarps;  // per-warp row groups, for the counters
-  auto stage_at = [&](int i) { return smem + (i % kStages) * F::kBytes; };
-  Cursor in, in_b;
-  int in_left = 0, in_b_left = 0, in_s = -1, in_e = 0;
-  auto issue_weights = [&](int i) {
-    seq.Advance(i, in, in_left);
-    if (in.s != in_s) {
-      in_s = in.s;
-      in_e = src.Expert(in.s);
+  const MmaJob& j;
+  const StreamKSeq& seq;
+  uint8_t* smem;
+  uint64_t* full;
+  int warp, lane;
+  Cursor w_at, b_at;
+  int w_left = 0, b_left = 0, w_s = -1, w_expert = 0, b_s = -1;
+  const uint8_t* b_row = nullptr;
+
+  __device__ uint8_t* StageAt(int i) const {
+    return smem + (i % F::kCount) * F::kBytes;
+  }
+  __device__ void Weights(int i) {
+    seq.Advance(i, w_at, w_left);
+    if (w_at.s != w_s) {
+      w_s = w_at.s;
+      w_expert = SlotSource<false, true>{&j, 0}.Expert(w_s);
     }
     if (lane != 0) return;
-    uint64_t* bar = full + i % kStages;
+    uint64_t* bar = full + i % F::kCount;
     MbarArriveExpectTx(bar, S::kBytes + (warp == 0 ? F::kB : 0));
-    Cursor mine = in;
-    mine.rg = in.rg * kWarps + warp;
-    BulkWeights<kRT, kCPS>(j, mine, in_e, stage_at(i) + warp * S::kBytes, bar);
-  };
-  // The slot's B row, looked up once a slot (two dependent L2 loads).
-  int b_s = -1;
-  const uint8_t* b_row = nullptr;
-  auto issue_b = [&](int i) {
-    seq.Advance(i, in_b, in_b_left);
+    Cursor mine = w_at;
+    mine.rg = w_at.rg * kWarps + warp;
+    BulkWeights<kRT, kCPS>(j, mine, w_expert, StageAt(i) + warp * S::kBytes,
+                           bar);
+  }
+  // The slot's B row is looked up once a slot (two dependent L2 loads).
+  __device__ void B(int i) {
+    seq.Advance(i, b_at, b_left);
     if (warp != 0 || lane != 0) return;
-    if (in_b.s != b_s) {
-      b_s = in_b.s;
+    if (b_at.s != b_s) {
+      b_s = b_at.s;
       b_row = RowB(j, b_s);
     }
-    BulkCopy(stage_at(i) + kWarps * S::kBytes,
-             b_row + in_b.ks * kCPS * act_fp8::kChunkBytes, F::kB,
-             full + i % kStages);
-  };
-  for (int i = 0; i < kStages - 1 && i < count; ++i) issue_weights(i);
+    BulkCopy(StageAt(i) + kWarps * S::kBytes,
+             b_row + b_at.ks * kCPS * act_fp8::kChunkBytes, F::kB,
+             full + i % F::kCount);
+  }
+};
+
+// The block's stream-K units: warp w's row group of unit (s, wrg, ks) is
+// wrg * kWarps + w. A stage is refilled only after its unit's last wgmma:
+// a warpgroup op, so every warp has read its weights and the block's B by
+// then; no block barrier. kPreWait: the first weight copies go out before
+// waiting for the previous kernel (B depends on it).
+template <int kRT, int kCPS, int kMode, bool kPreWait>
+__device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
+                            uint8_t* smem, uint64_t* full, int warp, int lane) {
+  using S = Stage<kRT, kCPS>;
+  constexpr int kStages = Fp8Stage<kRT, kCPS>::kCount;
+  const int count = seq.Count();
+  const int rgs = seq.rgs * kWarps;  // per-warp row groups, for the counters
+  Fp8Copies<kRT, kCPS> copies{j, seq, smem, full, warp, lane};
+  for (int i = 0; i < kStages - 1 && i < count; ++i) copies.Weights(i);
   if (kPreWait) {
     GridDependencyWait();
     LaunchDependents();
   }
-  for (int i = 0; i < kStages - 1 && i < count; ++i) issue_b(i);
+  for (int i = 0; i < kStages - 1 && i < count; ++i) copies.B(i);
   Fp8Run run;
   float acc[kRT][1][4];
   Cursor cur;
   int cur_left = 0;
   for (int i = 0; i < count; ++i) {
     if (i + kStages - 1 < count) {
-      issue_weights(i + kStages - 1);
-      issue_b(i + kStages - 1);
+      copies.Weights(i + kStages - 1);
+      copies.B(i + kStages - 1);
     }
     seq.Advance(i, cur, cur_left);
     Cursor mine = cur;
@@ -384,10 +399,10 @@ __device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
     }
     ++run.steps;
     MbarWait(full + i % kStages, (i / kStages) & 1);
-    uint8_t* stage = stage_at(i);
+    uint8_t* stage = copies.StageAt(i);
     ComputeFp8Unit<kRT, kCPS>(stage + warp * S::kBytes,
-                              SmemAddr(stage + kWarps * S::kBytes), cur.ks,
-                              run, acc, lane);
+                              SmemAddr(stage + kWarps * S::kBytes), cur.ks, run,
+                              acc, lane);
   }
   if (run.s >= 0) FlushFp8<kRT, kMode>(j, run, acc, seq.steps, rgs, lane);
 }
@@ -428,8 +443,8 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
   const int units = __ldcg(job.buf.meta + kMetaSlots) * per_slot;
   const StreamKSeq seq{WarpRange(units, gridDim.x, blockIdx.x, job.round_units),
                        0, per_slot, rgs, steps};
-  RunFp8Units<kRT, kCPS, kMode, kMode == kModeDown>(job, seq, smem, full,
-                                                     warp, lane);
+  RunFp8Units<kRT, kCPS, kMode, kMode == kModeDown>(job, seq, smem, full, warp,
+                                                    lane);
   if (lane == 0) TL_MAX(job.buf, kMode == kModeGateUp ? 9 : 11);
   if (kMode == kModeGateUp && lane == 0) TL_WARP(job.buf, w, 3);
   (void)w;
@@ -462,7 +477,8 @@ GpuStatus LaunchFp8(const MmaJob& job, int device, int sm_count,
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(sm_count * blocks_per_sm[device]));
+  config.gridDim =
+      dim3(static_cast<unsigned>(sm_count * blocks_per_sm[device]));
   config.blockDim = dim3(kWarps * 32);
   config.dynamicSmemBytes = kSmem;
   config.stream = stream;
@@ -490,8 +506,8 @@ template <int kRT, int kCPS>
 GpuStatus LaunchTile(const LayerArgs& a, cudaStream_t stream) {
   MG_RETURN_IF_ERROR((LaunchFp8<kRT, kCPS, kModeGateUp>(
       Fp8Job(a, true), a.device, a.sm_count, stream)));
-  return LaunchFp8<kRT, kCPS, kModeDown>(Fp8Job(a, false), a.device,
-                                         a.sm_count, stream);
+  return LaunchFp8<kRT, kCPS, kModeDown>(Fp8Job(a, false), a.device, a.sm_count,
+                                         stream);
 }
 
 bool IsTile(const LayerArgs& a) {
@@ -518,7 +534,8 @@ GpuStatus CanImplement(const LayerArgs& a) {
   if (a.geo.hidden % a.block_k != 0 || a.geo.inter_local % a.block_k != 0) {
     return Fail(RunStatus::kCannotImplement,
                 "fused_gemv_fp8 tile " + std::to_string(a.block_n) + "x" +
-                    std::to_string(a.block_k) + ": block_k must divide hidden " +
+                    std::to_string(a.block_k) +
+                    ": block_k must divide hidden " +
                     std::to_string(a.geo.hidden) + " and moe_inter / tp " +
                     std::to_string(a.geo.inter_local));
   }

@@ -66,10 +66,10 @@ struct RunBuffers {
   // fused_gemv_fp8's activations (act_fp8.cuh): the input's and h's blocks
   // of 16 as hi + lo E4M3 bytes in wgmma B layout (8 bytes a value, mostly
   // zeros) and their inverse scales.
-  uint8_t* x_fp8 = nullptr;     // [batch][hidden * 8]
-  float* x_fp8_inv = nullptr;   // [batch][hidden / 16]
-  uint8_t* h_fp8 = nullptr;     // [max_positions][inter_local * 8]
-  float* h_fp8_inv = nullptr;   // [max_positions][inter_local / 16]
+  uint8_t* x_fp8 = nullptr;    // [batch][hidden * 8]
+  float* x_fp8_inv = nullptr;  // [batch][hidden / 16]
+  uint8_t* h_fp8 = nullptr;    // [max_positions][inter_local * 8]
+  float* h_fp8_inv = nullptr;  // [max_positions][inter_local / 16]
   // kTimelineSlots %globaltimer stamps (ns), written only by a
   // -DMOETUNE_TIMELINE build (see below).
   unsigned long long* timeline = nullptr;

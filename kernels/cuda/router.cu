@@ -55,7 +55,8 @@ __device__ float Dot8(uint4 w, uint4 x) {
 __device__ void SideWork(const RouterParams& p) {
   const int64_t n = static_cast<int64_t>(p.batch) * p.hidden;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  const int64_t first =
+      static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   for (int64_t i = first; i < n; i += stride) {
     const uint32_t bits = static_cast<uint32_t>(p.buf.x_bf16[i]) << 16;
     p.buf.x16[i] = __float2half_rn(__uint_as_float(bits));

@@ -28,9 +28,9 @@
 
 namespace moetune::gpu::tiled_e4m3 {
 
-inline constexpr uint32_t kRowLoMask = 0x9C9C9C9Cu;    // row g's bits
-inline constexpr uint32_t kRowHiMask = 0x63636363u;    // row g + 8's bits
-inline constexpr uint32_t kSelectMask = 0xCCCCCCCCu;   // from t << 2
+inline constexpr uint32_t kRowLoMask = 0x9C9C9C9Cu;   // row g's bits
+inline constexpr uint32_t kRowHiMask = 0x63636363u;   // row g + 8's bits
+inline constexpr uint32_t kSelectMask = 0xCCCCCCCCu;  // from t << 2
 // The decoded value is E2M1 * 2^-6; outputs are scaled back by 2^6.
 inline constexpr float kDecodeScale = 64.0f;
 

@@ -177,8 +177,8 @@ GpuStatus GenerateWeights(const MoeProblem& problem, int device,
     MG_RETURN_IF_ERROR(LaunchGenerate(problem, geo, gate_up, layout, set));
   }
   MG_CUDA(cudaDeviceSynchronize());
-  set->key = {device,        problem.seed,  problem.layer,
-              problem.dims,  problem.shard, layout};
+  set->key = {device,       problem.seed,  problem.layer,
+              problem.dims, problem.shard, layout};
   return OkStatus();
 }
 

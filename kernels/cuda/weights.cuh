@@ -2,10 +2,10 @@
 // (kernels/weight_gen.h) straight into the layouts the kernels read: the
 // BF16 router [experts][hidden] and, for every owned expert and the shared
 // one, gate_up [2 * inter_local, hidden] and down [hidden, inter_local] in the
-// tiled NVFP4 layout (tiled_nvfp4.h, or its E4M3 variant tiled_e4m3.h). A gate_up row tile holds 8 gate rows
-// and the 8 up rows of the same intermediate indices, so SiLU(gate) * up is
-// computed in the registers that hold both. Not thread-safe (the runner's
-// lock guards the one cached set).
+// tiled NVFP4 layout (tiled_nvfp4.h, or its E4M3 variant tiled_e4m3.h). A
+// gate_up row tile holds 8 gate rows and the 8 up rows of the same intermediate
+// indices, so SiLU(gate) * up is computed in the registers that hold both. Not
+// thread-safe (the runner's lock guards the one cached set).
 #pragma once
 
 #include <cstdint>

@@ -278,12 +278,12 @@ TEST(ExpandSweepTest, BatchLimitedBackendOnlyAtItsBatches) {
   // fused_gemv has no 128x512 and keeps its default 16x256 (ragged K is
   // fine for it); fused_gemv_fp8's 128x512 fits tp 1 only (tp 8: slice 256,
   // which 512 does not divide).
-  EXPECT_THAT(got, ::testing::ElementsAre(
-                       std::make_tuple(1, "fused_gemv", 1),
-                       std::make_tuple(1, "fused_gemv", 8),
-                       std::make_tuple(1, "fused_gemv_fp8", 1),
-                       std::make_tuple(8, "fused_gemv", 1),
-                       std::make_tuple(8, "fused_gemv", 8)));
+  EXPECT_THAT(got,
+              ::testing::ElementsAre(std::make_tuple(1, "fused_gemv", 1),
+                                     std::make_tuple(1, "fused_gemv", 8),
+                                     std::make_tuple(1, "fused_gemv_fp8", 1),
+                                     std::make_tuple(8, "fused_gemv", 1),
+                                     std::make_tuple(8, "fused_gemv", 8)));
 }
 
 TEST(ExpandSweepTest, DefaultTileWhenNoneListedForTheBackend) {
