@@ -1,6 +1,6 @@
-// The GPU MoE backends (dequant_cublas, fused_gemv, grouped_mma,
-// native_fp4) as seen by the worker: thin adapters over GpuApi. Whether one is
-// available is the GPU library's probe, never this list.
+// The GPU MoE backends (dequant_cublas, fused_gemv, fused_gemv_fp8,
+// grouped_mma, native_fp4) as seen by the worker: thin adapters over GpuApi.
+// Whether one is available is the GPU library's probe, never this list.
 #pragma once
 
 #include <memory>
