@@ -91,6 +91,20 @@ std::string TileList(const std::string& backend) {
   return out;
 }
 
+GpuStatus CheckTile(const LayerArgs& args, const char* backend) {
+  const BackendInfo* info = FindBackend(backend);
+  if (info != nullptr) {
+    for (const Tile& t : info->tiles) {
+      if (t.block_n == args.block_n && t.block_k == args.block_k)
+        return OkStatus();
+    }
+  }
+  return Fail(
+      RunStatus::kCannotImplement,
+      std::string(backend) + " has no tile " + std::to_string(args.block_n) +
+          "x" + std::to_string(args.block_k) + "; tiles: " + TileList(backend));
+}
+
 bool PdlEnabled() {
   const char* v = std::getenv("MOETUNE_PDL");
   return v == nullptr || v[0] != '0';

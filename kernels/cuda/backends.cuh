@@ -49,5 +49,8 @@ GpuStatus CheckTiledDims(const LayerArgs& args, int rows_per_unit,
                          const char* backend);
 // "16x256, 16x512" for error messages.
 std::string TileList(const std::string& backend);
+// kCannotImplement naming the backend's tiles unless (block_n, block_k) is
+// one of them (kernels/backend_catalog.h).
+GpuStatus CheckTile(const LayerArgs& args, const char* backend);
 
 }  // namespace moetune::gpu

@@ -29,6 +29,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/layer.cuh"
@@ -65,6 +66,50 @@ struct MmaJob {
 // The environment switch MOETUNE_PDL=0 turns programmatic dependent launch
 // off (for measurements); it is on otherwise.
 bool PdlEnabled();
+
+// How many blocks of `kernel` (`threads` threads, `smem` bytes of dynamic
+// shared memory, which it is allowed here) an SM of `device` holds, queried
+// once a device into `cache` (one per kernel instantiation).
+template <class Kernel>
+GpuStatus BlocksPerSm(Kernel* kernel, int threads, int smem, int device,
+                      int (&cache)[64], const char* who, int* n) {
+  if (device < 0 || device >= 64) {
+    return Fail(RunStatus::kBadProblem, "options.device: must be in [0, 64)");
+  }
+  if (cache[device] == 0) {
+    MG_CUDA(cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    int blocks = 0;
+    MG_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel,
+                                                          threads, smem));
+    if (blocks < 1) {
+      return Fail(RunStatus::kCannotImplement,
+                  std::string(who) + " kernel does not fit on one SM");
+    }
+    cache[device] = blocks;
+  }
+  *n = cache[device];
+  return OkStatus();
+}
+
+// kernel<<<grid, threads, smem, stream>>>(job), with programmatic stream
+// serialization when job.pdl.
+template <class Kernel, class Job>
+GpuStatus LaunchJob(Kernel* kernel, const Job& job, int grid, int threads,
+                    int smem, cudaStream_t stream) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(grid));
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = job.pdl ? 1 : 0;
+  MG_CUDA(cudaLaunchKernelEx(&config, kernel, job));
+  return OkStatus();
+}
 
 namespace mma_detail {
 

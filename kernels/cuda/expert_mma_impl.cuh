@@ -711,40 +711,16 @@ GpuStatus LaunchAs(const MmaJob& job, int device, int sm_count,
                    cudaStream_t stream) {
   using S = mma_detail::Stage<kRT, kCPS>;
   constexpr int kSmem = kWarps * S::kCount * S::kBytes;
-  constexpr int kMaxDevices = 64;
-  static int blocks_per_sm[kMaxDevices] = {};
+  static int blocks_per_sm[64] = {};
   auto* kernel =
       &ExpertMmaKernel<kRT, kCPS, kNT, kWarps, kStreamK, kMode, kRagged>;
-  if (device < 0 || device >= kMaxDevices) {
-    return Fail(RunStatus::kBadProblem, "options.device: must be in [0, 64)");
-  }
-  if (blocks_per_sm[device] == 0) {
-    MG_CUDA(cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    int n = 0;
-    MG_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel,
-                                                          kWarps * 32, kSmem));
-    if (n < 1)
-      return Fail(RunStatus::kCannotImplement,
-                  "expert kernel does not fit on one SM");
-    blocks_per_sm[device] = n;
-  }
+  int per_sm = 0;
+  MG_RETURN_IF_ERROR(BlocksPerSm(kernel, kWarps * 32, kSmem, device,
+                                 blocks_per_sm, "expert", &per_sm));
   const int row_blocks = job.w.rows / tiled::kTileRows / kRT / kWarps;
-  const int grid =
-      kStreamK ? sm_count * blocks_per_sm[device] : job.tile_bound * row_blocks;
+  const int grid = kStreamK ? sm_count * per_sm : job.tile_bound * row_blocks;
   if (grid <= 0) return OkStatus();
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(grid));
-  config.blockDim = dim3(kWarps * 32);
-  config.dynamicSmemBytes = kSmem;
-  config.stream = stream;
-  config.attrs = attr;
-  config.numAttrs = job.pdl ? 1 : 0;
-  MG_CUDA(cudaLaunchKernelEx(&config, kernel, job));
-  return OkStatus();
+  return LaunchJob(kernel, job, grid, kWarps * 32, kSmem, stream);
 }
 
 }  // namespace mma_detail

@@ -56,21 +56,8 @@ GpuStatus LaunchTile(const LayerArgs& a, cudaStream_t stream) {
   return LaunchExperts<kRT, kCPS, 8>(a, stream);
 }
 
-bool IsTile(const LayerArgs& a) {
-#define MOETUNE_FUSED_IS(n, k) \
-  if (a.block_n == (n) && a.block_k == (k)) return true;
-  MOETUNE_FUSED_GEMV_TILES(MOETUNE_FUSED_IS)
-#undef MOETUNE_FUSED_IS
-  return false;
-}
-
 GpuStatus CanImplement(const LayerArgs& a) {
-  if (!IsTile(a)) {
-    return Fail(RunStatus::kCannotImplement,
-                "fused_gemv has no tile " + std::to_string(a.block_n) + "x" +
-                    std::to_string(a.block_k) +
-                    "; tiles: " + TileList("fused_gemv"));
-  }
+  MG_RETURN_IF_ERROR(CheckTile(a, "fused_gemv"));
   if (a.geo.batch > kFusedMaxBatch) {
     return Fail(
         RunStatus::kCannotImplement,

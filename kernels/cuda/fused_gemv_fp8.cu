@@ -455,37 +455,12 @@ GpuStatus LaunchFp8(const MmaJob& job, int device, int sm_count,
                     cudaStream_t stream) {
   using F = Fp8Stage<kRT, kCPS>;
   constexpr int kSmem = F::kCount * F::kBytes + F::kCount * 8;  // + mbarriers
-  constexpr int kMaxDevices = 64;
-  static int blocks_per_sm[kMaxDevices] = {};
+  static int blocks_per_sm[64] = {};
   auto* kernel = &Fp8ExpertKernel<kRT, kCPS, kMode>;
-  if (device < 0 || device >= kMaxDevices) {
-    return Fail(RunStatus::kBadProblem, "options.device: must be in [0, 64)");
-  }
-  if (blocks_per_sm[device] == 0) {
-    MG_CUDA(cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    int n = 0;
-    MG_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel,
-                                                          kWarps * 32, kSmem));
-    if (n < 1) {
-      return Fail(RunStatus::kCannotImplement,
-                  "fused_gemv_fp8 kernel does not fit on one SM");
-    }
-    blocks_per_sm[device] = n;
-  }
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim =
-      dim3(static_cast<unsigned>(sm_count * blocks_per_sm[device]));
-  config.blockDim = dim3(kWarps * 32);
-  config.dynamicSmemBytes = kSmem;
-  config.stream = stream;
-  config.attrs = attr;
-  config.numAttrs = job.pdl ? 1 : 0;
-  MG_CUDA(cudaLaunchKernelEx(&config, kernel, job));
-  return OkStatus();
+  int per_sm = 0;
+  MG_RETURN_IF_ERROR(BlocksPerSm(kernel, kWarps * 32, kSmem, device,
+                                 blocks_per_sm, "fused_gemv_fp8", &per_sm));
+  return LaunchJob(kernel, job, sm_count * per_sm, kWarps * 32, kSmem, stream);
 }
 
 MmaJob Fp8Job(const LayerArgs& a, bool gate_up) {
@@ -510,21 +485,8 @@ GpuStatus LaunchTile(const LayerArgs& a, cudaStream_t stream) {
                                          stream);
 }
 
-bool IsTile(const LayerArgs& a) {
-#define MOETUNE_FP8_IS(n, k) \
-  if (a.block_n == (n) && a.block_k == (k)) return true;
-  MOETUNE_FUSED_GEMV_FP8_TILES(MOETUNE_FP8_IS)
-#undef MOETUNE_FP8_IS
-  return false;
-}
-
 GpuStatus CanImplement(const LayerArgs& a) {
-  if (!IsTile(a)) {
-    return Fail(RunStatus::kCannotImplement,
-                "fused_gemv_fp8 has no tile " + std::to_string(a.block_n) +
-                    "x" + std::to_string(a.block_k) +
-                    "; tiles: " + TileList("fused_gemv_fp8"));
-  }
+  MG_RETURN_IF_ERROR(CheckTile(a, "fused_gemv_fp8"));
   if (a.geo.batch != 1) {
     return Fail(RunStatus::kCannotImplement,
                 "fused_gemv_fp8 runs one token (its FP8 mma columns carry one "

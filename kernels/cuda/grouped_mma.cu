@@ -64,21 +64,8 @@ GpuStatus LaunchTile(const LayerArgs& a, const Workspace& ws,
       Job(a, ws, false), a.device, a.sm_count, stream);
 }
 
-bool IsTile(const LayerArgs& a) {
-#define MOETUNE_GROUPED_IS(n, k) \
-  if (a.block_n == (n) && a.block_k == (k)) return true;
-  MOETUNE_GROUPED_MMA_TILES(MOETUNE_GROUPED_IS)
-#undef MOETUNE_GROUPED_IS
-  return false;
-}
-
 GpuStatus CanImplement(const LayerArgs& a) {
-  if (!IsTile(a)) {
-    return Fail(RunStatus::kCannotImplement,
-                "grouped_mma has no tile " + std::to_string(a.block_n) + "x" +
-                    std::to_string(a.block_k) +
-                    "; tiles: " + TileList("grouped_mma"));
-  }
+  MG_RETURN_IF_ERROR(CheckTile(a, "grouped_mma"));
   if (a.geo.batch > kGroupedMaxBatch) {
     return Fail(RunStatus::kCannotImplement,
                 "grouped_mma takes at most 4096 tokens; batch is " +
