@@ -126,6 +126,11 @@ BackendAvailability ProbeSm90(const std::string& name, int ordinal, int sm) {
     return {false,
             "built for sm_" + BuiltArchs() + " only, device is " + SmName(sm)};
   }
+  if (name == "fused_gemv_fp8" && sm != 90) {
+    return {false,
+            "its FP8 product is Hopper's wgmma (sm_90a only), device is " +
+                SmName(sm)};
+  }
   int current = 0;
   cudaGetDevice(&current);
   cudaSetDevice(ordinal);

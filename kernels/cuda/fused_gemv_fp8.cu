@@ -62,19 +62,33 @@ struct Fp8Run : Run<1> {
   const float* inv = nullptr;  // block c's inverse scale of chunk 0
 };
 
+// wgmma exists on sm_90a only: other targets compile these to a trap (the
+// probe reports fused_gemv_fp8 unavailable on any device but sm_90).
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define MOETUNE_NO_WGMMA 1
+#endif
 __device__ __forceinline__ void WgmmaFence() {
+#ifdef MOETUNE_NO_WGMMA
+  __trap();
+#else
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
 }
 __device__ __forceinline__ void WgmmaCommit() {
+#ifndef MOETUNE_NO_WGMMA
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
 }
 __device__ __forceinline__ void WgmmaWaitAll() {
+#ifndef MOETUNE_NO_WGMMA
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
 }
 // d = (accumulate ? d : 0) + A (this warp's 16 rows, registers) x B (shared
 // memory, descriptor); the warpgroup's four warps issue it together.
 __device__ __forceinline__ void Wgmma(float (&d)[4], const uint32_t (&a)[4],
                                       uint64_t desc, int accumulate) {
+#ifndef MOETUNE_NO_WGMMA
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, "
@@ -82,6 +96,7 @@ __device__ __forceinline__ void Wgmma(float (&d)[4], const uint32_t (&a)[4],
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate)
       : "memory");
+#endif
 }
 // B of one k32 step at shared address `addr`: K-major, no swizzle, core
 // matrices 128 bytes apart along K (leading byte offset), one along N.
