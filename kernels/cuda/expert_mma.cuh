@@ -186,6 +186,16 @@ __device__ __forceinline__ void LaunchDependents() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 
+// The scale group gi of row tile rt in a ring stage (this lane's 8 bytes).
+template <int kRT, int kCPS>
+__device__ __forceinline__ uint2 ScaleGroupAt(const uint8_t* stage, int rt,
+                                              int gi, int lane) {
+  using S = Stage<kRT, kCPS>;
+  return *reinterpret_cast<const uint2*>(
+      stage + S::kCodeBytes + (rt * S::kGroups + gi) * tiled::kScaleGroupBytes +
+      lane * 8);
+}
+
 // A position in a warp's unit sequence: slot, row group (kRT row tiles), K
 // step.
 struct Cursor {

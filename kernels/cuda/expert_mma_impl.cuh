@@ -109,9 +109,7 @@ __device__ __forceinline__ void ComputeUnitFast(const uint8_t* stage, int ks,
         cw[rt][q] = *reinterpret_cast<const uint4*>(
             stage + (rt * kCPS + g4 * 4 + q) * tiled::kChunkBytes + lane * 16);
       }
-      sg[rt] = *reinterpret_cast<const uint2*>(
-          stage + S::kCodeBytes +
-          (rt * S::kGroups + g4) * tiled::kScaleGroupBytes + lane * 8);
+      sg[rt] = ScaleGroupAt<kRT, kCPS>(stage, rt, g4, lane);
     }
 #pragma unroll
     for (int q = 0; q < kInGroup; ++q) {
@@ -230,9 +228,7 @@ __device__ __forceinline__ void ComputeUnitRing(const uint8_t* stage, int ks,
   for (int rt = 0; rt < kRT; ++rt) {
 #pragma unroll
     for (int gi = 0; gi < S::kGroups; ++gi) {
-      sg[rt][gi] = *reinterpret_cast<const uint2*>(
-          stage + S::kCodeBytes +
-          (rt * S::kGroups + gi) * tiled::kScaleGroupBytes + lane * 8);
+      sg[rt][gi] = ScaleGroupAt<kRT, kCPS>(stage, rt, gi, lane);
     }
     cw[rt] = *reinterpret_cast<const uint4*>(
         stage + rt * kCPS * tiled::kChunkBytes + lane * 16);
@@ -663,9 +659,7 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
     }
     {
       int first = 0;
-      if (lane == 0) TL_MIN(job.buf, 6);
-      if (lane == 0) TL_MAX(job.buf, 12);
-      if (lane == 0) TL_WARP(job.buf, w, 0);
+      TL_GATE_UP_START(job.buf, w, lane);
       if (job.shared_first) {  // before the routing exists
         const StreamKSeq seq{WarpRange(per_slot, W, w, job.round_units), 0,
                              per_slot, rgs, steps};
@@ -677,9 +671,7 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
       if (lane == 0) TL_MIN(job.buf, 14);
       if (lane == 0) TL_WARP(job.buf, w, 1);
       GridDependencyWait();
-      if (lane == 0) TL_MIN(job.buf, 8);
-      if (lane == 0) TL_MAX(job.buf, 13);
-      if (lane == 0) TL_WARP(job.buf, w, 2);
+      TL_GATE_UP_RELEASED(job.buf, w, lane);
       LaunchDependents();
       const int units = (__ldg(job.buf.meta + kMetaSlots) - first) * per_slot;
       const StreamKSeq seq{WarpRange(units, W, w, job.round_units), first,

@@ -198,9 +198,7 @@ __device__ __forceinline__ void ComputeFp8Unit(const uint8_t* stage,
   for (int rt = 0; rt < kRT; ++rt) {
 #pragma unroll
     for (int gi = 0; gi < S::kGroups; ++gi) {
-      sg[rt][gi] = *reinterpret_cast<const uint2*>(
-          stage + S::kCodeBytes +
-          (rt * S::kGroups + gi) * tiled::kScaleGroupBytes + lane * 8);
+      sg[rt][gi] = ScaleGroupAt<kRT, kCPS>(stage, rt, gi, lane);
     }
   }
   // Chunk q + 1 is decoded while chunk q's wgmmas run.
@@ -440,15 +438,11 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
   const int per_slot = rgs * steps;
   const int w = blockIdx.x * kWarps + warp;  // for the timeline probes
   if (kMode == kModeGateUp) {
-    if (lane == 0) TL_MIN(job.buf, 6);
-    if (lane == 0) TL_MAX(job.buf, 12);
-    if (lane == 0) TL_WARP(job.buf, w, 0);
+    TL_GATE_UP_START(job.buf, w, lane);
     // Every slot, the shared expert's too, needs the router's x_fp8.
     GridDependencyWait();
-    if (lane == 0) TL_MIN(job.buf, 8);
-    if (lane == 0) TL_MAX(job.buf, 13);
-    if (lane == 0) TL_WARP(job.buf, w, 1);
-    if (lane == 0) TL_WARP(job.buf, w, 2);
+    if (lane == 0) TL_WARP(job.buf, w, 1);  // no shared-expert phase
+    TL_GATE_UP_RELEASED(job.buf, w, lane);
     LaunchDependents();
   } else if (lane == 0) {
     TL_MIN(job.buf, 10);

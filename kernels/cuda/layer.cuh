@@ -114,6 +114,24 @@ __device__ __forceinline__ unsigned long long TimelineNow() {
 #define TL_MAX(buf, i) ((void)0)
 #define TL_WARP(buf, w, f) ((void)0)
 #endif
+// gate_up's stamps (lane 0 of warp w): at its start, and when it is released
+// into the routed part (after griddepcontrol.wait).
+#define TL_GATE_UP_START(buf, w, lane) \
+  do {                                 \
+    if ((lane) == 0) {                 \
+      TL_MIN(buf, 6);                  \
+      TL_MAX(buf, 12);                 \
+      TL_WARP(buf, w, 0);              \
+    }                                  \
+  } while (0)
+#define TL_GATE_UP_RELEASED(buf, w, lane) \
+  do {                                    \
+    if ((lane) == 0) {                    \
+      TL_MIN(buf, 8);                     \
+      TL_MAX(buf, 13);                    \
+      TL_WARP(buf, w, 2);                 \
+    }                                     \
+  } while (0)
 
 struct LayerArgs {
   Geometry geo;
