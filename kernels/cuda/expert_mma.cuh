@@ -67,6 +67,25 @@ struct MmaJob {
 // off (for measurements); it is on otherwise.
 bool PdlEnabled();
 
+// The job fields every expert launch fills the same way from the layer:
+// gate_up's or down's matrix, the run buffers, B's row length, the sizes,
+// out_scale = tensor scale x `decode_scale` (what the kernel's decode leaves
+// out), and programmatic dependent launch. Backends add their B source and
+// schedule fields.
+inline MmaJob LayerJob(const LayerArgs& a, bool gate_up, float decode_scale) {
+  MmaJob j;
+  j.w = gate_up ? a.gate_up : a.down;
+  j.buf = a.buf;
+  j.mode = gate_up ? kModeGateUp : kModeDown;
+  j.ld_b = gate_up ? a.geo.hidden : a.geo.inter_local;
+  j.out_scale = j.w.tensor_scale * decode_scale;
+  j.inter_local = a.geo.inter_local;
+  j.hidden = a.geo.hidden;
+  j.batch = a.geo.batch;
+  j.pdl = PdlEnabled();
+  return j;
+}
+
 // How many blocks of `kernel` (`threads` threads, `smem` bytes of dynamic
 // shared memory, which it is allowed here) an SM of `device` holds, queried
 // once a device into `cache` (one per kernel instantiation).

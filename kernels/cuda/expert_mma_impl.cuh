@@ -717,25 +717,33 @@ GpuStatus LaunchAs(const MmaJob& job, int device, int sm_count,
 
 }  // namespace mma_detail
 
+namespace mma_detail {
+
+// Mode kMode's kernel for K that is (kRagged) or is not a multiple of the
+// unit's K.
+template <int kRT, int kCPS, int kNT, int kWarps, bool kStreamK, int kMode>
+GpuStatus LaunchMode(const MmaJob& job, int device, int sm_count,
+                     cudaStream_t stream) {
+  const bool ragged = job.w.chunks % kCPS != 0;
+  return ragged ? LaunchAs<kRT, kCPS, kNT, kWarps, kStreamK, kMode, true>(
+                      job, device, sm_count, stream)
+                : LaunchAs<kRT, kCPS, kNT, kWarps, kStreamK, kMode, false>(
+                      job, device, sm_count, stream);
+}
+
+}  // namespace mma_detail
+
 template <int kRT, int kCPS, int kNT, int kWarps, bool kStreamK>
 GpuStatus LaunchExpertMma(const MmaJob& job, int device, int sm_count,
                           cudaStream_t stream) {
-  using mma_detail::LaunchAs;
-  const bool ragged = job.w.chunks % kCPS != 0;
-
+  using mma_detail::LaunchMode;
   if (job.mode == kModeGateUp) {
-    return ragged
-               ? LaunchAs<kRT, kCPS, kNT, kWarps, kStreamK, kModeGateUp, true>(
-                     job, device, sm_count, stream)
-               : LaunchAs<kRT, kCPS, kNT, kWarps, kStreamK, kModeGateUp, false>(
-                     job, device, sm_count, stream);
+    return LaunchMode<kRT, kCPS, kNT, kWarps, kStreamK, kModeGateUp>(
+        job, device, sm_count, stream);
   }
   if (job.mode == kModeDown) {
-    return ragged
-               ? LaunchAs<kRT, kCPS, kNT, kWarps, kStreamK, kModeDown, true>(
-                     job, device, sm_count, stream)
-               : LaunchAs<kRT, kCPS, kNT, kWarps, kStreamK, kModeDown, false>(
-                     job, device, sm_count, stream);
+    return LaunchMode<kRT, kCPS, kNT, kWarps, kStreamK, kModeDown>(
+        job, device, sm_count, stream);
   }
   return Fail(RunStatus::kBadProblem,
               "job.mode: must be 0 (gate_up) or 1 (down), got " +

@@ -20,20 +20,11 @@ constexpr int kFusedWarps = 4;
 constexpr int kFusedMaxBatch = 64;
 
 MmaJob BaseJob(const LayerArgs& a, bool gate_up) {
-  MmaJob j;
-  j.w = gate_up ? a.gate_up : a.down;
-  j.buf = a.buf;
-  j.mode = gate_up ? kModeGateUp : kModeDown;
+  MmaJob j = LayerJob(a, gate_up, kDecodeScale);
   j.b_src = gate_up ? a.buf.x16 : a.buf.h;
   j.b_by_position = gate_up ? 0 : 1;
-  j.ld_b = gate_up ? a.geo.hidden : a.geo.inter_local;
-  j.out_scale = j.w.tensor_scale * kDecodeScale;
-  j.inter_local = a.geo.inter_local;
-  j.hidden = a.geo.hidden;
-  j.batch = a.geo.batch;
   j.shared_first = gate_up && a.geo.has_shared ? 1 : 0;
   j.shared_expert = a.geo.num_local;
-  j.pdl = PdlEnabled();
   return j;
 }
 

@@ -472,26 +472,13 @@ GpuStatus LaunchFp8(const MmaJob& job, int device, int sm_count,
   return LaunchJob(kernel, job, sm_count * per_sm, kWarps * 32, kSmem, stream);
 }
 
-MmaJob Fp8Job(const LayerArgs& a, bool gate_up) {
-  MmaJob j;
-  j.w = gate_up ? a.gate_up : a.down;
-  j.buf = a.buf;
-  j.mode = gate_up ? kModeGateUp : kModeDown;
-  j.ld_b = gate_up ? a.geo.hidden : a.geo.inter_local;
-  j.out_scale = j.w.tensor_scale * tiled_e4m3::kDecodeScale;
-  j.inter_local = a.geo.inter_local;
-  j.hidden = a.geo.hidden;
-  j.batch = a.geo.batch;
-  j.pdl = PdlEnabled();
-  return j;
-}
-
 template <int kRT, int kCPS>
 GpuStatus LaunchTile(const LayerArgs& a, cudaStream_t stream) {
+  const float decode = tiled_e4m3::kDecodeScale;
   MG_RETURN_IF_ERROR((LaunchFp8<kRT, kCPS, kModeGateUp>(
-      Fp8Job(a, true), a.device, a.sm_count, stream)));
-  return LaunchFp8<kRT, kCPS, kModeDown>(Fp8Job(a, false), a.device, a.sm_count,
-                                         stream);
+      LayerJob(a, true, decode), a.device, a.sm_count, stream)));
+  return LaunchFp8<kRT, kCPS, kModeDown>(LayerJob(a, false, decode), a.device,
+                                         a.sm_count, stream);
 }
 
 GpuStatus CanImplement(const LayerArgs& a) {

@@ -37,20 +37,11 @@ Workspace Carve(const LayerArgs& a, void* base) {
 }
 
 MmaJob Job(const LayerArgs& a, const Workspace& ws, bool gate_up) {
-  MmaJob j;
-  j.w = gate_up ? a.gate_up : a.down;
-  j.buf = a.buf;
-  j.mode = gate_up ? kModeGateUp : kModeDown;
+  MmaJob j = LayerJob(a, gate_up, kDecodeScale);
   j.b_src = gate_up ? ws.xp : a.buf.h;
   j.b_by_position = 1;
-  j.ld_b = gate_up ? a.geo.hidden : a.geo.inter_local;
-  j.out_scale = j.w.tensor_scale * kDecodeScale;
-  j.inter_local = a.geo.inter_local;
-  j.hidden = a.geo.hidden;
-  j.batch = a.geo.batch;
   j.yp = ws.yp;
   j.tile_bound = TileBound(a.geo);
-  j.pdl = PdlEnabled();
   return j;
 }
 
