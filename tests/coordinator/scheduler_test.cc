@@ -4,7 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/coordinator/test_probes.h"
+#include "tests/coordinator/test_helpers.h"
 
 namespace moetune::coordinator {
 namespace {
@@ -25,17 +25,7 @@ v1::SweepSpec Spec(std::vector<std::string> backends) {
 }
 
 v1::ReportResultRequest Done(const v1::Trial& trial, double median_us) {
-  v1::ReportResultRequest request;
-  request.set_worker_id(trial.worker_id());
-  v1::TrialResult* r = request.mutable_result();
-  r->set_trial_id(trial.trial_id());
-  r->set_attempt(trial.attempt());
-  r->set_outcome(v1::DONE);
-  r->mutable_stats()->set_samples(1);
-  r->mutable_stats()->set_median_us(median_us);
-  r->add_samples_us(median_us);
-  r->mutable_fingerprint()->set_hash("fp-cpu");
-  return request;
+  return DoneReport(trial, {median_us}, median_us, "fp-cpu");
 }
 
 class SchedulerTest : public ::testing::Test {

@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
-#include "tests/coordinator/test_probes.h"
+#include "tests/coordinator/test_helpers.h"
 #include "worker/agent.h"
 #include "worker/cpu_backends.h"
 

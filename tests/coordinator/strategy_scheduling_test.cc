@@ -5,12 +5,13 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <vector>
 
 #include "coordinator/queries.h"
 #include "coordinator/scheduler.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/coordinator/test_probes.h"
+#include "tests/coordinator/test_helpers.h"
 
 namespace moetune::coordinator {
 namespace {
@@ -43,21 +44,13 @@ double MedianFor(const v1::TrialConfig& c) {
 }
 
 v1::ReportResultRequest Measure(const v1::Trial& trial, double scale = 1.0) {
-  v1::ReportResultRequest request;
-  request.set_worker_id(trial.worker_id());
-  v1::TrialResult* r = request.mutable_result();
-  r->set_trial_id(trial.trial_id());
-  r->set_attempt(trial.attempt());
-  r->set_outcome(v1::DONE);
   const double m = MedianFor(trial.config()) * scale;
-  for (int i = 0; i < trial.measurement().iterations(); ++i) {
-    r->add_samples_us(m * (1.0 + 0.002 * ((i % 5) - 2)));
-  }
-  r->mutable_stats()->set_samples(r->samples_us_size());
-  r->mutable_stats()->set_median_us(m);
-  r->mutable_stats()->set_ci_low_us(m * 0.998);
-  r->mutable_stats()->set_ci_high_us(m * 1.002);
-  r->mutable_fingerprint()->set_hash("fp");
+  std::vector<double> samples;
+  for (int i = 0; i < trial.measurement().iterations(); ++i)
+    samples.push_back(m * (1.0 + 0.002 * ((i % 5) - 2)));
+  v1::ReportResultRequest request = DoneReport(trial, samples, m, "fp");
+  request.mutable_result()->mutable_stats()->set_ci_low_us(m * 0.998);
+  request.mutable_result()->mutable_stats()->set_ci_high_us(m * 1.002);
   return request;
 }
 
