@@ -13,9 +13,12 @@
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "tests/tuner/strategy_test_util.h"
 
 namespace moetune::tuner {
 namespace {
+
+using testing::TinyLayerSpec;
 
 v1::SweepSpec Parse(const std::string& text) {
   v1::SweepSpec spec;
@@ -222,13 +225,7 @@ std::vector<v1::Trial> Expand(const v1::SweepSpec& spec) {
 }
 
 TEST(ExpandSweepTest, ConditionalTiles) {
-  const v1::SweepSpec spec = Parse(R"pb(
-    workload {
-      model_preset: "tiny"
-      batch_sizes: 1
-      context_lengths: 256
-      region: MOE_LAYER
-    }
+  const v1::SweepSpec spec = TinyLayerSpec(R"pb(
     space {
       moe_backends: "cpu_reference"
       moe_backends: "cpu_blocked"
@@ -287,13 +284,7 @@ TEST(ExpandSweepTest, BatchLimitedBackendOnlyAtItsBatches) {
 }
 
 TEST(ExpandSweepTest, DefaultTileWhenNoneListedForTheBackend) {
-  v1::SweepSpec spec = Parse(R"pb(
-    workload {
-      model_preset: "tiny"
-      batch_sizes: 1
-      context_lengths: 256
-      region: MOE_LAYER
-    }
+  v1::SweepSpec spec = TinyLayerSpec(R"pb(
     space { moe_backends: "cpu_blocked" moe_backends: "fused_gemv" }
   )pb");
   EXPECT_THAT(Rows(Expand(spec)),
@@ -330,13 +321,7 @@ TEST(ExpandSweepTest, WorldSizeFiltersTpEpPairs) {
 }
 
 TEST(ExpandSweepTest, CudaGraphOnlyForGpuBackends) {
-  const v1::SweepSpec spec = Parse(R"pb(
-    workload {
-      model_preset: "tiny"
-      batch_sizes: 1
-      context_lengths: 256
-      region: MOE_LAYER
-    }
+  const v1::SweepSpec spec = TinyLayerSpec(R"pb(
     space {
       moe_backends: "cpu_reference"
       moe_backends: "dequant_cublas"
@@ -360,13 +345,7 @@ TEST(ExpandSweepTest, CudaGraphOnlyForGpuBackends) {
 // ------------------------------------------- only points that can run --
 
 TEST(ExpandSweepTest, CpuTileMustDivideThePresetDims) {
-  v1::SweepSpec spec = Parse(R"pb(
-    workload {
-      model_preset: "tiny"
-      batch_sizes: 1
-      context_lengths: 256
-      region: MOE_LAYER
-    }
+  v1::SweepSpec spec = TinyLayerSpec(R"pb(
     space {
       moe_backends: "cpu_reference"
       moe_backends: "cpu_blocked"
@@ -386,13 +365,7 @@ TEST(ExpandSweepTest, CpuTileMustDivideThePresetDims) {
 }
 
 TEST(ExpandSweepTest, TileFitIsCheckedAtEachTp) {
-  const v1::SweepSpec spec = Parse(R"pb(
-    workload {
-      model_preset: "tiny"
-      batch_sizes: 1
-      context_lengths: 256
-      region: MOE_LAYER
-    }
+  const v1::SweepSpec spec = TinyLayerSpec(R"pb(
     space {
       moe_backends: "cpu_blocked"
       moe_backends: "fused_gemv"
@@ -439,13 +412,7 @@ TEST(ExpandSweepTest, DequantCublasNeverGetsCudaGraph) {
 }
 
 TEST(ExpandSweepTest, UntiledGpuBackendNeedsWholeChunksOfTheSlice) {
-  const v1::SweepSpec spec = Parse(R"pb(
-    workload {
-      model_preset: "tiny"
-      batch_sizes: 1
-      context_lengths: 256
-      region: MOE_LAYER
-    }
+  const v1::SweepSpec spec = TinyLayerSpec(R"pb(
     space { moe_backends: "dequant_cublas" tp: 1 tp: 2 tp: 4 }
   )pb");
   // tiny's slice is 128 / tp: 128 and 64 are whole 64-element chunks, 32 not.

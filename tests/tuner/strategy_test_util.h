@@ -1,6 +1,6 @@
-// Helpers shared by the strategy tests: small specs, a hand-made oracle that
-// finishes trials with chosen medians, and a driver that runs a strategy to
-// the end recording every Propose call. Test-only; not thread-safe.
+// Helpers shared by the strategy and spec tests: small specs, a hand-made
+// oracle that finishes trials with chosen medians, and a driver that runs a
+// strategy to the end recording every Propose call. Test-only; not thread-safe.
 #pragma once
 
 #include <functional>
