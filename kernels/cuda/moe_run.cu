@@ -205,6 +205,8 @@ GpuStatus AllocRun(const MoeProblem& p, LayerArgs* a, const BackendOps& ops,
   // over the allocation (a second, hand-kept list of sizes once fell out of
   // step with it and overran the allocation).
   RunBuffers& b = a->buf;
+  const bool fp8 =  // fused_gemv_fp8, the one backend with FP8 activations
+      ops.weight_layout == WeightLayout::kE4m3Bits;
   uint16_t* x_bf16 = nullptr;
   float* bias = nullptr;
   auto carve = [&](Carver& c) {
@@ -227,10 +229,12 @@ GpuStatus AllocRun(const MoeProblem& p, LayerArgs* a, const BackendOps& ops,
     b.gu_counters = c.Take<int>(s * (il / 8 + 1));
     b.h = c.Take<__half>(pos * il);
     b.y = c.Take<float>(bh);
-    b.x_fp8 = c.Take<uint8_t>(bh * 8);  // zero where no value goes
-    b.x_fp8_inv = c.Take<float>(bh / 16);
-    b.h_fp8 = c.Take<uint8_t>(pos * il * 8);
-    b.h_fp8_inv = c.Take<float>(pos * il / 16);
+    if (fp8) {  // only its backend reads them (8 bytes a value)
+      b.x_fp8 = c.Take<uint8_t>(bh * 8);  // zero where no value goes
+      b.x_fp8_inv = c.Take<float>(bh / 16);
+      b.h_fp8 = c.Take<uint8_t>(pos * il * 8);
+      b.h_fp8_inv = c.Take<float>(pos * il / 16);
+    }
     b.timeline = c.Take<unsigned long long>(kTimelineWords);
     st->x_float = c.Take<float>(bh);
     st->y_ref = c.Take<float>(bh);
