@@ -56,9 +56,9 @@ struct Fp8Stage {
   static constexpr int kCount = kRaw < 2 ? 2 : kRaw > 8 ? 8 : kRaw;
 };
 
-// The current (slot, row group) of this warp and its B row.
+// The current (slot, row group) of this warp and its activations' inverse
+// scales (the B bytes themselves come through the ring).
 struct Fp8Run : Run<1> {
-  const uint8_t* b = nullptr;  // the row's B bytes, chunk 0
   const float* inv = nullptr;  // block c's inverse scale of chunk 0
 };
 
@@ -154,8 +154,6 @@ __device__ void StartFp8Run(const MmaJob& j, const Cursor& u, Fp8Run& run,
   const bool gate_up = j.mode == kModeGateUp;
   // gate_up reads the token's input, down the position's h.
   const int row = gate_up ? __ldg(j.buf.tok_list + run.p0) : run.p0;
-  run.b = (gate_up ? j.buf.x_fp8 : j.buf.h_fp8) +
-          static_cast<int64_t>(row) * j.ld_b * act_fp8::kBytesPerValue;
   run.inv = (gate_up ? j.buf.x_fp8_inv : j.buf.h_fp8_inv) +
             static_cast<int64_t>(row) * (j.ld_b / act_fp8::kBlock) + lane % 4;
 #pragma unroll
