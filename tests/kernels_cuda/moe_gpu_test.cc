@@ -220,6 +220,42 @@ TEST(MoeGpuTest, RankPartialSumsAddUpToTheWholeLayer) {
   EXPECT_LT(Errors(sumf, ToDouble(w.output)).first, kTolerance);
 }
 
+// fused_gemv_fp8 routes its one token in gate_up, not in the router's tail:
+// on each expert-parallel rank (the shared expert on rank 0 only; a rank
+// may own none of the picks) it reports the experts fused_gemv reports,
+// matches the trusted path, and the ranks add up to the whole layer.
+TEST(MoeGpuTest, Fp8RoutesItsTokenOnEveryExpertRank) {
+  SKIP_WITHOUT_GPU();
+  for (const uint64_t seed : {3u, 17u, 29u}) {
+    const MoeProblem whole = Small(1, seed);
+    const MoeRunResult w = RunMoeLayer(whole, Options("fused_gemv"));
+    ASSERT_EQ(w.status, RunStatus::kOk) << w.message;
+    std::vector<double> sum(whole.input.size(), 0.0);
+    int routed = 0;
+    for (int rank = 0; rank < 4; ++rank) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + " rank " +
+                   std::to_string(rank));
+      const MoeProblem p = Small(1, seed, {1, 4, rank});
+      MoeRunOptions o = Options("fused_gemv_fp8", 128, 128, rank % 2 == 1);
+      o.compute_reference = true;
+      const MoeRunResult r = RunMoeLayer(p, o);
+      ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+      const MoeRunResult g = RunMoeLayer(p, Options("fused_gemv"));
+      ASSERT_EQ(g.status, RunStatus::kOk) << g.message;
+      EXPECT_EQ(r.distinct_experts, g.distinct_experts);
+      routed += r.distinct_experts;
+      if (rank == 0 || r.distinct_experts > 0) {
+        EXPECT_LT(Errors(r.output, ToDouble(r.reference_output)).first,
+                  kTolerance);
+      }
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += r.output[i];
+    }
+    EXPECT_EQ(routed, whole.dims.top_k);
+    std::vector<float> sumf(sum.begin(), sum.end());
+    EXPECT_LT(Errors(sumf, ToDouble(w.output)).first, kTolerance);
+  }
+}
+
 TEST(MoeGpuTest, UnsupportedRequestsSayWhy) {
   SKIP_WITHOUT_GPU();
   const MoeProblem p = Small(2, 3);
