@@ -70,22 +70,11 @@ struct RunBuffers {
   float* x_fp8_inv = nullptr;  // [batch][hidden / 16]
   uint8_t* h_fp8 = nullptr;    // [max_positions][inter_local * 8]
   float* h_fp8_inv = nullptr;  // [max_positions][inter_local / 16]
-  // fused_gemv_fp8's handshakes: router blocks done with their scores (and
-  // x_fp8), and its blocks done routing (both zero before the router; the
-  // last block to route zeroes them); per (slot, down K step >= 64) the h
-  // blocks written, kHReadyStride ints apart (the router zeroes them).
-  int* scores_written = nullptr;
-  int* blocks_routed = nullptr;
-  int* h_ready = nullptr;
-  int h_ready_count = 0;
-  // fused_gemv_fp8's down units taken so far (zeroed by the router).
-  int* down_next = nullptr;
   // kTimelineSlots %globaltimer stamps (ns), written only by a
   // -DMOETUNE_TIMELINE build (see below).
   unsigned long long* timeline = nullptr;
 };
 
-inline constexpr int kHReadyStride = 32;  // ints: a 128-byte line
 inline constexpr int kMetaSlots = 0, kMetaRouted = 1, kMetaPositions = 2,
                      kMetaTiles = 3;
 inline constexpr int kGroupedTokens = 64;  // grouped_mma's token tile
@@ -153,10 +142,8 @@ struct LayerArgs {
   int device = 0;
   int sm_count = 0;
   void* cublas = nullptr;  // cublasHandle_t of the runner's context
-  // For fused_gemv_fp8 (one token): the router also writes the input as
-  // FP8 hi + lo blocks (x_fp8), and its blocks only count their scores
-  // (scores_written): gate_up picks the experts and writes the slot tables.
-  bool router_for_one_token_fp8 = false;
+  // The router also writes the input as FP8 hi + lo blocks (x_fp8).
+  bool router_writes_x_fp8 = false;
 };
 
 }  // namespace moetune::gpu

@@ -234,11 +234,6 @@ GpuStatus AllocRun(const MoeProblem& p, LayerArgs* a, const BackendOps& ops,
       b.x_fp8_inv = c.Take<float>(bh / 16);
       b.h_fp8 = c.Take<uint8_t>(pos * il * 8);
       b.h_fp8_inv = c.Take<float>(pos * il / 16);
-      b.scores_written = c.Take<int>(1);  // zero, as the router needs it
-      b.blocks_routed = c.Take<int>(1);
-      b.h_ready_count = static_cast<int>(s * (il / 64) * kHReadyStride);
-      b.h_ready = c.Take<int>(b.h_ready_count);
-      b.down_next = c.Take<int>(kHReadyStride);  // a line of its own
     }
     b.timeline = c.Take<unsigned long long>(kTimelineWords);
     st->x_float = c.Take<float>(bh);

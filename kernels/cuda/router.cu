@@ -5,15 +5,13 @@
 
 #include "kernels/cuda/act_fp8.cuh"
 #include "kernels/cuda/router.cuh"
-#include "kernels/cuda/topk_warp.cuh"
 
 namespace moetune::gpu {
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int kTokGroup = 8;
-constexpr int kPerLane = kTopKPerLane;
-static_assert(kPerLane * 32 == kRouterMaxExperts);
+constexpr int kPerLane = kRouterMaxExperts / 32;
 
 struct RouterParams {
   const uint16_t* w;
@@ -21,7 +19,6 @@ struct RouterParams {
   float scaling;
   int e_lo, e_hi, has_shared, shared_index;
   int write_x_fp8;
-  int scores_only;
   RunBuffers buf;
 };
 
@@ -66,10 +63,6 @@ __device__ void SideWork(const RouterParams& p) {
     p.buf.y[i] = 0.0f;
   }
   if (!p.write_x_fp8) return;
-  // fused_gemv_fp8's h handshake and down's unit counter, before any count.
-  for (int64_t i = first; i < p.buf.h_ready_count; i += stride)
-    p.buf.h_ready[i] = 0;
-  if (first == 0) *p.buf.down_next = 0;
   const int blocks = p.hidden / act_fp8::kBlock;
   for (int64_t b = first; b < n / act_fp8::kBlock; b += stride) {
     const int64_t t = b / blocks;
@@ -137,10 +130,6 @@ __device__ void FenceAcqRelGpu() {
 __device__ bool IsLastBlock(const RouterParams& p, RouterShared& sh) {
   FenceAcqRelGpu();  // each writer releases its own logits device-wide
   __syncthreads();
-  if (p.scores_only) {  // fused_gemv_fp8's gate_up does the rest
-    if (threadIdx.x == 0) atomicAdd(p.buf.scores_written, 1);
-    return false;
-  }
   if (threadIdx.x == 0) {
     const int ticket = atomicAdd(p.buf.router_counter, 1);
     sh.last = ticket == static_cast<int>(gridDim.x) - 1;
@@ -149,10 +138,17 @@ __device__ bool IsLastBlock(const RouterParams& p, RouterShared& sh) {
   return sh.last != 0;
 }
 
+// Floats as unsigned keys with the same order (larger float, larger key).
+__device__ uint32_t OrderedKey(float f) {
+  const uint32_t b = __float_as_uint(f);
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
 __device__ void FinishTopK(const RouterParams& p, RouterShared& sh, int t,
                            int slot);
 
-// One warp picks token t's top-k (WarpTopK) into sh.sel_*[warp].
+// One warp picks token t's top-k (score desc, expert index asc): per round a
+// max-reduction of the keys, then a min-reduction of the indices holding it.
 __device__ void TopKToken(const RouterParams& p, RouterShared& sh, int t,
                           const float (&bias)[kPerLane]) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -168,10 +164,29 @@ __device__ void TopKToken(const RouterParams& p, RouterShared& sh, int t,
       key[i] = OrderedKey(sig[i] + bias[i]);
     }
   }
-  WarpTopK(key, sig, p.top_k, [&](int r, int e, float s) {
-    sh.sel_e[warp][r] = e;
-    sh.sel_s[warp][r] = s;
-  });
+  uint32_t taken = 0;
+  for (int r = 0; r < p.top_k; ++r) {
+    uint32_t best = 0;
+    int bi = -1;
+    float bs = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      if (!((taken >> i) & 1u) && key[i] > best) {
+        best = key[i];
+        bi = i;
+        bs = sig[i];
+      }
+    }
+    const uint32_t top = __reduce_max_sync(~0u, best);
+    const uint32_t cand =
+        (bi >= 0 && best == top) ? static_cast<uint32_t>(lane + 32 * bi) : ~0u;
+    const uint32_t e = __reduce_min_sync(~0u, cand);
+    if ((e & 31u) == static_cast<uint32_t>(lane)) {
+      taken |= 1u << (e >> 5);
+      sh.sel_e[warp][r] = static_cast<int>(e);
+      sh.sel_s[warp][r] = bs;
+    }
+  }
   __syncwarp();
   FinishTopK(p, sh, t, warp);
 }
@@ -348,10 +363,9 @@ GpuStatus LaunchRouter(const LayerArgs& args, cudaStream_t stream) {
   p.e_hi = g.e_hi;
   p.has_shared = g.has_shared;
   p.shared_index = g.num_local;
-  p.write_x_fp8 = args.router_for_one_token_fp8 ? 1 : 0;
-  p.scores_only = args.router_for_one_token_fp8 ? 1 : 0;
+  p.write_x_fp8 = args.router_writes_x_fp8 ? 1 : 0;
   p.buf = args.buf;
-  RouterKernel<<<RouterBlocks(g), kThreads, 0, stream>>>(p);
+  RouterKernel<<<g.experts, kThreads, 0, stream>>>(p);
   MG_CHECK_LAUNCH();
   return OkStatus();
 }

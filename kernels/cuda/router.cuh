@@ -5,10 +5,7 @@
 // It also writes the fp16 copy of the input and zeroes the output. Ties go to
 // the lower expert index, as in the reference. Slot 0 is the shared expert
 // (positions [0, batch)) when this rank has it. The kernel lets dependent
-// launches start at once (griddepcontrol). For fused_gemv_fp8
-// (LayerArgs::router_for_one_token_fp8) its blocks only write the scores
-// and count them done; that backend's gate_up routes the token itself.
-// Launch-only; not thread-safe.
+// launches start at once (griddepcontrol). Launch-only; not thread-safe.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -20,9 +17,6 @@ namespace moetune::gpu {
 
 inline constexpr int kRouterMaxExperts = 256;
 inline constexpr int kRouterMaxTopK = 32;
-
-// The router's grid: one block an expert.
-inline int RouterBlocks(const Geometry& g) { return g.experts; }
 
 // Enqueues the router on `stream`. Geometry must satisfy experts <=
 // kRouterMaxExperts and top_k <= kRouterMaxTopK (checked by the runner).

@@ -220,11 +220,11 @@ TEST(MoeGpuTest, RankPartialSumsAddUpToTheWholeLayer) {
   EXPECT_LT(Errors(sumf, ToDouble(w.output)).first, kTolerance);
 }
 
-// fused_gemv_fp8 routes its one token in gate_up, not in the router's tail:
-// on each expert-parallel rank (the shared expert on rank 0 only; a rank
-// may own none of the picks) it reports the experts fused_gemv reports,
-// matches the trusted path, and the ranks add up to the whole layer.
-TEST(MoeGpuTest, Fp8RoutesItsTokenOnEveryExpertRank) {
+// fused_gemv_fp8 on each expert-parallel rank (the shared expert on rank 0
+// only; a rank may own none of the picks; graph mode on odd ranks): it
+// reports the experts fused_gemv reports, matches the trusted path, and the
+// ranks add up to the whole layer.
+TEST(MoeGpuTest, Fp8OnEveryExpertRankAddsUpToTheLayer) {
   SKIP_WITHOUT_GPU();
   for (const uint64_t seed : {3u, 17u, 29u}) {
     const MoeProblem whole = Small(1, seed);

@@ -1,0 +1,19 @@
+#!/bin/bash
+# Device run 58: version 22 (fused kernel; down units taken dynamically in slot order) vs v21 and v16.
+R=$OUT/results.txt; G=.device/g
+nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv,noheader >> $R
+echo "== gtest v22" >> $R; timeout 150 $G/v22/kernels_cuda_test 2>&1 | grep -E "PASSED|FAILED|tests ran|Failure|Expected|Which is|rel_l2" | head -30 >> $R
+timeout 90 $G/v22/moetune-kernel-bench --tiny > $OUT/bench_tiny.txt 2>&1; echo "tiny rc=$?" >> $R
+for t in memcheck racecheck synccheck; do
+  timeout 60 compute-sanitizer --tool $t $G/v22/moetune-kernel-bench --tiny --backends=fused_gemv_fp8 --iterations=2 --warmup=1 --no-cpu-check 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY" | head -3 >> $R
+done
+for p in 1 2; do for v in v16 v21 v22; do
+  timeout 90 $G/$v/moetune-kernel-bench --batches=1 --backends=fused_gemv_fp8 --graph=both --iterations=300 --no-cpu-check > $OUT/bench_${v}_$p.txt 2>&1; echo "$v/$p rc=$?" >> $R
+done; done
+for p in 1 2; do
+timeout 90 $G/tl22/moetune-kernel-bench --batches=1 --backends=fused_gemv_fp8 --tiles=128x512 --graph=on --iterations=50 --no-cpu-check > $OUT/bench_tl22_$p.txt 2>&1; echo "tl rc=$?" >> $R
+done
+cat $R
+grep -E "wrong" $OUT/bench_tiny.txt | tail -1
+for f in v16_1 v21_1 v22_1 v16_2 v21_2 v22_2 tl22_1 tl22_2; do echo "== $f"; grep -E "^fused_gemv_fp8" $OUT/bench_$f.txt | awk '{print $2,$3,$4,$5,$9,$10,$12}'; done
+grep -h -E "timeline fused_gemv_fp8|warps" $OUT/bench_tl22_*.txt | grep -A1 "fused_gemv_fp8"
