@@ -7,9 +7,12 @@
 //       [--backends=dequant_cublas,fused_gemv,fused_gemv_fp8,grouped_mma]
 //       [--graph=both|on|off]
 //       [--tiles=16x256,...] [--pdl=on|off] [--tiny] [--seed=N] [--layer=L]
-//       [--device=D] [--cpu-threads=N] [--no-cpu-check]
+//       [--chain=N] [--device=D] [--cpu-threads=N] [--no-cpu-check]
 // --pdl=off sets MOETUNE_PDL=0 (no programmatic dependent launch) for a
-// comparison; --tiles keeps only the named tiles of tiled backends.
+// comparison; --tiles keeps only the named tiles of tiled backends;
+// --chain=N times layers L .. L + N - 1 (each its own weights) back to back,
+// in one graph when graph is on, as a decode step runs them, and prints the
+// figures per layer (the check is layer L's).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -37,7 +40,7 @@ struct Flags {
   std::vector<int> batches = {1, 8, 32};
   std::vector<std::string> backends = {"dequant_cublas", "fused_gemv",
                                        "fused_gemv_fp8", "grouped_mma"};
-  int iterations = 20, warmup = 3, device = 0, layer = 3;
+  int iterations = 20, warmup = 3, device = 0, layer = 3, chain = 1;
   int cpu_threads =
       static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   uint64_t seed = 42;
@@ -76,6 +79,8 @@ bool ParseFlag(const std::string& arg, Flags* f) {
     f->device = std::atoi(value.c_str());
   } else if (key == "--layer") {
     f->layer = std::atoi(value.c_str());
+  } else if (key == "--chain") {
+    f->chain = std::atoi(value.c_str());
   } else if (key == "--seed") {
     f->seed = std::strtoull(value.c_str(), nullptr, 10);
   } else if (key == "--cpu-threads") {
@@ -215,6 +220,7 @@ void RunConfig(const Flags& f, const MoeProblem& p, const Config& c,
   o.iterations = f.iterations;
   o.warmup = f.warmup;
   o.device = f.device;
+  o.chain_layers = f.chain;
   const MoeRunResult r = RunMoeLayer(p, o);
   const std::string tile = c.block_n == 0 ? "-"
                                           : std::to_string(c.block_n) + "x" +
@@ -349,6 +355,12 @@ int Main(int argc, char** argv) {
       dims.hidden, dims.moe_inter, dims.num_experts, dims.top_k,
       dims.num_shared, dims.routed_scaling,
       static_cast<unsigned long long>(f.seed), f.layer, kTolerance, kTolerance);
+  if (f.chain > 1) {
+    std::printf(
+        "timing: layers %d..%d back to back (each its own weights, the L2 "
+        "flushed before the first), figures per layer\n",
+        f.layer, f.layer + f.chain - 1);
+  }
   Totals totals;
   bool header = false;
   for (int batch : f.batches) {

@@ -61,15 +61,20 @@ struct MoeRunOptions {
   int iterations = 20;
   int device = 0;
   bool compute_reference = false;  // also run the trusted GPU path
+  // Time layers problem.layer .. + chain_layers - 1 (each its own weights,
+  // all on the same input) back to back, as a decode step runs them (in
+  // one graph when cuda_graph), and report per layer. 1..16; the output,
+  // reference and distinct_experts are the first layer's.
+  int chain_layers = 1;
 };
 enum class RunStatus { kOk, kCannotImplement, kBadProblem, kUnavailable, kCudaError };
 struct MoeRunResult {
   RunStatus status = RunStatus::kOk;
   std::string message;
-  std::vector<double> samples_us;       // raw timed iterations (us)
+  std::vector<double> samples_us;       // raw timed iterations (us a layer)
   std::vector<float> output;            // [batch][hidden]
   std::vector<float> reference_output;  // trusted path, when asked
-  double bytes = 0;                     // the rank's minimum bytes
+  double bytes = 0;  // the rank's minimum bytes (a layer: the chain's mean)
   int distinct_experts = 0;
 };
 

@@ -26,6 +26,7 @@ namespace {
 
 constexpr size_t kFlushBytes = size_t{192} << 20;  // > 3x the 60 MB L2
 constexpr int kMaxBatch = 4096;
+constexpr int kMaxChainLayers = 16;  // each layer's weights stay on the GPU
 
 struct Context {
   int device = -1;
@@ -34,6 +35,9 @@ struct Context {
   cublasHandle_t cublas = nullptr;
   DeviceBuffer flush, sink;
   WeightSet weights;
+  // The weights of the layers after problem.layer in a chain
+  // (options.chain_layers), generated as the chain first needs them.
+  std::vector<std::unique_ptr<WeightSet>> chain;
   ~Context() {
     if (cublas != nullptr) cublasDestroy(cublas);
     if (stream != nullptr) cudaStreamDestroy(stream);
@@ -134,6 +138,11 @@ GpuStatus ValidateShardAndOptions(const MoeProblem& p, const MoeRunOptions& o) {
   if (o.device < 0) return Bad("options.device: must be >= 0");
   if (o.block_n < 0 || o.block_k < 0)
     return Bad("options.block_n/block_k: must be >= 0");
+  if (o.chain_layers < 1 || o.chain_layers > kMaxChainLayers) {
+    return Bad("options.chain_layers: must be in [1, " +
+               std::to_string(kMaxChainLayers) + "], got " +
+               std::to_string(o.chain_layers));
+  }
   return OkStatus();
 }
 
@@ -298,10 +307,17 @@ struct GraphHolder {
   }
 };
 
-GpuStatus Capture(const BackendOps& ops, const LayerArgs& a, void* ws,
-                  cudaStream_t stream, GraphHolder* g) {
+// The chain's layers one after the other on `stream`.
+GpuStatus LaunchChain(const BackendOps& ops, const std::vector<LayerArgs>& chain,
+                      void* ws, cudaStream_t stream) {
+  for (const LayerArgs& a : chain) MG_RETURN_IF_ERROR(ops.launch(a, ws, stream));
+  return OkStatus();
+}
+
+GpuStatus Capture(const BackendOps& ops, const std::vector<LayerArgs>& chain,
+                  void* ws, cudaStream_t stream, GraphHolder* g) {
   MG_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  const GpuStatus launched = ops.launch(a, ws, stream);
+  const GpuStatus launched = LaunchChain(ops, chain, ws, stream);
   const cudaError_t ended = cudaStreamEndCapture(stream, &g->graph);
   MG_RETURN_IF_ERROR(launched);
   MG_CUDA(ended);
@@ -392,12 +408,14 @@ GpuStatus PrintTimeline(Context* ctx, const BackendOps& ops, const LayerArgs& a,
 }
 #endif
 
-GpuStatus TimeLayer(Context* ctx, const BackendOps& ops, const LayerArgs& a,
-                    void* ws, const MoeRunOptions& o,
-                    std::vector<double>* samples) {
+// Samples: the time of the whole chain (one layer, or chain_layers back to
+// back) / its layers.
+GpuStatus TimeLayers(Context* ctx, const BackendOps& ops,
+                     const std::vector<LayerArgs>& chain, void* ws,
+                     const MoeRunOptions& o, std::vector<double>* samples) {
   GraphHolder graph;
   if (o.cuda_graph)
-    MG_RETURN_IF_ERROR(Capture(ops, a, ws, ctx->stream, &graph));
+    MG_RETURN_IF_ERROR(Capture(ops, chain, ws, ctx->stream, &graph));
   const int total = o.warmup + o.iterations;
   EventPool pool;
   MG_RETURN_IF_ERROR(pool.Create(2 * static_cast<size_t>(total)));
@@ -411,25 +429,27 @@ GpuStatus TimeLayer(Context* ctx, const BackendOps& ops, const LayerArgs& a,
     if (o.cuda_graph) {
       MG_CUDA(cudaGraphLaunch(graph.exec, ctx->stream));
     } else {
-      MG_RETURN_IF_ERROR(ops.launch(a, ws, ctx->stream));
+      MG_RETURN_IF_ERROR(LaunchChain(ops, chain, ws, ctx->stream));
     }
     MG_CUDA(cudaEventRecord(pool.events[2 * it + 1], ctx->stream));
   }
   MG_CUDA(cudaStreamSynchronize(ctx->stream));
 #ifdef MOETUNE_TIMELINE
-  MG_RETURN_IF_ERROR(PrintTimeline(ctx, ops, a, ws, o, graph));
+  if (chain.size() == 1)  // the stamps are one layer's
+    MG_RETURN_IF_ERROR(PrintTimeline(ctx, ops, chain[0], ws, o, graph));
 #endif
   for (int it = o.warmup; it < total; ++it) {
     float ms = 0;
     MG_CUDA(cudaEventElapsedTime(&ms, pool.events[2 * it],
                                  pool.events[2 * it + 1]));
-    samples->push_back(ms * 1000.0);
+    samples->push_back(ms * 1000.0 / static_cast<double>(chain.size()));
   }
   return OkStatus();
 }
 
 LayerArgs MakeArgs(const Geometry& geo, const MoeRunOptions& o,
-                   const BackendOps& ops, const Context& ctx) {
+                   const BackendOps& ops, const Context& ctx,
+                   const WeightSet& weights) {
   LayerArgs a;
   a.geo = geo;
   a.block_n = o.block_n;
@@ -440,9 +460,9 @@ LayerArgs MakeArgs(const Geometry& geo, const MoeRunOptions& o,
     a.block_n = info->tiles.front().block_n;  // the backend's default tile
     a.block_k = info->tiles.front().block_k;
   }
-  a.gate_up = ctx.weights.gate_up;
-  a.down = ctx.weights.down;
-  a.router_w = ctx.weights.router.as<uint16_t>();
+  a.gate_up = weights.gate_up;
+  a.down = weights.down;
+  a.router_w = weights.router.as<uint16_t>();
   a.device = ctx.device;
   a.sm_count = ctx.sm_count;
   a.cublas = ctx.cublas;
@@ -468,21 +488,61 @@ GpuStatus PrepareRun(const MoeProblem& p, const MoeRunOptions& o, Context** ctx,
   return OkStatus();
 }
 
+// Layer p.layer + i's weights in `ops`' layout: the context's cached set
+// (i = 0) or the chain's, generated when the key differs.
+GpuStatus EnsureWeights(Context* ctx, const MoeProblem& p,
+                        const MoeRunOptions& o, const BackendOps& ops, int i,
+                        const WeightSet** out) {
+  MoeProblem layer = p;
+  layer.layer = p.layer + i;
+  if (i > 0 && ctx->chain.size() < static_cast<size_t>(i))
+    ctx->chain.resize(i);
+  std::unique_ptr<WeightSet>* slot = i > 0 ? &ctx->chain[i - 1] : nullptr;
+  if (slot != nullptr && *slot == nullptr)
+    *slot = std::make_unique<WeightSet>();
+  WeightSet* set = slot != nullptr ? slot->get() : &ctx->weights;
+  const WeightKey key{o.device,    layer.seed,  layer.layer,
+                      layer.dims,  layer.shard, ops.weight_layout};
+  if (!(set->key == key)) {
+    MG_RETURN_IF_ERROR(
+        GenerateWeights(layer, o.device, ops.weight_layout, set));
+  }
+  *out = set;
+  return OkStatus();
+}
+
+// The layers after the first of a chain: their weights, one untimed run each
+// (its output is not kept) for the experts it routes; adds their bytes.
+GpuStatus ExtendChain(Context* ctx, const MoeProblem& p, const MoeRunOptions& o,
+                      const BackendOps& ops, void* ws,
+                      std::vector<LayerArgs>* chain, double* bytes) {
+  const LayerArgs first = chain->front();
+  for (int i = 1; i < o.chain_layers; ++i) {
+    const WeightSet* w = nullptr;
+    MG_RETURN_IF_ERROR(EnsureWeights(ctx, p, o, ops, i, &w));
+    LayerArgs a = MakeArgs(first.geo, o, ops, *ctx, *w);
+    a.buf = first.buf;
+    MG_RETURN_IF_ERROR(ops.launch(a, ws, ctx->stream));
+    MG_CUDA(cudaStreamSynchronize(ctx->stream));
+    int routed = 0;
+    MG_CUDA(cudaMemcpy(&routed, a.buf.meta + kMetaRouted, sizeof(routed),
+                       cudaMemcpyDeviceToHost));
+    *bytes += MinBytes(a.geo, routed);
+    chain->push_back(a);
+  }
+  return OkStatus();
+}
+
 GpuStatus RunLocked(const MoeProblem& p, const MoeRunOptions& o,
                     MoeRunResult* r) {
   Context* ctx = nullptr;
   const BackendOps* ops = nullptr;
   Geometry geo;
   MG_RETURN_IF_ERROR(PrepareRun(p, o, &ctx, &ops, &geo));
-  LayerArgs args = MakeArgs(geo, o, *ops, *ctx);
-  MG_RETURN_IF_ERROR(ops->can_implement(args));
-  const WeightKey key{o.device, p.seed,  p.layer,
-                      p.dims,   p.shard, ops->weight_layout};
-  if (!(ctx->weights.key == key)) {
-    MG_RETURN_IF_ERROR(
-        GenerateWeights(p, o.device, ops->weight_layout, &ctx->weights));
-  }
-  args = MakeArgs(geo, o, *ops, *ctx);
+  MG_RETURN_IF_ERROR(ops->can_implement(MakeArgs(geo, o, *ops, *ctx, {})));
+  const WeightSet* weights = nullptr;
+  MG_RETURN_IF_ERROR(EnsureWeights(ctx, p, o, *ops, 0, &weights));
+  LayerArgs args = MakeArgs(geo, o, *ops, *ctx, *weights);
   RunState st;
   MG_RETURN_IF_ERROR(AllocRun(p, &args, *ops, &st));
   MG_RETURN_IF_ERROR(ops->launch(args, st.workspace.get(), ctx->stream));
@@ -493,13 +553,17 @@ GpuStatus RunLocked(const MoeProblem& p, const MoeRunOptions& o,
   MG_CUDA(
       cudaMemcpy(meta, args.buf.meta, sizeof(meta), cudaMemcpyDeviceToHost));
   r->distinct_experts = meta[kMetaRouted];
-  r->bytes = MinBytes(geo, r->distinct_experts);
   if (o.compute_reference) {
     MG_RETURN_IF_ERROR(
         RunTrusted(p, geo, st.x_float, args.buf.bias, st.y_ref, ctx->stream));
     MG_RETURN_IF_ERROR(CopyOut(st.y_ref, bh, &r->reference_output));
   }
-  return TimeLayer(ctx, *ops, args, st.workspace.get(), o, &r->samples_us);
+  std::vector<LayerArgs> chain{args};
+  double bytes = MinBytes(geo, r->distinct_experts);
+  MG_RETURN_IF_ERROR(
+      ExtendChain(ctx, p, o, *ops, st.workspace.get(), &chain, &bytes));
+  r->bytes = bytes / static_cast<double>(chain.size());
+  return TimeLayers(ctx, *ops, chain, st.workspace.get(), o, &r->samples_us);
 }
 
 }  // namespace

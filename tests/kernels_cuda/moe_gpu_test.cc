@@ -99,6 +99,41 @@ TEST(MoeGpuValidationTest, BadProblemsAreBadProblemsWithTheFieldNamed) {
   EXPECT_EQ(r.status, RunStatus::kBadProblem);
   EXPECT_THAT(r.message, HasSubstr("options.backend"));
   EXPECT_THAT(r.message, HasSubstr("fused_gemv"));
+  for (const int chain : {0, 17}) {
+    MoeRunOptions o = Options("fused_gemv");
+    o.chain_layers = chain;
+    r = RunMoeLayer(Small(2, 1), o);
+    EXPECT_EQ(r.status, RunStatus::kBadProblem);
+    EXPECT_THAT(r.message, HasSubstr("options.chain_layers: must be in [1, 16]"));
+  }
+}
+
+// A chain of layers back to back: the same first layer's output as alone,
+// each layer's own routing in the bytes, figures per layer.
+TEST(MoeGpuTest, ChainOfLayersReportsTheFirstLayerAndPerLayerFigures) {
+  SKIP_WITHOUT_GPU();
+  const MoeProblem p = Small(3, 19);
+  for (const bool graph : {false, true}) {
+    SCOPED_TRACE(graph ? "graph" : "stream");
+    MoeRunOptions one = Options("fused_gemv", 0, 0, graph);
+    one.compute_reference = true;
+    const MoeRunResult alone = RunMoeLayer(p, one);
+    ASSERT_EQ(alone.status, RunStatus::kOk) << alone.message;
+    MoeRunOptions chained = one;
+    chained.chain_layers = 3;
+    const MoeRunResult r = RunMoeLayer(p, chained);
+    ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+    EXPECT_EQ(r.samples_us.size(), 2u);
+    EXPECT_EQ(r.distinct_experts, alone.distinct_experts);
+    EXPECT_LT(Errors(r.output, ToDouble(alone.reference_output)).first,
+              kTolerance);
+    EXPECT_EQ(r.reference_output, alone.reference_output);
+    // The mean of three layers' bytes: between the router-only and the
+    // every-expert bound of one layer.
+    EXPECT_GT(r.bytes, 0.5 * alone.bytes);
+    EXPECT_LT(r.bytes, 2.0 * alone.bytes);
+    for (const double us : r.samples_us) EXPECT_GT(us, 0.0);
+  }
 }
 
 TEST(MoeGpuValidationTest, CompiledForHopper) {
