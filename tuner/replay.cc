@@ -150,6 +150,7 @@ absl::StatusOr<v1::SweepSpec> SpecFromRecording(
   *w.mutable_routing() = first.workload().routing();
   w.set_seed(first.workload().seed());
   w.set_region(first.workload().region());
+  w.set_chain_layers(first.workload().chain_layers());
   std::vector<int> batches, contexts, tps, eps;
   std::vector<std::string> backends;
   std::vector<bool> graphs;

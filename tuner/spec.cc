@@ -104,6 +104,7 @@ v1::Workload CanonicalWorkload(const v1::Workload& workload) {
   out.set_layers(ResolveLayers(out.model_preset(), out.layers()));
   CanonicaliseRouting(*out.mutable_routing());
   if (out.region() == v1::REGION_UNSPECIFIED) out.set_region(v1::DECODE_STEP);
+  if (out.chain_layers() == 1) out.set_chain_layers(0);  // both: one layer
   return out;
 }
 
@@ -207,6 +208,7 @@ v1::Workload MakeWorkload(const v1::WorkloadSpace& space, int batch,
   *workload.mutable_routing() = space.routing();
   workload.set_seed(space.seed());
   workload.set_region(space.region());
+  workload.set_chain_layers(space.chain_layers());
   return CanonicalWorkload(workload);
 }
 

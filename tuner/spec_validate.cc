@@ -153,6 +153,29 @@ absl::Status CheckRegion(const v1::WorkloadSpace& w,
   return absl::OkStatus();
 }
 
+absl::Status CheckChain(const v1::WorkloadSpace& w,
+                        const v1::SearchSpace& space) {
+  const std::string path = "workload.chain_layers";
+  if (w.chain_layers() < 0 || w.chain_layers() > kMaxChainLayers) {
+    return Invalid(path, absl::StrCat(w.chain_layers(),
+                                      " is out of range; allowed: 0..",
+                                      kMaxChainLayers, " (0 or 1 = one layer)"));
+  }
+  if (w.chain_layers() <= 1) return absl::OkStatus();
+  if (w.region() != v1::MOE_LAYER) {
+    return Invalid(path,
+                   "chains MoE layers; allowed with region: MOE_LAYER only");
+  }
+  for (const std::string& name : space.moe_backends()) {
+    const BackendInfo* backend = FindBackend(name);
+    if (backend == nullptr || backend->kind != BackendKind::kCpu) continue;
+    return Invalid(path, absl::StrCat("'", name,
+                                      "' times one layer; chains are timed "
+                                      "by GPU backends only"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckWorkload(const v1::SweepSpec& spec) {
   const v1::WorkloadSpace& w = spec.workload();
   const PresetInfo* preset = nullptr;
@@ -163,7 +186,8 @@ absl::Status CheckWorkload(const v1::SweepSpec& spec) {
   RETURN_IF_ERROR(CheckIntList(w.context_lengths(), "workload.context_lengths",
                                1, kMaxContextLength));
   RETURN_IF_ERROR(CheckRouting(w.routing(), *preset));
-  return CheckRegion(w, spec.space());
+  RETURN_IF_ERROR(CheckRegion(w, spec.space()));
+  return CheckChain(w, spec.space());
 }
 
 // ---------------------------------------------------------------- space --

@@ -1,5 +1,6 @@
 #include "worker/gpu_backends.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -40,6 +41,7 @@ gpu::MoeRunOptions MakeOptions(const TrialInputs& in, const std::string& name) {
   options.warmup = in.trial.measurement().warmup_iterations();
   options.iterations = in.trial.measurement().iterations();
   options.device = in.target.ordinal;
+  options.chain_layers = std::max(1, in.trial.workload().chain_layers());
   // At real dims the CPU reference of a whole MoE layer takes minutes; the
   // trusted GPU path (plain kernels straight from the weight hash) is the
   // oracle there (DESIGN.md §3). Small presets use the CPU reference.

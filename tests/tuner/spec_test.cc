@@ -161,7 +161,7 @@ TEST(WorkloadHashTest, StableAndIndependentOfSetOrder) {
 }
 
 TEST(WorkloadHashTest, SensitiveToEveryField) {
-  std::vector<v1::Workload> variants(10, TinyWorkload());
+  std::vector<v1::Workload> variants(11, TinyWorkload());
   variants[1].set_model_preset("glm5");
   variants[2].set_layers(3);
   variants[3].set_batch_size(2);
@@ -174,6 +174,7 @@ TEST(WorkloadHashTest, SensitiveToEveryField) {
   variants[7].mutable_routing()->add_histogram(1.0);
   variants[8].set_seed(43);
   variants[9].set_region(v1::DECODE_STEP);
+  variants[10].set_chain_layers(4);
   std::set<std::string> hashes;
   for (const v1::Workload& w : variants) hashes.insert(WorkloadHash(w));
   EXPECT_EQ(hashes.size(), variants.size());
@@ -199,6 +200,9 @@ TEST(WorkloadHashTest, EqualWorkHashesEqual) {
   v1::Workload decode_default = TinyWorkload();
   decode_default.set_region(v1::REGION_UNSPECIFIED);
   EXPECT_EQ(WorkloadHash(decode), WorkloadHash(decode_default));
+  v1::Workload chain_of_one = TinyWorkload();
+  chain_of_one.set_chain_layers(1);  // = 0: one layer
+  EXPECT_EQ(WorkloadHash(chain_of_one), base);
 }
 
 // ------------------------------------------------------------- expansion --
@@ -461,6 +465,23 @@ TEST(ExpandSweepTest, WorkloadMajorOrderAndTrialFields) {
   EXPECT_EQ(trials[0].workload_hash(), trials[1].workload_hash());
   EXPECT_NE(trials[0].workload_hash(), trials[2].workload_hash());
   EXPECT_NE(trials[0].workload_hash(), trials[4].workload_hash());
+}
+
+TEST(ExpandSweepTest, EveryTrialCarriesTheChain) {
+  const v1::SweepSpec spec = Parse(R"pb(
+    workload {
+      model_preset: "tiny"
+      batch_sizes: 1
+      batch_sizes: 8
+      context_lengths: 128
+      region: MOE_LAYER
+      chain_layers: 4
+    }
+    space { moe_backends: "fused_gemv" }
+  )pb");
+  const std::vector<v1::Trial> trials = Expand(spec);
+  ASSERT_FALSE(trials.empty());
+  for (const v1::Trial& t : trials) EXPECT_EQ(t.workload().chain_layers(), 4);
 }
 
 TEST(ExpandSweepTest, FullGridCount) {

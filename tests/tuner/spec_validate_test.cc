@@ -185,6 +185,30 @@ TEST(ValidateTest, DecodeStepOnlyForCpuBackends) {
             "MOE_LAYER");
 }
 
+TEST(ValidateTest, ChainLayersOnlyForGpuBackendsOnMoeLayers) {
+  v1::SweepSpec spec = Base();
+  spec.mutable_workload()->set_chain_layers(17);
+  EXPECT_EQ(ErrorOf(spec),
+            "workload.chain_layers: 17 is out of range; allowed: 0..16 (0 or "
+            "1 = one layer)");
+  spec.mutable_workload()->set_chain_layers(-1);
+  EXPECT_THAT(ErrorOf(spec), StartsWith("workload.chain_layers: -1 is out"));
+  spec.mutable_workload()->set_chain_layers(4);
+  EXPECT_EQ(ErrorOf(spec),
+            "workload.chain_layers: 'cpu_blocked' times one layer; chains are "
+            "timed by GPU backends only");
+  spec.mutable_space()->set_moe_backends(0, "fused_gemv_fp8");
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok()) << ValidateSweepSpec(spec);
+  spec.mutable_space()->clear_moe_backends();
+  spec.mutable_space()->add_moe_backends("cpu_reference");
+  spec.mutable_workload()->set_region(v1::DECODE_STEP);
+  EXPECT_EQ(ErrorOf(spec),
+            "workload.chain_layers: chains MoE layers; allowed with region: "
+            "MOE_LAYER only");
+  spec.mutable_workload()->set_chain_layers(1);
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok()) << ValidateSweepSpec(spec);
+}
+
 TEST(ValidateTest, Backends) {
   v1::SweepSpec spec = Base();
   spec.mutable_space()->clear_moe_backends();
