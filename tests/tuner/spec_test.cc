@@ -553,15 +553,36 @@ TEST(ExpandSweepTest, InvalidSpecIsRejected) {
 
 // ----------------------------------------------------------- the example --
 
-TEST(ExampleSweepTest, ParsesValidatesAndExpands) {
-  std::ifstream in(MOETUNE_SOURCE_DIR "/deploy/example_sweep.json");
-  ASSERT_TRUE(in.good());
+v1::SweepSpec ReadDeploySpec(const std::string& name) {
+  std::ifstream in(MOETUNE_SOURCE_DIR "/deploy/" + name);
+  EXPECT_TRUE(in.good()) << name;
   std::stringstream text;
   text << in.rdbuf();
   v1::SweepSpec spec;
   const auto parsed =
       google::protobuf::util::JsonStringToMessage(text.str(), &spec);
-  ASSERT_TRUE(parsed.ok()) << parsed.ToString();
+  EXPECT_TRUE(parsed.ok()) << name << ": " << parsed.ToString();
+  return spec;
+}
+
+// The H200 sessions' specs (scripts/gpu_session.sh): valid, and the chained
+// one's trials all chain 8 layers.
+TEST(DeploySpecsTest, H200SpecsValidateAndExpand) {
+  for (const std::string name : {"h200_sweep.json", "h200_chain_sweep.json"}) {
+    const v1::SweepSpec spec = ReadDeploySpec(name);
+    ASSERT_TRUE(ValidateSweepSpec(spec).ok())
+        << name << ": " << ValidateSweepSpec(spec);
+    const std::vector<v1::Trial> trials = Expand(spec);
+    EXPECT_GE(trials.size(), 12u) << name;
+    for (const v1::Trial& t : trials) {
+      EXPECT_EQ(t.workload().chain_layers(),
+                name == "h200_chain_sweep.json" ? 8 : 0);
+    }
+  }
+}
+
+TEST(ExampleSweepTest, ParsesValidatesAndExpands) {
+  const v1::SweepSpec spec = ReadDeploySpec("example_sweep.json");
   EXPECT_EQ(spec.workload().model_preset(), "tiny");
   EXPECT_EQ(spec.workload().seed(), 42u);
   ASSERT_TRUE(ValidateSweepSpec(spec).ok()) << ValidateSweepSpec(spec);
