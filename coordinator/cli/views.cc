@@ -102,7 +102,12 @@ void PrintBest(std::ostream& out, const v1::GetBestResponse& best) {
     out << "workload " << w.workload_hash() << " ("
         << w.workload().model_preset() << ", batch "
         << w.workload().batch_size() << ", context "
-        << w.workload().context_length() << ") on "
+        << w.workload().context_length()
+        << (w.workload().chain_layers() > 1
+                ? absl::StrCat(", ", w.workload().chain_layers(),
+                               " layers chained: figures per layer")
+                : "")
+        << ") on "
         << w.fingerprint().device_name() << " [" << w.fingerprint().hash()
         << "]\n";
     out << "  best:      trial " << w.best().trial_id() << "  "

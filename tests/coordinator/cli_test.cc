@@ -75,5 +75,26 @@ TEST(ViewsTest, TrialRowsShowTimingOnlyWhenTimed) {
   EXPECT_EQ(table.rows[1].back(), "no GPU");
 }
 
+TEST(ViewsTest, BestSaysWhenFiguresArePerLayerOfAChain) {
+  v1::GetBestResponse best;
+  v1::BestForWorkload* w = best.add_workloads();
+  w->set_workload_hash("abc");
+  w->mutable_workload()->set_model_preset("glm5");
+  w->mutable_workload()->set_batch_size(1);
+  w->mutable_workload()->set_context_length(2048);
+  std::ostringstream alone;
+  PrintBest(alone, best);
+  EXPECT_THAT(alone.str(),
+              ::testing::StartsWith("workload abc (glm5, batch 1, context "
+                                    "2048) on "));
+  w->mutable_workload()->set_chain_layers(8);
+  std::ostringstream chained;
+  PrintBest(chained, best);
+  EXPECT_THAT(chained.str(),
+              ::testing::StartsWith("workload abc (glm5, batch 1, context "
+                                    "2048, 8 layers chained: figures per "
+                                    "layer) on "));
+}
+
 }  // namespace
 }  // namespace moetune::cli
