@@ -157,9 +157,9 @@ absl::Status CheckChain(const v1::WorkloadSpace& w,
                         const v1::SearchSpace& space) {
   const std::string path = "workload.chain_layers";
   if (w.chain_layers() < 0 || w.chain_layers() > kMaxChainLayers) {
-    return Invalid(path, absl::StrCat(w.chain_layers(),
-                                      " is out of range; allowed: 0..",
-                                      kMaxChainLayers, " (0 or 1 = one layer)"));
+    return Invalid(
+        path, absl::StrCat(w.chain_layers(), " is out of range; allowed: 0..",
+                           kMaxChainLayers, " (0 or 1 = one layer)"));
   }
   if (w.chain_layers() <= 1) return absl::OkStatus();
   if (w.region() != v1::MOE_LAYER) {

@@ -107,9 +107,8 @@ void PrintBest(std::ostream& out, const v1::GetBestResponse& best) {
                 ? absl::StrCat(", ", w.workload().chain_layers(),
                                " layers chained: figures per layer")
                 : "")
-        << ") on "
-        << w.fingerprint().device_name() << " [" << w.fingerprint().hash()
-        << "]\n";
+        << ") on " << w.fingerprint().device_name() << " ["
+        << w.fingerprint().hash() << "]\n";
     out << "  best:      trial " << w.best().trial_id() << "  "
         << ConfigCells(w.best().config()) << "  median "
         << FormatDouble(s.median_us()) << " us (95% CI "

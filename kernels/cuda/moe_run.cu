@@ -308,9 +308,11 @@ struct GraphHolder {
 };
 
 // The chain's layers one after the other on `stream`.
-GpuStatus LaunchChain(const BackendOps& ops, const std::vector<LayerArgs>& chain,
-                      void* ws, cudaStream_t stream) {
-  for (const LayerArgs& a : chain) MG_RETURN_IF_ERROR(ops.launch(a, ws, stream));
+GpuStatus LaunchChain(const BackendOps& ops,
+                      const std::vector<LayerArgs>& chain, void* ws,
+                      cudaStream_t stream) {
+  for (const LayerArgs& a : chain)
+    MG_RETURN_IF_ERROR(ops.launch(a, ws, stream));
   return OkStatus();
 }
 
@@ -495,14 +497,13 @@ GpuStatus EnsureWeights(Context* ctx, const MoeProblem& p,
                         const WeightSet** out) {
   MoeProblem layer = p;
   layer.layer = p.layer + i;
-  if (i > 0 && ctx->chain.size() < static_cast<size_t>(i))
-    ctx->chain.resize(i);
+  if (i > 0 && ctx->chain.size() < static_cast<size_t>(i)) ctx->chain.resize(i);
   std::unique_ptr<WeightSet>* slot = i > 0 ? &ctx->chain[i - 1] : nullptr;
   if (slot != nullptr && *slot == nullptr)
     *slot = std::make_unique<WeightSet>();
   WeightSet* set = slot != nullptr ? slot->get() : &ctx->weights;
-  const WeightKey key{o.device,    layer.seed,  layer.layer,
-                      layer.dims,  layer.shard, ops.weight_layout};
+  const WeightKey key{o.device,   layer.seed,  layer.layer,
+                      layer.dims, layer.shard, ops.weight_layout};
   if (!(set->key == key)) {
     MG_RETURN_IF_ERROR(
         GenerateWeights(layer, o.device, ops.weight_layout, set));
@@ -517,6 +518,9 @@ GpuStatus ExtendChain(Context* ctx, const MoeProblem& p, const MoeRunOptions& o,
                       const BackendOps& ops, void* ws,
                       std::vector<LayerArgs>* chain, double* bytes) {
   const LayerArgs first = chain->front();
+  // A shorter chain than before frees the layers it no longer needs.
+  if (ctx->chain.size() >= static_cast<size_t>(o.chain_layers))
+    ctx->chain.resize(o.chain_layers - 1);
   for (int i = 1; i < o.chain_layers; ++i) {
     const WeightSet* w = nullptr;
     MG_RETURN_IF_ERROR(EnsureWeights(ctx, p, o, ops, i, &w));

@@ -104,7 +104,8 @@ TEST(MoeGpuValidationTest, BadProblemsAreBadProblemsWithTheFieldNamed) {
     o.chain_layers = chain;
     r = RunMoeLayer(Small(2, 1), o);
     EXPECT_EQ(r.status, RunStatus::kBadProblem);
-    EXPECT_THAT(r.message, HasSubstr("options.chain_layers: must be in [1, 16]"));
+    EXPECT_THAT(r.message,
+                HasSubstr("options.chain_layers: must be in [1, 16]"));
   }
 }
 

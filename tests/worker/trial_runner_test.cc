@@ -174,7 +174,7 @@ TEST(GpuBackendTest, AdaptsTheTrialAndMapsStatuses) {
   EXPECT_EQ(gpu.last_options.block_n, 8);
   EXPECT_TRUE(gpu.last_options.cuda_graph);
   EXPECT_FALSE(gpu.last_options.compute_reference);  // tiny: CPU reference
-  EXPECT_EQ(gpu.last_options.chain_layers, 1);  // unset: one layer
+  EXPECT_EQ(gpu.last_options.chain_layers, 1);       // unset: one layer
   in.trial.mutable_workload()->set_chain_layers(4);
   ASSERT_TRUE(backend->Run(in).ok());
   EXPECT_EQ(gpu.last_options.chain_layers, 4);
