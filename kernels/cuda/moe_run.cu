@@ -14,6 +14,7 @@
 
 #include "kernels/backend_catalog.h"
 #include "kernels/cuda/backends.cuh"
+#include "kernels/cuda/chain_budget.h"
 #include "kernels/cuda/device_probe.cuh"
 #include "kernels/cuda/moe_gpu.h"
 #include "kernels/cuda/router.cuh"
@@ -512,6 +513,28 @@ GpuStatus EnsureWeights(Context* ctx, const MoeProblem& p,
   return OkStatus();
 }
 
+// Bytes of one layer's weights on this rank: the router (BF16) and each
+// stored expert's gate_up and down (E2M1 codes + E4M3 scales).
+double LayerWeightBytes(const Geometry& g) {
+  const double expert = 3.0 * g.inter_local * g.hidden * (0.5 + 1.0 / 16.0);
+  return 2.0 * g.experts * g.hidden + (g.num_local + g.has_shared) * expert;
+}
+
+// Refuses a chain whose layers not yet on the GPU do not fit (sized).
+GpuStatus CheckChainFits(const Context& ctx, const MoeRunOptions& o,
+                         const Geometry& g) {
+  const int have = static_cast<int>(ctx.chain.size());
+  const int missing = o.chain_layers - 1 - have;
+  if (missing <= 0) return OkStatus();
+  size_t free_bytes = 0, total_bytes = 0;
+  MG_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const std::string error =
+      ChainDoesNotFit(o.chain_layers, missing, LayerWeightBytes(g),
+                      static_cast<double>(free_bytes));
+  if (error.empty()) return OkStatus();
+  return Fail(RunStatus::kCannotImplement, error);
+}
+
 // The layers after the first of a chain: their weights, one untimed run each
 // (its output is not kept) for the experts it routes; adds their bytes.
 GpuStatus ExtendChain(Context* ctx, const MoeProblem& p, const MoeRunOptions& o,
@@ -521,6 +544,7 @@ GpuStatus ExtendChain(Context* ctx, const MoeProblem& p, const MoeRunOptions& o,
   // A shorter chain than before frees the layers it no longer needs.
   if (ctx->chain.size() >= static_cast<size_t>(o.chain_layers))
     ctx->chain.resize(o.chain_layers - 1);
+  MG_RETURN_IF_ERROR(CheckChainFits(*ctx, o, first.geo));
   for (int i = 1; i < o.chain_layers; ++i) {
     const WeightSet* w = nullptr;
     MG_RETURN_IF_ERROR(EnsureWeights(ctx, p, o, ops, i, &w));

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/backend_catalog.h"
+#include "kernels/cuda/chain_budget.h"
 #include "kernels/cuda/cpu_check.h"
 
 namespace moetune::gpu {
@@ -107,6 +108,17 @@ TEST(MoeGpuValidationTest, BadProblemsAreBadProblemsWithTheFieldNamed) {
     EXPECT_THAT(r.message,
                 HasSubstr("options.chain_layers: must be in [1, 16]"));
   }
+}
+
+// Each chained layer keeps ~5.4 GB of weights at glm5 dims: a chain that
+// does not fit is refused with the sizes before anything is allocated.
+TEST(ChainBudgetTest, RefusesWithTheSizesWhatDoesNotFit) {
+  EXPECT_EQ(ChainDoesNotFit(8, 7, 5.4e9, 100e9), "");
+  EXPECT_EQ(ChainDoesNotFit(8, 0, 5.4e9, 0), "");
+  const std::string error = ChainDoesNotFit(16, 15, 5.4e9, 80e9);
+  EXPECT_THAT(error, HasSubstr("options.chain_layers: 16 layers"));
+  EXPECT_THAT(error, HasSubstr("15 more need 81.0 GB and 80.0 GB are free"));
+  EXPECT_NE(ChainDoesNotFit(2, 1, 5.4e9, 6.0e9), "");  // into the reserve
 }
 
 // A chain of layers back to back: the same first layer's output as alone,
