@@ -32,9 +32,6 @@ std::string KnownPresetNames();
 
 // Limits a spec is checked against (inclusive).
 inline constexpr int kMaxBatchSize = 4096;
-// Workload.chain_layers: each chained layer's weights stay on the GPU (as
-// gpu::MoeRunOptions::chain_layers allows).
-inline constexpr int kMaxChainLayers = 16;
 inline constexpr int kMaxContextLength = 1048576;
 inline constexpr int kMaxWarmupIterations = 10000;
 inline constexpr int kMaxIterations = 100000;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "kernels/backend_catalog.h"
+#include "kernels/cuda/moe_gpu.h"
 #include "tuner/spec.h"
 
 namespace moetune::tuner {
@@ -156,10 +157,12 @@ absl::Status CheckRegion(const v1::WorkloadSpace& w,
 absl::Status CheckChain(const v1::WorkloadSpace& w,
                         const v1::SearchSpace& space) {
   const std::string path = "workload.chain_layers";
-  if (w.chain_layers() < 0 || w.chain_layers() > kMaxChainLayers) {
+  // The GPU library's bound (each chained layer keeps its weights there).
+  const int max = gpu::kMaxChainLayers;
+  if (w.chain_layers() < 0 || w.chain_layers() > max) {
     return Invalid(
         path, absl::StrCat(w.chain_layers(), " is out of range; allowed: 0..",
-                           kMaxChainLayers, " (0 or 1 = one layer)"));
+                           max, " (0 or 1 = one layer)"));
   }
   if (w.chain_layers() <= 1) return absl::OkStatus();
   if (w.region() != v1::MOE_LAYER) {

@@ -53,6 +53,9 @@ struct MoeProblem {
   std::vector<float> input;        // [batch][hidden]
   MoeShard shard;
 };
+// The most layers MoeRunOptions::chain_layers takes (each keeps its weights
+// on the GPU); the sweep spec's workload.chain_layers has the same bound.
+inline constexpr int kMaxChainLayers = 16;
 struct MoeRunOptions {
   std::string backend;
   int block_n = 0, block_k = 0;

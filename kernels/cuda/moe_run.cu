@@ -27,7 +27,6 @@ namespace {
 
 constexpr size_t kFlushBytes = size_t{192} << 20;  // > 3x the 60 MB L2
 constexpr int kMaxBatch = 4096;
-constexpr int kMaxChainLayers = 16;  // each layer's weights stay on the GPU
 
 struct Context {
   int device = -1;
@@ -498,11 +497,13 @@ GpuStatus EnsureWeights(Context* ctx, const MoeProblem& p,
                         const WeightSet** out) {
   MoeProblem layer = p;
   layer.layer = p.layer + i;
-  if (i > 0 && ctx->chain.size() < static_cast<size_t>(i)) ctx->chain.resize(i);
-  std::unique_ptr<WeightSet>* slot = i > 0 ? &ctx->chain[i - 1] : nullptr;
-  if (slot != nullptr && *slot == nullptr)
-    *slot = std::make_unique<WeightSet>();
-  WeightSet* set = slot != nullptr ? slot->get() : &ctx->weights;
+  WeightSet* set = &ctx->weights;
+  if (i > 0) {
+    if (ctx->chain.size() < static_cast<size_t>(i)) ctx->chain.resize(i);
+    std::unique_ptr<WeightSet>& slot = ctx->chain[i - 1];
+    if (slot == nullptr) slot = std::make_unique<WeightSet>();
+    set = slot.get();
+  }
   const WeightKey key{o.device,   layer.seed,  layer.layer,
                       layer.dims, layer.shard, ops.weight_layout};
   if (!(set->key == key)) {
