@@ -114,24 +114,20 @@ __device__ __forceinline__ unsigned long long TimelineNow() {
 #define TL_MAX(buf, i) ((void)0)
 #define TL_WARP(buf, w, f) ((void)0)
 #endif
-// gate_up's stamps (lane 0 of warp w): at its start, and when it is released
-// into the routed part (after griddepcontrol.wait).
-#define TL_GATE_UP_START(buf, w, lane) \
-  do {                                 \
-    if ((lane) == 0) {                 \
-      TL_MIN(buf, 6);                  \
-      TL_MAX(buf, 12);                 \
-      TL_WARP(buf, w, 0);              \
-    }                                  \
+// gate_up's stamps (lane 0 of warp w): the earliest into slot `first`, the
+// latest into `last`, and the warp's own field `f`; at its start, and when
+// it is released into the routed part (after griddepcontrol.wait).
+#define TL_GATE_UP_STAMP(buf, w, lane, first, last, f) \
+  do {                                                 \
+    if ((lane) == 0) {                                 \
+      TL_MIN(buf, first);                              \
+      TL_MAX(buf, last);                               \
+      TL_WARP(buf, w, f);                              \
+    }                                                  \
   } while (0)
+#define TL_GATE_UP_START(buf, w, lane) TL_GATE_UP_STAMP(buf, w, lane, 6, 12, 0)
 #define TL_GATE_UP_RELEASED(buf, w, lane) \
-  do {                                    \
-    if ((lane) == 0) {                    \
-      TL_MIN(buf, 8);                     \
-      TL_MAX(buf, 13);                    \
-      TL_WARP(buf, w, 2);                 \
-    }                                     \
-  } while (0)
+  TL_GATE_UP_STAMP(buf, w, lane, 8, 13, 2)
 
 struct LayerArgs {
   Geometry geo;
