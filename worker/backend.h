@@ -35,6 +35,9 @@ struct BackendRun {
                                    // (then the runner computes the CPU one)
   std::vector<double> samples_us;  // raw timed iterations (us)
   double bytes = 0;                // minimum bytes moved per iteration
+  // Chained MoE layers (workload.chain_layers): output and reference hold
+  // `layers` equal blocks, one a layer, each checked on its own.
+  int layers = 1;
 };
 
 class Backend {

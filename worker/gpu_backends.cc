@@ -43,9 +43,13 @@ gpu::MoeRunOptions MakeOptions(const TrialInputs& in, const std::string& name) {
   options.device = in.target.ordinal;
   options.chain_layers = std::max(1, in.trial.workload().chain_layers());
   // At real dims the CPU reference of a whole MoE layer takes minutes; the
-  // trusted GPU path (plain kernels straight from the weight hash) is the
-  // oracle there (DESIGN.md §3). Small presets use the CPU reference.
-  options.compute_reference = in.step.config.hidden > 1024;
+  // trusted GPU path (plain kernels straight from the weight hash, itself
+  // checked against the CPU in the tests) is the oracle there (DESIGN.md §3),
+  // and for every layer of a chain (all fed the first layer's input and
+  // bias, which the CPU reference does not model). Small presets alone use
+  // the CPU reference.
+  options.compute_reference =
+      in.step.config.hidden > 1024 || options.chain_layers > 1;
   return options;
 }
 
@@ -80,14 +84,15 @@ class GpuMoeBackend final : public Backend {
       return absl::InvalidArgumentError(
           "workload.region: GPU backends time MOE_LAYER only");
     }
-    gpu::MoeRunResult result =
-        gpu_->RunMoeLayer(MakeProblem(in), MakeOptions(in, info_->name));
+    const gpu::MoeRunOptions options = MakeOptions(in, info_->name);
+    gpu::MoeRunResult result = gpu_->RunMoeLayer(MakeProblem(in), options);
     RETURN_IF_ERROR(GpuRunStatus(result));
     BackendRun run;
     run.output = std::move(result.output);
     run.reference = std::move(result.reference_output);
     run.samples_us = std::move(result.samples_us);
     run.bytes = result.bytes;
+    run.layers = options.chain_layers;
     return run;
   }
 

@@ -108,6 +108,27 @@ double RelativeL2Error(const std::vector<float>& out,
   return std::sqrt(diff / norm);
 }
 
+double WorstLayerError(const std::vector<float>& out,
+                       const std::vector<float>& ref, int layers, int* layer) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  *layer = 0;
+  if (layers < 1 || out.size() != ref.size() || out.size() % layers != 0)
+    return kInf;
+  const size_t n = out.size() / layers;
+  double worst = -1;
+  for (int i = 0; i < layers; ++i) {
+    const auto at = [&](const std::vector<float>& v) {
+      return std::vector<float>(v.begin() + i * n, v.begin() + (i + 1) * n);
+    };
+    const double e = RelativeL2Error(at(out), at(ref));
+    if (!(e <= worst)) {  // NaN-proof: a NaN is the worst
+      worst = e;
+      *layer = i;
+    }
+  }
+  return worst;
+}
+
 double ErrorBound(const BackendInfo& info) {
   return info.kind == BackendKind::kCpu ? 1e-4 : 2e-2;
 }
@@ -118,7 +139,9 @@ static void Judge(const TrialInputs& in, const BackendInfo& info,
                   v1::TrialResult* result) {
   const std::vector<float> reference =
       run.reference.empty() ? CpuReference(in) : run.reference;
-  result->set_max_rel_error(RelativeL2Error(run.output, reference));
+  int layer = 0;
+  result->set_max_rel_error(
+      WorstLayerError(run.output, reference, run.layers, &layer));
   result->set_error_bound(ErrorBound(info));
   *result->mutable_stats() = tuner::Summarize(run.samples_us);
   result->mutable_samples_us()->Add(run.samples_us.begin(),
@@ -128,6 +151,10 @@ static void Judge(const TrialInputs& in, const BackendInfo& info,
   if (!(result->max_rel_error() <= result->error_bound())) {
     Fail(result, v1::INCORRECT,
          absl::StrCat("relative error ", result->max_rel_error(),
+                      run.layers > 1
+                          ? absl::StrCat(" (layer ", layer + 1,
+                                         " of the chain of ", run.layers, ")")
+                          : "",
                       " exceeds the bound ", result->error_bound()));
     return;
   }

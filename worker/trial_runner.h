@@ -20,6 +20,12 @@ absl::StatusOr<ref::StepSpec> ResolveStep(const v1::Trial& trial);
 double RelativeL2Error(const std::vector<float>& out,
                        const std::vector<float>& ref);
 
+// The worst RelativeL2Error of `layers` equal blocks of out and ref (chained
+// layers are checked one by one: a wrong layer cannot hide among right
+// ones); *layer = that block's index. +inf when the sizes do not split.
+double WorstLayerError(const std::vector<float>& out,
+                       const std::vector<float>& ref, int layers, int* layer);
+
 // The relative error a backend's output may have: float32 CPU backends
 // differ from the reference only in summation order; GPU backends carry BF16
 // activations between stages.

@@ -12,7 +12,8 @@
 // comparison; --tiles keeps only the named tiles of tiled backends;
 // --chain=N times layers L .. L + N - 1 (each its own weights) back to back,
 // in one graph when graph is on, as a decode step runs them, and prints the
-// figures per layer (the check is layer L's).
+// figures per layer; every layer's output is checked against the trusted
+// path of that layer (its weights, layer L's input and bias).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -247,8 +248,8 @@ void RunConfig(const Flags& f, const MoeProblem& p, const Config& c,
   std::fflush(stdout);
 }
 
-// The trusted path's output for p, from a run of the first backend that
-// can take the batch.
+// The trusted path's output for p (every layer of the chain), from a run of
+// the first backend that can take the batch.
 bool TrustedOutput(const Flags& f, const MoeProblem& p, std::vector<float>* ref,
                    int* distinct) {
   for (const std::string backend :
@@ -259,6 +260,7 @@ bool TrustedOutput(const Flags& f, const MoeProblem& p, std::vector<float>* ref,
     o.warmup = 0;
     o.device = f.device;
     o.compute_reference = true;
+    o.chain_layers = f.chain;
     const MoeRunResult r = RunMoeLayer(p, o);
     if (r.status == RunStatus::kOk) {
       *ref = r.reference_output;
@@ -358,7 +360,8 @@ int Main(int argc, char** argv) {
   if (f.chain > 1) {
     std::printf(
         "timing: layers %d..%d back to back (each its own weights, the L2 "
-        "flushed before the first), figures per layer\n",
+        "flushed before the first), figures per layer, every layer "
+        "checked\n",
         f.layer, f.layer + f.chain - 1);
   }
   Totals totals;

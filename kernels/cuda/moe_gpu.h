@@ -21,11 +21,11 @@ struct DeviceInfo {
   int64_t memory_bytes = 0;
   int sm_clock_mhz = 0, mem_clock_mhz = 0;
   int driver_version = 0, runtime_version = 0;  // CUDA's 13000-style ints
-  std::string error;  // why not present
+  std::string error;                            // why not present
 };
 
 DeviceInfo QueryDevice(int ordinal);
-int DeviceCount();  // 0 when there is no driver or device
+int DeviceCount();                 // 0 when there is no driver or device
 std::vector<int> CompiledArchs();  // e.g. {90}
 // Streaming read bandwidth (GB/s, 1e9 B/s) over a buffer far larger than L2.
 double MeasureReadBandwidthGBps(int ordinal, std::string* error);
@@ -65,22 +65,32 @@ struct MoeRunOptions {
   int device = 0;
   bool compute_reference = false;  // also run the trusted GPU path
   // Time layers problem.layer .. + chain_layers - 1 (each its own weights,
-  // all on the same input) back to back, as a decode step runs them (in
-  // one graph when cuda_graph), and report per layer. 1..16; the output,
-  // reference and distinct_experts are the first layer's.
+  // all on the same input and router bias) back to back, as a decode step
+  // runs them (in one graph when cuda_graph), and report per layer. 1..16;
+  // output and reference hold every layer's, distinct_experts the first's.
   int chain_layers = 1;
 };
-enum class RunStatus { kOk, kCannotImplement, kBadProblem, kUnavailable, kCudaError };
+enum class RunStatus {
+  kOk,
+  kCannotImplement,
+  kBadProblem,
+  kUnavailable,
+  kCudaError
+};
 struct MoeRunResult {
   RunStatus status = RunStatus::kOk;
   std::string message;
-  std::vector<double> samples_us;       // raw timed iterations (us a layer)
-  std::vector<float> output;            // [batch][hidden]
-  std::vector<float> reference_output;  // trusted path, when asked
+  std::vector<double> samples_us;  // raw timed iterations (us a layer)
+  // [chain_layers][batch][hidden]: each layer's output from an untimed run,
+  // and the trusted path's for the same layer (its weights, the same input
+  // and bias) when compute_reference.
+  std::vector<float> output;
+  std::vector<float> reference_output;
   double bytes = 0;  // the rank's minimum bytes (a layer: the chain's mean)
   int distinct_experts = 0;
 };
 
-MoeRunResult RunMoeLayer(const MoeProblem& problem, const MoeRunOptions& options);
+MoeRunResult RunMoeLayer(const MoeProblem& problem,
+                         const MoeRunOptions& options);
 
 }  // namespace moetune::gpu

@@ -471,11 +471,33 @@ LayerArgs MakeArgs(const Geometry& geo, const MoeRunOptions& o,
   return a;
 }
 
-GpuStatus CopyOut(const float* src, size_t n, std::vector<float>* out) {
-  out->resize(n);
-  MG_CUDA(
-      cudaMemcpy(out->data(), src, n * sizeof(float), cudaMemcpyDeviceToHost));
+// Appends n device floats to *out.
+GpuStatus AppendOut(const float* src, size_t n, std::vector<float>* out) {
+  const size_t at = out->size();
+  out->resize(at + n);
+  MG_CUDA(cudaMemcpy(out->data() + at, src, n * sizeof(float),
+                     cudaMemcpyDeviceToHost));
   return OkStatus();
+}
+
+// One untimed run of chain layer i (problem layer p.layer + i, args a):
+// its output, and the trusted path's for the same layer when asked,
+// appended to r; *routed = the experts it routed to.
+GpuStatus CheckedRun(Context* ctx, const MoeProblem& p, const MoeRunOptions& o,
+                     const BackendOps& ops, const LayerArgs& a,
+                     const RunState& st, int i, MoeRunResult* r, int* routed) {
+  MG_RETURN_IF_ERROR(ops.launch(a, st.workspace.get(), ctx->stream));
+  MG_CUDA(cudaStreamSynchronize(ctx->stream));
+  const size_t bh = static_cast<size_t>(a.geo.batch) * a.geo.hidden;
+  MG_RETURN_IF_ERROR(AppendOut(a.buf.y, bh, &r->output));
+  MG_CUDA(cudaMemcpy(routed, a.buf.meta + kMetaRouted, sizeof(*routed),
+                     cudaMemcpyDeviceToHost));
+  if (!o.compute_reference) return OkStatus();
+  MoeProblem layer = p;
+  layer.layer = p.layer + i;
+  MG_RETURN_IF_ERROR(
+      RunTrusted(layer, a.geo, st.x_float, a.buf.bias, st.y_ref, ctx->stream));
+  return AppendOut(st.y_ref, bh, &r->reference_output);
 }
 
 GpuStatus PrepareRun(const MoeProblem& p, const MoeRunOptions& o, Context** ctx,
@@ -536,11 +558,12 @@ GpuStatus CheckChainFits(const Context& ctx, const MoeRunOptions& o,
   return Fail(RunStatus::kCannotImplement, error);
 }
 
-// The layers after the first of a chain: their weights, one untimed run each
-// (its output is not kept) for the experts it routes; adds their bytes.
+// The layers after the first of a chain: their weights and one checked run
+// each (CheckedRun); adds their bytes for the experts each routes.
 GpuStatus ExtendChain(Context* ctx, const MoeProblem& p, const MoeRunOptions& o,
-                      const BackendOps& ops, void* ws,
-                      std::vector<LayerArgs>* chain, double* bytes) {
+                      const BackendOps& ops, const RunState& st,
+                      std::vector<LayerArgs>* chain, MoeRunResult* r,
+                      double* bytes) {
   const LayerArgs first = chain->front();
   // A shorter chain than before frees the layers it no longer needs.
   if (ctx->chain.size() >= static_cast<size_t>(o.chain_layers))
@@ -551,11 +574,8 @@ GpuStatus ExtendChain(Context* ctx, const MoeProblem& p, const MoeRunOptions& o,
     MG_RETURN_IF_ERROR(EnsureWeights(ctx, p, o, ops, i, &w));
     LayerArgs a = MakeArgs(first.geo, o, ops, *ctx, *w);
     a.buf = first.buf;
-    MG_RETURN_IF_ERROR(ops.launch(a, ws, ctx->stream));
-    MG_CUDA(cudaStreamSynchronize(ctx->stream));
     int routed = 0;
-    MG_CUDA(cudaMemcpy(&routed, a.buf.meta + kMetaRouted, sizeof(routed),
-                       cudaMemcpyDeviceToHost));
+    MG_RETURN_IF_ERROR(CheckedRun(ctx, p, o, ops, a, st, i, r, &routed));
     *bytes += MinBytes(a.geo, routed);
     chain->push_back(a);
   }
@@ -574,23 +594,11 @@ GpuStatus RunLocked(const MoeProblem& p, const MoeRunOptions& o,
   LayerArgs args = MakeArgs(geo, o, *ops, *ctx, *weights);
   RunState st;
   MG_RETURN_IF_ERROR(AllocRun(p, &args, *ops, &st));
-  MG_RETURN_IF_ERROR(ops->launch(args, st.workspace.get(), ctx->stream));
-  MG_CUDA(cudaStreamSynchronize(ctx->stream));
-  const size_t bh = static_cast<size_t>(geo.batch) * geo.hidden;
-  MG_RETURN_IF_ERROR(CopyOut(args.buf.y, bh, &r->output));
-  int meta[4];
-  MG_CUDA(
-      cudaMemcpy(meta, args.buf.meta, sizeof(meta), cudaMemcpyDeviceToHost));
-  r->distinct_experts = meta[kMetaRouted];
-  if (o.compute_reference) {
-    MG_RETURN_IF_ERROR(
-        RunTrusted(p, geo, st.x_float, args.buf.bias, st.y_ref, ctx->stream));
-    MG_RETURN_IF_ERROR(CopyOut(st.y_ref, bh, &r->reference_output));
-  }
+  MG_RETURN_IF_ERROR(
+      CheckedRun(ctx, p, o, *ops, args, st, 0, r, &r->distinct_experts));
   std::vector<LayerArgs> chain{args};
   double bytes = MinBytes(geo, r->distinct_experts);
-  MG_RETURN_IF_ERROR(
-      ExtendChain(ctx, p, o, *ops, st.workspace.get(), &chain, &bytes));
+  MG_RETURN_IF_ERROR(ExtendChain(ctx, p, o, *ops, st, &chain, r, &bytes));
   r->bytes = bytes / static_cast<double>(chain.size());
   return TimeLayers(ctx, *ops, chain, st.workspace.get(), o, &r->samples_us);
 }

@@ -121,26 +121,48 @@ TEST(ChainBudgetTest, RefusesWithTheSizesWhatDoesNotFit) {
   EXPECT_NE(ChainDoesNotFit(2, 1, 5.4e9, 6.0e9), "");  // into the reserve
 }
 
-// A chain of layers back to back: the same first layer's output as alone,
-// each layer's own routing in the bytes, figures per layer.
-TEST(MoeGpuTest, ChainOfLayersReportsTheFirstLayerAndPerLayerFigures) {
+// One layer's block of a chain's output or reference.
+std::vector<float> LayerBlock(const std::vector<float>& v, int i, size_t n) {
+  return {v.begin() + i * n, v.begin() + (i + 1) * n};
+}
+
+// A chain of layers back to back: every layer's output, each checked against
+// the trusted path of that layer (its weights, the first layer's input and
+// bias), the first as alone; each layer's own routing in the bytes.
+TEST(MoeGpuTest, ChainOfLayersChecksEveryLayerAndReportsPerLayerFigures) {
   SKIP_WITHOUT_GPU();
   const MoeProblem p = Small(3, 19);
+  const size_t n = p.input.size();
+  MoeProblem third = p;
+  third.layer = p.layer + 2;
+  MoeRunOptions one = Options("fused_gemv");
+  one.compute_reference = true;
+  const MoeRunResult third_alone = RunMoeLayer(third, one);
+  ASSERT_EQ(third_alone.status, RunStatus::kOk) << third_alone.message;
   for (const bool graph : {false, true}) {
     SCOPED_TRACE(graph ? "graph" : "stream");
-    MoeRunOptions one = Options("fused_gemv", 0, 0, graph);
-    one.compute_reference = true;
+    one.cuda_graph = graph;
     const MoeRunResult alone = RunMoeLayer(p, one);
     ASSERT_EQ(alone.status, RunStatus::kOk) << alone.message;
     MoeRunOptions chained = one;
     chained.chain_layers = 3;
     const MoeRunResult r = RunMoeLayer(p, chained);
     ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+    ASSERT_EQ(r.output.size(), 3 * n);
+    ASSERT_EQ(r.reference_output.size(), 3 * n);
+    EXPECT_EQ(LayerBlock(r.reference_output, 0, n), alone.reference_output);
+    EXPECT_EQ(LayerBlock(r.reference_output, 2, n),
+              third_alone.reference_output);
+    EXPECT_NE(LayerBlock(r.reference_output, 1, n), alone.reference_output);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_LT(Errors(LayerBlock(r.output, i, n),
+                       ToDouble(LayerBlock(r.reference_output, i, n)))
+                    .first,
+                kTolerance)
+          << "layer " << i;
+    }
     EXPECT_EQ(r.samples_us.size(), 2u);
     EXPECT_EQ(r.distinct_experts, alone.distinct_experts);
-    EXPECT_LT(Errors(r.output, ToDouble(alone.reference_output)).first,
-              kTolerance);
-    EXPECT_EQ(r.reference_output, alone.reference_output);
     // The mean of three layers' bytes: between the router-only and the
     // every-expert bound of one layer.
     EXPECT_GT(r.bytes, 0.5 * alone.bytes);

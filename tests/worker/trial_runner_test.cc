@@ -110,6 +110,43 @@ TEST(TrialRunnerTest, WrongOutputIsIncorrectNeverFast) {
   EXPECT_THAT(r.reason(), HasSubstr("exceeds the bound"));
 }
 
+// A chain of layers: a wrong layer fails the trial even when the error of
+// the whole concatenation would stay under the bound.
+TEST(TrialRunnerTest, EveryChainedLayerIsCheckedOnItsOwn) {
+  std::vector<float> ref(400, 1.0f), out = ref;
+  out[350] = 1.3f;  // layer 4 of 4: 0.03 relative; over all 400: 0.015
+  BackendRun run = Scripted(out, ref);
+  run.layers = 4;
+  BackendRegistry registry;
+  registry.Register(std::make_unique<ScriptedBackend>(run));
+  TrialRunner runner(&registry);
+  v1::TrialResult r = runner.Run(Execution("fused_gemv", v1::MOE_LAYER));
+  EXPECT_EQ(r.outcome(), v1::INCORRECT);
+  EXPECT_NEAR(r.max_rel_error(), 0.03, 1e-6);
+  EXPECT_LT(RelativeL2Error(out, ref), r.error_bound());
+  EXPECT_THAT(r.reason(), HasSubstr("(layer 4 of the chain of 4)"));
+  run.output = ref;
+  BackendRegistry fine;
+  fine.Register(std::make_unique<ScriptedBackend>(run));
+  r = TrialRunner(&fine).Run(Execution("fused_gemv", v1::MOE_LAYER));
+  EXPECT_EQ(r.outcome(), v1::DONE) << r.reason();
+}
+
+TEST(WorstLayerErrorTest, TheWorstBlockAndItsIndex) {
+  int layer = -1;
+  EXPECT_DOUBLE_EQ(WorstLayerError({3, 4, 3, 5}, {3, 4, 3, 4}, 2, &layer),
+                   1.0 / 5.0);
+  EXPECT_EQ(layer, 1);
+  EXPECT_DOUBLE_EQ(WorstLayerError({3, 4}, {3, 4}, 1, &layer), 0);
+  EXPECT_EQ(layer, 0);
+  EXPECT_TRUE(std::isinf(WorstLayerError({1, 2, 3}, {1, 2, 3}, 2, &layer)));
+  EXPECT_TRUE(std::isinf(WorstLayerError({1, 2}, {1, 2, 3, 4}, 2, &layer)));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(
+      std::isinf(WorstLayerError({1, nan, 3, 4}, {1, 2, 3, 4}, 2, &layer)));
+  EXPECT_EQ(layer, 0);
+}
+
 TEST(TrialRunnerTest, NanOrMissingOutputIsIncorrect) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (std::vector<float> output :
@@ -175,9 +212,14 @@ TEST(GpuBackendTest, AdaptsTheTrialAndMapsStatuses) {
   EXPECT_TRUE(gpu.last_options.cuda_graph);
   EXPECT_FALSE(gpu.last_options.compute_reference);  // tiny: CPU reference
   EXPECT_EQ(gpu.last_options.chain_layers, 1);       // unset: one layer
+  EXPECT_EQ(run->layers, 1);
   in.trial.mutable_workload()->set_chain_layers(4);
-  ASSERT_TRUE(backend->Run(in).ok());
+  run = backend->Run(in);
+  ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_EQ(gpu.last_options.chain_layers, 4);
+  EXPECT_EQ(run->layers, 4);
+  // A chain's layers are checked against the trusted path, even when tiny.
+  EXPECT_TRUE(gpu.last_options.compute_reference);
   gpu.next_run.status = gpu::RunStatus::kCannotImplement;
   EXPECT_EQ(backend->Run(in).status().code(),
             absl::StatusCode::kFailedPrecondition);
