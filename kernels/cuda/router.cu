@@ -147,10 +147,11 @@ __device__ uint32_t OrderedKey(float f) {
 __device__ void FinishTopK(const RouterParams& p, RouterShared& sh, int t,
                            int slot);
 
-// One warp picks token t's top-k (score desc, expert index asc): per round a
+// One warp picks token t's top-k (score desc, expert index asc) into
+// sh.sel_*[warp] (sel_e[warp][r] = the r-th pick): per round a
 // max-reduction of the keys, then a min-reduction of the indices holding it.
-__device__ void TopKToken(const RouterParams& p, RouterShared& sh, int t,
-                          const float (&bias)[kPerLane]) {
+__device__ void SelectTopK(const RouterParams& p, RouterShared& sh, int t,
+                           const float (&bias)[kPerLane]) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   uint32_t key[kPerLane];
   float sig[kPerLane];
@@ -188,7 +189,12 @@ __device__ void TopKToken(const RouterParams& p, RouterShared& sh, int t,
     }
   }
   __syncwarp();
-  FinishTopK(p, sh, t, warp);
+}
+
+__device__ void TopKToken(const RouterParams& p, RouterShared& sh, int t,
+                          const float (&bias)[kPerLane]) {
+  SelectTopK(p, sh, t, bias);
+  FinishTopK(p, sh, t, threadIdx.x / 32);
 }
 
 // Normalises the selection sh.sel_*[slot] of token t (score / sum * scaling)
@@ -312,6 +318,64 @@ __device__ void FillPositions(const RouterParams& p, RouterShared& sh) {
   }
 }
 
+// The shared expert's slot (0) and the counts of a one-token routing with
+// n_owned routed slots: what BuildSlots writes for batch 1.
+__device__ void OneTokenMeta(const RouterParams& p, int n_owned) {
+  const int hs = p.has_shared;
+  if (hs) {
+    p.buf.slot_expert[0] = p.shared_index;
+    p.buf.slot_tok_off[0] = 0;
+    p.buf.slot_ntok[0] = 1;
+    p.buf.tile_prefix[0] = 0;
+    p.buf.tok_list[0] = 0;
+    p.buf.tok_w[0] = 1.0f;
+  }
+  p.buf.tok_pos[p.top_k] = hs ? 0 : -1;
+  p.buf.tile_prefix[hs + n_owned] = hs + n_owned;
+  p.buf.meta[kMetaSlots] = hs + n_owned;
+  p.buf.meta[kMetaRouted] = n_owned;
+  p.buf.meta[kMetaPositions] = hs + n_owned;
+  p.buf.meta[kMetaTiles] = hs + n_owned;
+}
+
+// Batch 1, a decode step's one token: warp 0 writes the same tables as
+// FinishTopK, BuildSlots and FillPositions (one slot, position and tile per
+// owned pick, in expert order after the shared expert's), without their
+// block barriers and scan (PERF.md version 25). Lane r < top_k: pick r.
+__device__ void OneTokenTail(const RouterParams& p, RouterShared& sh,
+                             const float (&bias)[kPerLane]) {
+  const int lane = threadIdx.x;
+  SelectTopK(p, sh, 0, bias);
+  const bool mine = lane < p.top_k;
+  const int e = mine ? sh.sel_e[0][lane] : INT_MAX;
+  const bool owned = mine && e >= p.e_lo && e < p.e_hi;
+  float sum = 0.0f;  // in pick order, as FinishTopK sums
+  int rank = 0;      // owned picks with a lower expert index
+  for (int r = 0; r < p.top_k; ++r) {
+    sum += sh.sel_s[0][r];
+    const int er = sh.sel_e[0][r];
+    rank += (er >= p.e_lo && er < p.e_hi && er < e) ? 1 : 0;
+  }
+  const int n_owned = __popc(__ballot_sync(~0u, owned));
+  if (threadIdx.x == 0) TL_MAX(p.buf, 3);
+  if (mine) {
+    const float w = sh.sel_s[0][lane] / sum * p.scaling;
+    const int pos = p.has_shared + rank;  // its slot, position and tile
+    p.buf.topk_idx[lane] = e;
+    p.buf.topk_w[lane] = w;
+    p.buf.tok_pos[lane] = owned ? pos : -1;
+    if (owned) {
+      p.buf.slot_expert[pos] = e - p.e_lo;
+      p.buf.slot_tok_off[pos] = pos;
+      p.buf.slot_ntok[pos] = 1;
+      p.buf.tile_prefix[pos] = pos;
+      p.buf.tok_list[pos] = 0;
+      p.buf.tok_w[pos] = w;
+    }
+  }
+  if (lane == 0) OneTokenMeta(p, n_owned);
+}
+
 __global__ void __launch_bounds__(kThreads) RouterKernel(RouterParams p) {
   __shared__ RouterShared sh;
   if (threadIdx.x == 0) TL_MIN(p.buf, 0);
@@ -330,8 +394,17 @@ __global__ void __launch_bounds__(kThreads) RouterKernel(RouterParams p) {
   if (threadIdx.x == 0) TL_MAX(p.buf, 1);
   if (!IsLastBlock(p, sh)) return;
   if (threadIdx.x == 0) TL_MAX(p.buf, 2);
+  if (p.batch == 1 && threadIdx.x >= 32) return;
   FenceAcqRelGpu();
   if (threadIdx.x == 0) *p.buf.router_counter = 0;  // ready for the next run
+  if (p.batch == 1) {
+    OneTokenTail(p, sh, bias);
+    if (threadIdx.x == 0) {
+      TL_MAX(p.buf, 4);
+      TL_MAX(p.buf, 5);
+    }
+    return;
+  }
   for (int e = threadIdx.x; e < kRouterMaxExperts; e += kThreads)
     sh.count[e] = 0;
   __syncthreads();
