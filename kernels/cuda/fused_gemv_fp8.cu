@@ -51,16 +51,18 @@ template <int kRT, int kCPS>
 struct Fp8Stage {
   using S = Stage<kRT, kCPS>;
   static constexpr int kB = kCPS * act_fp8::kChunkBytes;  // shared B bytes
-  static constexpr int kBytes = kWarps * S::kBytes + kB;
+  // The K step's activation inverse scales (4 blocks a chunk), after B;
+  // their slot rounded to 128 bytes so that every stage's B stays aligned.
+  static constexpr int kInv = kCPS * 4 * sizeof(float);
+  static constexpr int kInvSlot = (kInv + 127) / 128 * 128;
+  static constexpr int kBytes = kWarps * S::kBytes + kB + kInvSlot;
   static constexpr int kRaw = kRingBytesPerBlock / kBytes;
   static constexpr int kCount = kRaw < 2 ? 2 : kRaw > 8 ? 8 : kRaw;
 };
 
-// The current (slot, row group) of this warp and its activations' inverse
-// scales (the B bytes themselves come through the ring).
-struct Fp8Run : Run<1> {
-  const float* inv = nullptr;  // block c's inverse scale of chunk 0
-};
+// The current (slot, row group) of this warp (its activations and their
+// inverse scales come through the ring).
+struct Fp8Run : Run<1> {};
 
 // wgmma exists on sm_90a only: other targets compile these to a trap (the
 // probe reports fused_gemv_fp8 unavailable on any device but sm_90).
@@ -145,17 +147,12 @@ __device__ __forceinline__ void BulkCopy(void* dst, const void* src,
 
 template <int kRT>
 __device__ void StartFp8Run(const MmaJob& j, const Cursor& u, Fp8Run& run,
-                            float (&acc)[kRT][1][4], int lane) {
+                            float (&acc)[kRT][1][4]) {
   run.s = u.s;
   run.rg = u.rg;
   run.steps = 0;
   run.p0 = __ldg(j.buf.slot_tok_off + u.s);
   run.ntok = __ldg(j.buf.slot_ntok + u.s);
-  const bool gate_up = j.mode == kModeGateUp;
-  // gate_up reads the token's input, down the position's h.
-  const int row = gate_up ? __ldg(j.buf.tok_list + run.p0) : run.p0;
-  run.inv = (gate_up ? j.buf.x_fp8_inv : j.buf.h_fp8_inv) +
-            static_cast<int64_t>(row) * (j.ld_b / act_fp8::kBlock) + lane % 4;
 #pragma unroll
   for (int rt = 0; rt < kRT; ++rt)
     acc[rt][0][0] = acc[rt][0][1] = acc[rt][0][2] = acc[rt][0][3] = 0.0f;
@@ -179,18 +176,19 @@ __device__ __forceinline__ void DecodeChunk(const uint8_t* stage, int q,
 }
 
 // One unit of this warp: kCPS chunks of its kRT row tiles against the
-// block's B bytes at shared address `b_addr`. acc[rt][0][0] / [2]: rows
+// block's B bytes at shared address `b_addr` and their inverse scales at
+// `b_inv` (chunk q's block c at [4 q + c]). acc[rt][0][0] / [2]: rows
 // g / g + 8 of block c (this lane's), summed over the unit's chunks.
 template <int kRT, int kCPS>
 __device__ __forceinline__ void ComputeFp8Unit(const uint8_t* stage,
-                                               uint32_t b_addr, int ks,
-                                               const Fp8Run& run,
+                                               uint32_t b_addr,
+                                               const float* b_inv, int ks,
                                                float (&acc)[kRT][1][4],
                                                int lane) {
   using S = Stage<kRT, kCPS>;
   float inv[kCPS];
 #pragma unroll
-  for (int q = 0; q < kCPS; ++q) inv[q] = __ldg(run.inv + (ks * kCPS + q) * 4);
+  for (int q = 0; q < kCPS; ++q) inv[q] = b_inv[4 * q + lane % 4];
   uint2 sg[kRT][S::kGroups];
 #pragma unroll
   for (int rt = 0; rt < kRT; ++rt) {
@@ -316,13 +314,17 @@ __device__ void BulkWeights(const MmaJob& j, const Cursor& u, int expert,
   }
 }
 
-// The B bytes (token input or position h) of slot s.
-__device__ __forceinline__ const uint8_t* RowB(const MmaJob& j, int s) {
+// The B bytes (token input or position h) of slot s, and their inverse
+// scales (one a block of 16).
+__device__ __forceinline__ const uint8_t* RowB(const MmaJob& j, int s,
+                                               const float** inv) {
   const int p0 = __ldcg(j.buf.slot_tok_off + s);
   const bool gate_up = j.mode == kModeGateUp;
-  const int row = gate_up ? __ldcg(j.buf.tok_list + p0) : p0;
+  const int64_t row = gate_up ? __ldcg(j.buf.tok_list + p0) : p0;
+  *inv = (gate_up ? j.buf.x_fp8_inv : j.buf.h_fp8_inv) +
+         row * (j.ld_b / act_fp8::kBlock);
   return (gate_up ? j.buf.x_fp8 : j.buf.h_fp8) +
-         static_cast<int64_t>(row) * j.ld_b * act_fp8::kBytesPerValue;
+         row * j.ld_b * act_fp8::kBytesPerValue;
 }
 
 // The copies of a block's ring: unit i's weights (lane 0 of each warp: its
@@ -341,6 +343,7 @@ struct Fp8Copies {
   Cursor w_at, b_at;
   int w_left = 0, b_left = 0, w_s = -1, w_expert = 0, b_s = -1;
   const uint8_t* b_row = nullptr;
+  const float* b_inv = nullptr;
 
   __device__ uint8_t* StageAt(int i) const {
     return smem + (i % F::kCount) * F::kBytes;
@@ -353,7 +356,7 @@ struct Fp8Copies {
     }
     if (lane != 0) return;
     uint64_t* bar = full + i % F::kCount;
-    MbarArriveExpectTx(bar, S::kBytes + (warp == 0 ? F::kB : 0));
+    MbarArriveExpectTx(bar, S::kBytes + (warp == 0 ? F::kB + F::kInv : 0));
     Cursor mine = w_at;
     mine.rg = w_at.rg * kWarps + warp;
     BulkWeights<kRT, kCPS>(j, mine, w_expert, StageAt(i) + warp * S::kBytes,
@@ -365,11 +368,13 @@ struct Fp8Copies {
     if (warp != 0 || lane != 0) return;
     if (b_at.s != b_s) {
       b_s = b_at.s;
-      b_row = RowB(j, b_s);
+      b_row = RowB(j, b_s, &b_inv);
     }
     BulkCopy(StageAt(i) + kWarps * S::kBytes,
              b_row + b_at.ks * kCPS * act_fp8::kChunkBytes, F::kB,
              full + i % F::kCount);
+    BulkCopy(StageAt(i) + kWarps * S::kBytes + F::kB,
+             b_inv + b_at.ks * kCPS * 4, F::kInv, full + i % F::kCount);
   }
 };
 
@@ -382,7 +387,8 @@ template <int kRT, int kCPS, int kMode, bool kPreWait>
 __device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
                             uint8_t* smem, uint64_t* full, int warp, int lane) {
   using S = Stage<kRT, kCPS>;
-  constexpr int kStages = Fp8Stage<kRT, kCPS>::kCount;
+  using F = Fp8Stage<kRT, kCPS>;
+  constexpr int kStages = F::kCount;
   const int count = seq.Count();
   const int rgs = seq.rgs * kWarps;  // per-warp row groups, for the counters
   Fp8Copies<kRT, kCPS> copies{j, seq, smem, full, warp, lane};
@@ -406,14 +412,15 @@ __device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
     mine.rg = cur.rg * kWarps + warp;
     if (mine.s != run.s || mine.rg != run.rg) {
       if (run.s >= 0) FlushFp8<kRT, kMode>(j, run, acc, seq.steps, rgs, lane);
-      StartFp8Run<kRT>(j, mine, run, acc, lane);
+      StartFp8Run<kRT>(j, mine, run, acc);
     }
     ++run.steps;
     MbarWait(full + i % kStages, (i / kStages) & 1);
     uint8_t* stage = copies.StageAt(i);
-    ComputeFp8Unit<kRT, kCPS>(stage + warp * S::kBytes,
-                              SmemAddr(stage + kWarps * S::kBytes), cur.ks, run,
-                              acc, lane);
+    ComputeFp8Unit<kRT, kCPS>(
+        stage + warp * S::kBytes, SmemAddr(stage + kWarps * S::kBytes),
+        reinterpret_cast<const float*>(stage + kWarps * S::kBytes + F::kB),
+        cur.ks, acc, lane);
   }
   if (run.s >= 0) FlushFp8<kRT, kMode>(j, run, acc, seq.steps, rgs, lane);
 }
