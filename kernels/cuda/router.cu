@@ -74,7 +74,8 @@ __device__ void SideWork(const RouterParams& p) {
 }
 
 // Logits of expert blockIdx.x for every token, 8 tokens per pass. Each
-// thread's weight vectors are loaded at once (kMaxPerThread x 16 bytes).
+// thread's weight vectors are loaded at once (kMaxPerThread x 16 bytes),
+// with token 0's input (batch 1's only token: no load after SideWork).
 constexpr int kMaxPerThread = 4;  // hidden <= 8192
 
 __device__ void Logits(const RouterParams& p, RouterShared& sh) {
@@ -82,11 +83,13 @@ __device__ void Logits(const RouterParams& p, RouterShared& sh) {
   const int vecs = p.hidden / 8;
   const uint4* wrow =
       reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(e) * p.hidden);
-  uint4 wv[kMaxPerThread];
+  const uint4* x0row = reinterpret_cast<const uint4*>(p.buf.x_bf16);
+  uint4 wv[kMaxPerThread], x0[kMaxPerThread];
 #pragma unroll
   for (int r = 0; r < kMaxPerThread; ++r) {
     const int q = threadIdx.x + r * kThreads;
     wv[r] = q < vecs ? __ldg(wrow + q) : make_uint4(0, 0, 0, 0);
+    x0[r] = q < vecs ? __ldg(x0row + q) : make_uint4(0, 0, 0, 0);
   }
   SideWork(p);  // while the weights arrive
   for (int t0 = 0; t0 < p.batch; t0 += kTokGroup) {
@@ -99,7 +102,8 @@ __device__ void Logits(const RouterParams& p, RouterShared& sh) {
 #pragma unroll
       for (int r = 0; r < kMaxPerThread; ++r) {
         const int q = threadIdx.x + r * kThreads;
-        if (q < vecs) part[t] += Dot8(wv[r], __ldg(xrow + q));
+        if (q < vecs)
+          part[t] += Dot8(wv[r], t0 + t == 0 ? x0[r] : __ldg(xrow + q));
       }
     }
 #pragma unroll
@@ -122,16 +126,25 @@ __device__ void Logits(const RouterParams& p, RouterShared& sh) {
   }
 }
 
-// The block that finishes last sees every score (threadfence-reduction).
-__device__ void FenceAcqRelGpu() {
-  asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+// *p += v at GPU scope with acquire and release semantics; the old value.
+__device__ int AtomicAddAcqRelGpu(int* p, int v) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n"
+               : "=r"(old)
+               : "l"(p), "r"(v)
+               : "memory");
+  return old;
 }
 
+// The block that finishes last sees every score (threadfence-reduction).
+// Thread 0's ticket releases the block's writes (ordered before it by the
+// barrier) and acquires those of the blocks before; the barrier after it
+// orders the last block's reads after that acquire. One atomic, no separate
+// fences (PERF.md version 27).
 __device__ bool IsLastBlock(const RouterParams& p, RouterShared& sh) {
-  FenceAcqRelGpu();  // each writer releases its own logits device-wide
   __syncthreads();
   if (threadIdx.x == 0) {
-    const int ticket = atomicAdd(p.buf.router_counter, 1);
+    const int ticket = AtomicAddAcqRelGpu(p.buf.router_counter, 1);
     sh.last = ticket == static_cast<int>(gridDim.x) - 1;
   }
   __syncthreads();
@@ -395,7 +408,6 @@ __global__ void __launch_bounds__(kThreads) RouterKernel(RouterParams p) {
   if (!IsLastBlock(p, sh)) return;
   if (threadIdx.x == 0) TL_MAX(p.buf, 2);
   if (p.batch == 1 && threadIdx.x >= 32) return;
-  FenceAcqRelGpu();
   if (threadIdx.x == 0) *p.buf.router_counter = 0;  // ready for the next run
   if (p.batch == 1) {
     OneTokenTail(p, sh, bias);
