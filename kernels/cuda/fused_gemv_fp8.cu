@@ -315,12 +315,13 @@ __device__ void BulkWeights(const MmaJob& j, const Cursor& u, int expert,
 }
 
 // The B bytes (token input or position h) of slot s, and their inverse
-// scales (one a block of 16).
+// scales (one a block of 16). One token (CanImplement): its input is row 0,
+// and the router gives slot s position s (one position a slot, in slot
+// order), so no table is read on the way to a stage's first copy.
 __device__ __forceinline__ const uint8_t* RowB(const MmaJob& j, int s,
                                                const float** inv) {
-  const int p0 = __ldcg(j.buf.slot_tok_off + s);
   const bool gate_up = j.mode == kModeGateUp;
-  const int64_t row = gate_up ? __ldcg(j.buf.tok_list + p0) : p0;
+  const int64_t row = gate_up ? 0 : s;
   *inv = (gate_up ? j.buf.x_fp8_inv : j.buf.h_fp8_inv) +
          row * (j.ld_b / act_fp8::kBlock);
   return (gate_up ? j.buf.x_fp8 : j.buf.h_fp8) +
@@ -340,6 +341,7 @@ struct Fp8Copies {
   uint8_t* smem;
   uint64_t* full;
   int warp, lane;
+  int lane_expert;  // slot `lane`'s expert (read with the slot count)
   Cursor w_at, b_at;
   int w_left = 0, b_left = 0, w_s = -1, w_expert = 0, b_s = -1;
   const uint8_t* b_row = nullptr;
@@ -352,7 +354,8 @@ struct Fp8Copies {
     seq.Advance(i, w_at, w_left);
     if (w_at.s != w_s) {
       w_s = w_at.s;
-      w_expert = SlotSource<false, true>{&j, 0}.Expert(w_s);
+      w_expert = w_s < 32 ? __shfl_sync(~0u, lane_expert, w_s)
+                          : SlotSource<false, true>{&j, 0}.Expert(w_s);
     }
     if (lane != 0) return;
     uint64_t* bar = full + i % F::kCount;
@@ -385,13 +388,14 @@ struct Fp8Copies {
 // waiting for the previous kernel (B depends on it).
 template <int kRT, int kCPS, int kMode, bool kPreWait>
 __device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
-                            uint8_t* smem, uint64_t* full, int warp, int lane) {
+                            uint8_t* smem, uint64_t* full, int warp, int lane,
+                            int lane_expert) {
   using S = Stage<kRT, kCPS>;
   using F = Fp8Stage<kRT, kCPS>;
   constexpr int kStages = F::kCount;
   const int count = seq.Count();
   const int rgs = seq.rgs * kWarps;  // per-warp row groups, for the counters
-  Fp8Copies<kRT, kCPS> copies{j, seq, smem, full, warp, lane};
+  Fp8Copies<kRT, kCPS> copies{j, seq, smem, full, warp, lane, lane_expert};
   for (int i = 0; i < kStages - 1 && i < count; ++i) copies.Weights(i);
   if (kPreWait) {
     GridDependencyWait();
@@ -453,12 +457,14 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
     TL_MIN(job.buf, 10);
   }
   // down: gate_up started its dependents only after the router finished, so
-  // the slot count is final (read through L2).
+  // the slot count is final (read through L2); with it, in the same round
+  // trip, slot `lane`'s expert (the slot table has room for 32, AllocRun).
   const int units = __ldcg(job.buf.meta + kMetaSlots) * per_slot;
+  const int lane_expert = __ldcg(job.buf.slot_expert + lane);
   const StreamKSeq seq{WarpRange(units, gridDim.x, blockIdx.x, job.round_units),
                        0, per_slot, rgs, steps};
   RunFp8Units<kRT, kCPS, kMode, kMode == kModeDown>(job, seq, smem, full, warp,
-                                                    lane);
+                                                    lane, lane_expert);
   if (lane == 0) TL_MAX(job.buf, kMode == kModeGateUp ? 9 : 11);
   if (kMode == kModeGateUp && lane == 0) TL_WARP(job.buf, w, 3);
   (void)w;

@@ -228,7 +228,7 @@ GpuStatus AllocRun(const MoeProblem& p, LayerArgs* a, const BackendOps& ops,
     b.topk_w = c.Take<float>(g.batch * k);
     b.tok_pos = c.Take<int>(g.batch * (k + 1));
     b.meta = c.Take<int>(4);
-    b.slot_expert = c.Take<int>(s);
+    b.slot_expert = c.Take<int>(std::max<size_t>(s, 32));  // a warp reads 32
     b.slot_tok_off = c.Take<int>(s);
     b.slot_ntok = c.Take<int>(s);
     b.tile_prefix = c.Take<int>(s + 1);
