@@ -99,4 +99,16 @@ class Carver {
   size_t used_ = 0;
 };
 
+// atom.add with release and acquire semantics at GPU scope: publishes the
+// caller's (and, after a barrier, its warp's or block's) earlier writes and
+// sees those published by earlier releases on the same counter.
+__device__ __forceinline__ int AtomicAddAcqRelGpu(int* p, int v) {
+  int old;
+  asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], %2;\n"
+               : "=r"(old)
+               : "l"(p), "r"(v)
+               : "memory");
+  return old;
+}
+
 }  // namespace moetune::gpu

@@ -184,17 +184,6 @@ __device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// atom.add with release and acquire semantics at GPU scope: publishes the
-// caller's (and, after a warp barrier, its warp's) earlier writes and sees
-// those published by earlier releases on the same counter.
-__device__ __forceinline__ int AtomicAddAcqRelGpu(int* p, int v) {
-  int old;
-  asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], %2;\n"
-               : "=r"(old)
-               : "l"(p), "r"(v)
-               : "memory");
-  return old;
-}
 // Programmatic dependent launch: wait for the preceding kernel's results;
 // let the next kernel's blocks launch. Both are no-ops without the launch
 // attribute.

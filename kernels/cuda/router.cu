@@ -126,16 +126,6 @@ __device__ void Logits(const RouterParams& p, RouterShared& sh) {
   }
 }
 
-// *p += v at GPU scope with acquire and release semantics; the old value.
-__device__ int AtomicAddAcqRelGpu(int* p, int v) {
-  int old;
-  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n"
-               : "=r"(old)
-               : "l"(p), "r"(v)
-               : "memory");
-  return old;
-}
-
 // The block that finishes last sees every score (threadfence-reduction).
 // Thread 0's ticket releases the block's writes (ordered before it by the
 // barrier) and acquires those of the blocks before; the barrier after it
