@@ -50,17 +50,19 @@ __device__ float Dot8(uint4 w, uint4 x) {
   return s;
 }
 
-// The fp16 copy of x and the zeroed output, spread over all blocks, and
-// for fused_gemv_fp8 x's FP8 hi + lo blocks (one thread a block of 16).
+// The zeroed output, spread over all blocks, and x as the expert kernels
+// read it: an fp16 copy, or for fused_gemv_fp8 (which reads no fp16 x) its
+// FP8 hi + lo blocks (one thread a block of 16).
 __device__ void SideWork(const RouterParams& p) {
   const int64_t n = static_cast<int64_t>(p.batch) * p.hidden;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
   const int64_t first =
       static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   for (int64_t i = first; i < n; i += stride) {
+    p.buf.y[i] = 0.0f;
+    if (p.write_x_fp8) continue;
     const uint32_t bits = static_cast<uint32_t>(p.buf.x_bf16[i]) << 16;
     p.buf.x16[i] = __float2half_rn(__uint_as_float(bits));
-    p.buf.y[i] = 0.0f;
   }
   if (!p.write_x_fp8) return;
   const int blocks = p.hidden / act_fp8::kBlock;
