@@ -276,10 +276,16 @@ GpuStatus AllocRun(const MoeProblem& p, LayerArgs* a, const BackendOps& ops,
 // Bytes the rank must at least move (same definition as the CPU reference's
 // MoeLayerBytes): router, each distinct owned expert's slice once, the shared
 // slice, BF16 input and output.
+// One expert's gate_up and down on this rank: E2M1 codes (half a byte a
+// weight) and E4M3 scales (one a block of 16).
+double ExpertSliceBytes(const Geometry& g) {
+  const double weights = 3.0 * g.inter_local * g.hidden;
+  return weights * 0.5 + weights / 16.0;
+}
+
 double MinBytes(const Geometry& g, int distinct) {
-  const double slice_elems = 3.0 * g.inter_local * g.hidden;
-  const double slice = slice_elems * 0.5 + slice_elems / 16.0;
-  return 2.0 * g.experts * g.hidden + (distinct + g.has_shared) * slice +
+  return 2.0 * g.experts * g.hidden +
+         (distinct + g.has_shared) * ExpertSliceBytes(g) +
          2.0 * 2.0 * g.batch * g.hidden;
 }
 
@@ -536,11 +542,11 @@ GpuStatus EnsureWeights(Context* ctx, const MoeProblem& p,
   return OkStatus();
 }
 
-// Bytes of one layer's weights on this rank: the router (BF16) and each
-// stored expert's gate_up and down (E2M1 codes + E4M3 scales).
+// Bytes of one layer's weights on this rank: the router (BF16) and every
+// stored expert.
 double LayerWeightBytes(const Geometry& g) {
-  const double expert = 3.0 * g.inter_local * g.hidden * (0.5 + 1.0 / 16.0);
-  return 2.0 * g.experts * g.hidden + (g.num_local + g.has_shared) * expert;
+  return 2.0 * g.experts * g.hidden +
+         (g.num_local + g.has_shared) * ExpertSliceBytes(g);
 }
 
 // Refuses a chain whose layers not yet on the GPU do not fit (sized).

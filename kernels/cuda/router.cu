@@ -250,6 +250,29 @@ __device__ unsigned long long BlockExclusiveScan(unsigned long long v,
 // Packing of (slot flag, token count, 64-token tiles) into one scan value.
 constexpr int kCountShift = 16, kTileShift = 40;
 
+// The shared expert's 64-token tiles (all the batch's tokens; 0 without it).
+__device__ int SharedTiles(const RouterParams& p) {
+  return p.has_shared * ((p.batch + kGroupedTokens - 1) / kGroupedTokens);
+}
+
+// One thread: the shared expert's slot 0 and the tables' counts, from the
+// routed slots', positions' and tiles' totals.
+__device__ void WriteSharedSlotAndCounts(const RouterParams& p, int routed,
+                                         int positions, int tiles) {
+  if (p.has_shared) {
+    p.buf.slot_expert[0] = p.shared_index;
+    p.buf.slot_tok_off[0] = 0;
+    p.buf.slot_ntok[0] = p.batch;
+    p.buf.tile_prefix[0] = 0;
+  }
+  const int slots = routed + p.has_shared;
+  p.buf.tile_prefix[slots] = SharedTiles(p) + tiles;
+  p.buf.meta[kMetaSlots] = slots;
+  p.buf.meta[kMetaRouted] = routed;
+  p.buf.meta[kMetaPositions] = positions + p.has_shared * p.batch;
+  p.buf.meta[kMetaTiles] = SharedTiles(p) + tiles;
+}
+
 // Slots: the shared expert first (slot 0, positions [0, batch): known before
 // the routing, so fused_gemv streams it while this kernel runs), then the
 // owned experts with tokens, ascending.
@@ -257,8 +280,7 @@ __device__ void BuildSlots(const RouterParams& p, RouterShared& sh) {
   const int e = threadIdx.x;
   const bool owned = e < p.experts && e >= p.e_lo && e < p.e_hi;
   const int c = owned ? sh.count[e] : 0;
-  const int shared_tiles =
-      p.has_shared * ((p.batch + kGroupedTokens - 1) / kGroupedTokens);
+  const int shared_tiles = SharedTiles(p);
   const unsigned long long packed =
       static_cast<unsigned long long>(c > 0 ? 1 : 0) |
       (static_cast<unsigned long long>(c) << kCountShift) |
@@ -282,20 +304,7 @@ __device__ void BuildSlots(const RouterParams& p, RouterShared& sh) {
   }
   sh.off_of[e] = off;
   sh.fill[e] = 0;
-  if (threadIdx.x == 0) {
-    if (p.has_shared) {
-      p.buf.slot_expert[0] = p.shared_index;
-      p.buf.slot_tok_off[0] = 0;
-      p.buf.slot_ntok[0] = p.batch;
-      p.buf.tile_prefix[0] = 0;
-    }
-    const int slots = n_slots + p.has_shared;
-    p.buf.tile_prefix[slots] = shared_tiles + n_tiles;
-    p.buf.meta[kMetaSlots] = slots;
-    p.buf.meta[kMetaRouted] = n_slots;
-    p.buf.meta[kMetaPositions] = n_pos + p.has_shared * p.batch;
-    p.buf.meta[kMetaTiles] = shared_tiles + n_tiles;
-  }
+  if (threadIdx.x == 0) WriteSharedSlotAndCounts(p, n_slots, n_pos, n_tiles);
   __syncthreads();
 }
 
@@ -323,24 +332,16 @@ __device__ void FillPositions(const RouterParams& p, RouterShared& sh) {
   }
 }
 
-// The shared expert's slot (0) and the counts of a one-token routing with
-// n_owned routed slots: what BuildSlots writes for batch 1.
+// The shared expert's slot and position and the counts of a one-token
+// routing with n_owned routed slots (one position and tile each): what
+// BuildSlots and FillPositions write for batch 1.
 __device__ void OneTokenMeta(const RouterParams& p, int n_owned) {
-  const int hs = p.has_shared;
-  if (hs) {
-    p.buf.slot_expert[0] = p.shared_index;
-    p.buf.slot_tok_off[0] = 0;
-    p.buf.slot_ntok[0] = 1;
-    p.buf.tile_prefix[0] = 0;
+  WriteSharedSlotAndCounts(p, n_owned, n_owned, n_owned);
+  if (p.has_shared) {
     p.buf.tok_list[0] = 0;
     p.buf.tok_w[0] = 1.0f;
   }
-  p.buf.tok_pos[p.top_k] = hs ? 0 : -1;
-  p.buf.tile_prefix[hs + n_owned] = hs + n_owned;
-  p.buf.meta[kMetaSlots] = hs + n_owned;
-  p.buf.meta[kMetaRouted] = n_owned;
-  p.buf.meta[kMetaPositions] = hs + n_owned;
-  p.buf.meta[kMetaTiles] = hs + n_owned;
+  p.buf.tok_pos[p.top_k] = p.has_shared ? 0 : -1;
 }
 
 // Batch 1, a decode step's one token: warp 0 writes the same tables as
