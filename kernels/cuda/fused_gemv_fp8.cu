@@ -61,8 +61,8 @@ struct Fp8Stage {
 };
 
 // The current (slot, row group) of this warp (its activations and their
-// inverse scales come through the ring).
-struct Fp8Run : Run<1> {};
+// inverse scales come through the ring, so Run's B pointers stay unused).
+using Fp8Run = Run<1>;
 
 // wgmma exists on sm_90a only: other targets compile these to a trap (the
 // probe reports fused_gemv_fp8 unavailable on any device but sm_90).
