@@ -165,9 +165,14 @@ GpuStatus ResolveBackend(const MoeRunOptions& o, const BackendOps** ops) {
 // Limits of the shared router kernel and of the run buffers.
 GpuStatus CheckLimits(const Geometry& g, const MoeRunOptions& o,
                       const BackendOps& ops) {
-  if (g.experts > kRouterMaxExperts || g.top_k > kRouterMaxTopK) {
+  if (g.experts > kRouterMaxExperts || g.top_k > kRouterMaxTopK ||
+      g.hidden > kRouterMaxHidden) {
     return Fail(RunStatus::kCannotImplement,
-                "the GPU router takes at most 256 experts and top_k <= 32");
+                "the GPU router takes at most 256 experts, top_k <= 32 and "
+                "hidden <= 8192; this layer has " +
+                    std::to_string(g.experts) + " experts, top_k " +
+                    std::to_string(g.top_k) + ", hidden " +
+                    std::to_string(g.hidden));
   }
   if (g.batch > kMaxBatch) {
     return Fail(RunStatus::kCannotImplement,

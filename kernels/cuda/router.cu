@@ -78,7 +78,7 @@ __device__ void SideWork(const RouterParams& p) {
 // Logits of expert blockIdx.x for every token, 8 tokens per pass. Each
 // thread's weight vectors are loaded at once (kMaxPerThread x 16 bytes),
 // with token 0's input (batch 1's only token: no load after SideWork).
-constexpr int kMaxPerThread = 4;  // hidden <= 8192
+constexpr int kMaxPerThread = kRouterMaxHidden / kThreads / 8;
 
 __device__ void Logits(const RouterParams& p, RouterShared& sh) {
   const int e = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;

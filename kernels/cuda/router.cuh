@@ -17,9 +17,13 @@ namespace moetune::gpu {
 
 inline constexpr int kRouterMaxExperts = 256;
 inline constexpr int kRouterMaxTopK = 32;
+// Each of a router block's 256 threads holds its 4 x 8 of the expert's
+// weights in registers (router.cu).
+inline constexpr int kRouterMaxHidden = 8192;
 
 // Enqueues the router on `stream`. Geometry must satisfy experts <=
-// kRouterMaxExperts and top_k <= kRouterMaxTopK (checked by the runner).
+// kRouterMaxExperts, top_k <= kRouterMaxTopK and hidden <= kRouterMaxHidden
+// (checked by the runner).
 GpuStatus LaunchRouter(const LayerArgs& args, cudaStream_t stream);
 
 }  // namespace moetune::gpu

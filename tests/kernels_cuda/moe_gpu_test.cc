@@ -355,6 +355,13 @@ TEST(MoeGpuTest, UnsupportedRequestsSayWhy) {
   r = RunMoeLayer(odd, Options("grouped_mma"));
   EXPECT_EQ(r.status, RunStatus::kCannotImplement);
   EXPECT_THAT(r.message, HasSubstr("multiples of 64"));
+  // Wider than the router's registers hold: refused, not truncated.
+  MoeProblem wide = p;
+  wide.dims.hidden = 8256;
+  wide.input.assign(2 * 8256, 0.5f);
+  r = RunMoeLayer(wide, Options("fused_gemv"));
+  EXPECT_EQ(r.status, RunStatus::kCannotImplement);
+  EXPECT_THAT(r.message, HasSubstr("hidden 8256"));
 }
 
 TEST(MoeGpuTest, BytesCountEachDistinctExpertOnce) {
