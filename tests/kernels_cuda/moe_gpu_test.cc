@@ -43,6 +43,13 @@ MoeProblem Small(int batch, uint64_t seed, MoeShard shard = {}) {
   return p;
 }
 
+// `p` with another hidden size (its input refilled with 0.5).
+MoeProblem WithHidden(MoeProblem p, int hidden) {
+  p.dims.hidden = hidden;
+  p.input.assign(static_cast<size_t>(p.batch) * hidden, 0.5f);
+  return p;
+}
+
 MoeRunOptions Options(const std::string& backend, int n = 0, int k = 0,
                       bool graph = false) {
   MoeRunOptions o;
@@ -349,17 +356,11 @@ TEST(MoeGpuTest, UnsupportedRequestsSayWhy) {
   r = RunMoeLayer(p, Options("native_fp4"));
   EXPECT_EQ(r.status, RunStatus::kUnavailable);
   EXPECT_THAT(r.message, HasSubstr("sm_100"));
-  MoeProblem odd = p;
-  odd.dims.hidden = 96;
-  odd.input.assign(2 * 96, 0.5f);
-  r = RunMoeLayer(odd, Options("grouped_mma"));
+  r = RunMoeLayer(WithHidden(p, 96), Options("grouped_mma"));
   EXPECT_EQ(r.status, RunStatus::kCannotImplement);
   EXPECT_THAT(r.message, HasSubstr("multiples of 64"));
   // Wider than the router's registers hold: refused, not truncated.
-  MoeProblem wide = p;
-  wide.dims.hidden = 8256;
-  wide.input.assign(2 * 8256, 0.5f);
-  r = RunMoeLayer(wide, Options("fused_gemv"));
+  r = RunMoeLayer(WithHidden(p, 8256), Options("fused_gemv"));
   EXPECT_EQ(r.status, RunStatus::kCannotImplement);
   EXPECT_THAT(r.message, HasSubstr("hidden 8256"));
 }
