@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <span>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -93,8 +94,11 @@ absl::StatusOr<ref::StepSpec> ResolveStep(const v1::Trial& trial) {
   return step;
 }
 
-double RelativeL2Error(const std::vector<float>& out,
-                       const std::vector<float>& ref) {
+namespace {
+
+// RelativeL2Error over views, so that a chain's layers are judged in place.
+double RelativeL2ErrorOf(std::span<const float> out,
+                         std::span<const float> ref) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   if (out.size() != ref.size() || out.empty()) return kInf;
   double diff = 0, norm = 0;
@@ -108,6 +112,13 @@ double RelativeL2Error(const std::vector<float>& out,
   return std::sqrt(diff / norm);
 }
 
+}  // namespace
+
+double RelativeL2Error(const std::vector<float>& out,
+                       const std::vector<float>& ref) {
+  return RelativeL2ErrorOf(out, ref);
+}
+
 double WorstLayerError(const std::vector<float>& out,
                        const std::vector<float>& ref, int layers, int* layer) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -117,10 +128,8 @@ double WorstLayerError(const std::vector<float>& out,
   const size_t n = out.size() / layers;
   double worst = -1;
   for (int i = 0; i < layers; ++i) {
-    const auto at = [&](const std::vector<float>& v) {
-      return std::vector<float>(v.begin() + i * n, v.begin() + (i + 1) * n);
-    };
-    const double e = RelativeL2Error(at(out), at(ref));
+    const double e = RelativeL2ErrorOf(std::span(out).subspan(i * n, n),
+                                       std::span(ref).subspan(i * n, n));
     if (!(e <= worst)) {  // NaN-proof: a NaN is the worst
       worst = e;
       *layer = i;
