@@ -168,10 +168,12 @@ GpuStatus CheckLimits(const Geometry& g, const MoeRunOptions& o,
   if (g.experts > kRouterMaxExperts || g.top_k > kRouterMaxTopK ||
       g.hidden > kRouterMaxHidden) {
     return Fail(RunStatus::kCannotImplement,
-                "the GPU router takes at most 256 experts, top_k <= 32 and "
-                "hidden <= 8192; this layer has " +
-                    std::to_string(g.experts) + " experts, top_k " +
-                    std::to_string(g.top_k) + ", hidden " +
+                "the GPU router takes at most " +
+                    std::to_string(kRouterMaxExperts) +
+                    " experts, top_k <= " + std::to_string(kRouterMaxTopK) +
+                    " and hidden <= " + std::to_string(kRouterMaxHidden) +
+                    "; this layer has " + std::to_string(g.experts) +
+                    " experts, top_k " + std::to_string(g.top_k) + ", hidden " +
                     std::to_string(g.hidden));
   }
   if (g.batch > kMaxBatch) {
