@@ -88,9 +88,14 @@ inline constexpr int kGroupedTokens = 64;  // grouped_mma's token tile
 // spread of gate_up's warps: 12 last start, 13 last released, 14 first done
 // with the shared expert. Compiled out otherwise.
 inline constexpr int kTimelineSlots = 15;
-// Per gate_up warp (the first kTimelineWarps): start, shared expert done,
-// released into the routed part, end; after the kTimelineSlots stamps.
-inline constexpr int kTimelineWarps = 4096, kTimelineWarpFields = 4;
+// Per gate_up warp (the first kTimelineGateUpWarps): start, shared expert
+// done, released into the routed part, end; after the kTimelineSlots stamps.
+// Then per router block (kTimelineRouterBlocks): start, its weights landed,
+// its scores written, its last-block ticket returned.
+inline constexpr int kTimelineGateUpWarps = 2048, kTimelineRouterBlocks = 2048;
+inline constexpr int kTimelineWarps =
+    kTimelineGateUpWarps + kTimelineRouterBlocks;
+inline constexpr int kTimelineWarpFields = 4;
 inline constexpr int kTimelineWords =
     kTimelineSlots + kTimelineWarps * kTimelineWarpFields;
 constexpr bool TimelineIsMin(int i) {
@@ -105,14 +110,22 @@ __device__ __forceinline__ unsigned long long TimelineNow() {
 #define TL_MIN(buf, i) atomicMin((buf).timeline + (i), TimelineNow())
 #define TL_MAX(buf, i) atomicMax((buf).timeline + (i), TimelineNow())
 #define TL_WARP(buf, w, f)                                                  \
-  ((w) < kTimelineWarps                                                     \
+  ((w) < kTimelineGateUpWarps                                               \
        ? (void)((buf).timeline[kTimelineSlots + kTimelineWarpFields * (w) + \
                                (f)] = TimelineNow())                        \
+       : (void)0)
+#define TL_ROUTER_BLOCK(buf, f)                                          \
+  (blockIdx.x < kTimelineRouterBlocks                                    \
+       ? (void)((buf).timeline[kTimelineSlots +                          \
+                               kTimelineWarpFields *                     \
+                                   (kTimelineGateUpWarps + blockIdx.x) + \
+                               (f)] = TimelineNow())                     \
        : (void)0)
 #else
 #define TL_MIN(buf, i) ((void)0)
 #define TL_MAX(buf, i) ((void)0)
 #define TL_WARP(buf, w, f) ((void)0)
+#define TL_ROUTER_BLOCK(buf, f) ((void)0)
 #endif
 // gate_up's stamps (lane 0 of warp w): the earliest into slot `first`, the
 // latest into `last`, and the warp's own field `f`; at its start, and when

@@ -348,7 +348,7 @@ void PrintWarpSpread(const std::vector<unsigned long long>& t) {
     double start, shared, released, end;
   };
   std::vector<W> ws;
-  for (int w = 0; w < kTimelineWarps; ++w) {
+  for (int w = 0; w < kTimelineGateUpWarps; ++w) {
     const unsigned long long* f =
         t.data() + kTimelineSlots + kTimelineWarpFields * w;
     if (f[0] == 0 || f[3] == 0) continue;
@@ -386,6 +386,49 @@ void PrintWarpSpread(const std::vector<unsigned long long>& t) {
                r / n, e / n);
 }
 
+// Percentiles of the router's per-block stamps (us from the router's start)
+// and the blocks whose scores were written last.
+void PrintRouterSpread(const std::vector<unsigned long long>& t) {
+  struct B {
+    int id;
+    double f[kTimelineWarpFields];
+  };
+  std::vector<B> bs;
+  for (int b = 0; b < kTimelineRouterBlocks; ++b) {
+    const unsigned long long* f =
+        t.data() + kTimelineSlots +
+        kTimelineWarpFields * (kTimelineGateUpWarps + b);
+    if (f[0] == 0 || f[3] == 0) continue;
+    B x{b, {}};
+    for (int i = 0; i < kTimelineWarpFields; ++i)
+      x.f[i] = (static_cast<double>(f[i]) - static_cast<double>(t[0])) / 1e3;
+    bs.push_back(x);
+  }
+  if (bs.empty()) return;
+  const char* names[] = {"start", "landed", "scores", "ticket"};
+  std::fprintf(stderr, "  router blocks %zu (min/p10/p50/p90/max):", bs.size());
+  for (int i = 0; i < kTimelineWarpFields; ++i) {
+    std::vector<double> v;
+    for (const B& x : bs) v.push_back(x.f[i]);
+    std::sort(v.begin(), v.end());
+    auto q = [&](double p) {
+      return v[static_cast<size_t>(p * (v.size() - 1))];
+    };
+    std::fprintf(stderr, " %s %.2f/%.2f/%.2f/%.2f/%.2f", names[i], q(0), q(0.1),
+                 q(0.5), q(0.9), q(1.0));
+  }
+  std::sort(bs.begin(), bs.end(),
+            [](const B& x, const B& y) { return x.f[2] > y.f[2]; });
+  std::fprintf(
+      stderr,
+      "\n  router blocks written last (id: start landed scores ticket):");
+  for (size_t i = 0; i < std::min<size_t>(6, bs.size()); ++i) {
+    std::fprintf(stderr, " %d: %.2f %.2f %.2f %.2f;", bs[i].id, bs[i].f[0],
+                 bs[i].f[1], bs[i].f[2], bs[i].f[3]);
+  }
+  std::fprintf(stderr, "\n");
+}
+
 // A build with -DMOETUNE_TIMELINE (a measurement aid, PERF.md version 10):
 // one more run of the layer with the kernels' %globaltimer probes
 // (layer.cuh), printed to stderr in us from the router's start.
@@ -419,6 +462,7 @@ GpuStatus PrintTimeline(Context* ctx, const BackendOps& ops, const LayerArgs& a,
                a.geo.batch, us(1), us(2), us(3), us(4), us(5), us(6), us(7),
                us(8), us(9), us(10), us(11), us(12), us(14), us(13));
   PrintWarpSpread(t);
+  PrintRouterSpread(t);
   return OkStatus();
 }
 #endif

@@ -32,8 +32,17 @@ struct RouterShared {
   unsigned long long scan[kThreads / 32];
   int sel_e[kThreads / 32][kRouterMaxTopK];
   float sel_s[kThreads / 32][kRouterMaxTopK];
-  int topk_e[kSmemTopK];
-  float topk_w[kSmemTopK];
+  union {
+    struct {  // tokens' picks, batch > 1
+      int topk_e[kSmemTopK];
+      float topk_w[kSmemTopK];
+    };
+    struct alignas(16) {  // one token's ranking (BlockSelectTopK)
+      unsigned long long key[kRouterMaxExperts];
+      unsigned long long cand[8 * kRouterMaxTopK];
+      float score[kRouterMaxExperts];
+    } one;
+  };
   int last;
 };
 
@@ -115,6 +124,7 @@ __device__ void Logits(const RouterParams& p, RouterShared& sh) {
       if (lane == 0) sh.red[warp][t] = part[t];
     }
     __syncthreads();
+    if (threadIdx.x == 0 && t0 == 0) TL_ROUTER_BLOCK(p.buf, 1);
     const int t = threadIdx.x;
     if (t < kTokGroup && t0 + t < p.batch) {
       float sum = 0.0f;
@@ -194,6 +204,54 @@ __device__ void SelectTopK(const RouterParams& p, RouterShared& sh, int t,
     }
   }
   __syncwarp();
+}
+
+// Batch 1's top-k with the whole block (PERF.md version 39): thread e ranks
+// expert e's key (score + bias, then the lower index; all distinct) among
+// its warp's 32 and keeps the best top_k as candidates; then the first
+// 8 x top_k threads rank the candidates among themselves. The picks are
+// SelectTopK's, in the same order, into sh.sel_*[0]; no serial rounds.
+__device__ void BlockSelectTopK(const RouterParams& p, RouterShared& sh,
+                                float bias) {
+  static_assert(kThreads == kRouterMaxExperts, "a thread an expert");
+  const int e = threadIdx.x, warp = threadIdx.x / 32;
+  float score = 0.0f;
+  uint32_t key = 0;
+  if (e < p.experts) {
+    score = __ldcg(p.buf.logits + e);
+    key = OrderedKey(score + bias);
+  }
+  const unsigned long long mine =
+      (static_cast<unsigned long long>(key) << 32) | (0xffffffffu - e);
+  sh.one.key[e] = mine;
+  sh.one.score[e] = score;
+  __syncwarp();
+  const ulonglong2* peers =
+      reinterpret_cast<const ulonglong2*>(sh.one.key + warp * 32);
+  int rank = 0;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const ulonglong2 v = peers[j];
+    rank += (v.x > mine ? 1 : 0) + (v.y > mine ? 1 : 0);
+  }
+  if (rank < p.top_k) sh.one.cand[warp * p.top_k + rank] = mine;
+  __syncthreads();
+  const int n = (kThreads / 32) * p.top_k;
+  if (e < n) {
+    const unsigned long long c = sh.one.cand[e];
+    const ulonglong2* all = reinterpret_cast<const ulonglong2*>(sh.one.cand);
+    int r = 0;
+    for (int j = 0; j < n / 2; ++j) {  // n = 8 x top_k: even
+      const ulonglong2 v = all[j];
+      r += (v.x > c ? 1 : 0) + (v.y > c ? 1 : 0);
+    }
+    if (r < p.top_k) {
+      const int picked = static_cast<int>(0xffffffffu - (c & 0xffffffffu));
+      sh.sel_e[0][r] = picked;
+      sh.sel_s[0][r] = sh.one.score[picked];
+    }
+  }
+  __syncthreads();
 }
 
 __device__ void TopKToken(const RouterParams& p, RouterShared& sh, int t,
@@ -344,14 +402,13 @@ __device__ void OneTokenMeta(const RouterParams& p, int n_owned) {
   p.buf.tok_pos[p.top_k] = p.has_shared ? 0 : -1;
 }
 
-// Batch 1, a decode step's one token: warp 0 writes the same tables as
+// Batch 1, a decode step's one token, after BlockSelectTopK: warp 0 writes
+// the same tables as
 // FinishTopK, BuildSlots and FillPositions (one slot, position and tile per
 // owned pick, in expert order after the shared expert's), without their
 // block barriers and scan (PERF.md version 25). Lane r < top_k: pick r.
-__device__ void OneTokenTail(const RouterParams& p, RouterShared& sh,
-                             const float (&bias)[kPerLane]) {
+__device__ void OneTokenTail(const RouterParams& p, RouterShared& sh) {
   const int lane = threadIdx.x;
-  SelectTopK(p, sh, 0, bias);
   const bool mine = lane < p.top_k;
   const int e = mine ? sh.sel_e[0][lane] : INT_MAX;
   const bool owned = mine && e >= p.e_lo && e < p.e_hi;
@@ -384,7 +441,10 @@ __device__ void OneTokenTail(const RouterParams& p, RouterShared& sh,
 
 __global__ void __launch_bounds__(kThreads) RouterKernel(RouterParams p) {
   __shared__ RouterShared sh;
-  if (threadIdx.x == 0) TL_MIN(p.buf, 0);
+  if (threadIdx.x == 0) {
+    TL_MIN(p.buf, 0);
+    TL_ROUTER_BLOCK(p.buf, 0);
+  }
   // The biases of this lane's experts for the last block's top-k, loaded
   // now so that they are not on its serial tail.
   float bias[kPerLane];
@@ -393,17 +453,25 @@ __global__ void __launch_bounds__(kThreads) RouterKernel(RouterParams p) {
     const int e = threadIdx.x % 32 + 32 * i;
     bias[i] = e < p.experts ? __ldg(p.buf.bias + e) : 0.0f;
   }
+  const float one_bias =
+      threadIdx.x < p.experts ? __ldg(p.buf.bias + threadIdx.x) : 0.0f;
   // fused_gemv's gate_up may start now: it streams the shared expert, which
   // needs nothing from here, and waits for this grid before the rest.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   Logits(p, sh);
-  if (threadIdx.x == 0) TL_MAX(p.buf, 1);
-  if (!IsLastBlock(p, sh)) return;
+  if (threadIdx.x == 0) {
+    TL_MAX(p.buf, 1);
+    TL_ROUTER_BLOCK(p.buf, 2);
+  }
+  const bool last = IsLastBlock(p, sh);
+  if (threadIdx.x == 0) TL_ROUTER_BLOCK(p.buf, 3);
+  if (!last) return;
   if (threadIdx.x == 0) TL_MAX(p.buf, 2);
-  if (p.batch == 1 && threadIdx.x >= 32) return;
   if (threadIdx.x == 0) *p.buf.router_counter = 0;  // ready for the next run
   if (p.batch == 1) {
-    OneTokenTail(p, sh, bias);
+    BlockSelectTopK(p, sh, one_bias);
+    if (threadIdx.x >= 32) return;
+    OneTokenTail(p, sh);
     if (threadIdx.x == 0) {
       TL_MAX(p.buf, 4);
       TL_MAX(p.buf, 5);
