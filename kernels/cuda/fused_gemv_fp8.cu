@@ -145,6 +145,28 @@ __device__ __forceinline__ void BulkCopy(void* dst, const void* src,
       : "memory");
 }
 
+// An L2 policy that evicts the streamed weights first: each byte is read
+// once, and with the default policy the stream pushes out of L2 what the
+// next kernels read again -- their code (the router's serial tail runs on
+// instruction fetches) and the routing tables (PERF.md version 43).
+__device__ __forceinline__ uint64_t EvictFirstPolicy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n"
+               : "=l"(policy));
+  return policy;
+}
+// As BulkCopy, under an L2 cache policy.
+__device__ __forceinline__ void BulkCopyWithPolicy(void* dst, const void* src,
+                                                   uint32_t bytes,
+                                                   uint64_t* bar,
+                                                   uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(SmemAddr(dst)),
+      "l"(src), "r"(bytes), "r"(SmemAddr(bar)), "l"(policy)
+      : "memory");
+}
+
 template <int kRT>
 __device__ void StartFp8Run(const MmaJob& j, const Cursor& u, Fp8Run& run,
                             float (&acc)[kRT][1][4]) {
@@ -294,7 +316,7 @@ __device__ void FlushFp8(const MmaJob& j, Fp8Run& run, float (&acc)[kRT][1][4],
 // groups (both contiguous in the tiled layout). Lane 0.
 template <int kRT, int kCPS>
 __device__ void BulkWeights(const MmaJob& j, const Cursor& u, int expert,
-                            uint8_t* dst, uint64_t* bar) {
+                            uint8_t* dst, uint64_t* bar, uint64_t policy) {
   using S = Stage<kRT, kCPS>;
   const int kc0 = u.ks * kCPS;
   const uint8_t* codes = j.w.codes + expert * j.w.code_stride;
@@ -302,15 +324,15 @@ __device__ void BulkWeights(const MmaJob& j, const Cursor& u, int expert,
 #pragma unroll
   for (int rt = 0; rt < kRT; ++rt) {
     const int row_tile = u.rg * kRT + rt;
-    BulkCopy(dst + rt * kCPS * tiled::kChunkBytes,
-             codes + tiled::CodeOffset(row_tile, kc0, 0, j.w.chunks),
-             kCPS * tiled::kChunkBytes, bar);
-    BulkCopy(
+    BulkCopyWithPolicy(dst + rt * kCPS * tiled::kChunkBytes,
+                       codes + tiled::CodeOffset(row_tile, kc0, 0, j.w.chunks),
+                       kCPS * tiled::kChunkBytes, bar, policy);
+    BulkCopyWithPolicy(
         dst + S::kCodeBytes + rt * S::kGroups * tiled::kScaleGroupBytes,
         scales + tiled::ScaleOffset(
                      row_tile, kc0 / tiled::kGroupChunks * tiled::kGroupChunks,
                      0, j.w.groups),
-        S::kGroups * tiled::kScaleGroupBytes, bar);
+        S::kGroups * tiled::kScaleGroupBytes, bar, policy);
   }
 }
 
@@ -342,6 +364,7 @@ struct Fp8Copies {
   uint64_t* full;
   int warp, lane;
   int lane_expert;  // slot `lane`'s expert (read with the slot count)
+  uint64_t policy = EvictFirstPolicy();  // for the weights
   Cursor w_at, b_at;
   int w_left = 0, b_left = 0, w_s = -1, w_expert = 0, b_s = -1;
   const uint8_t* b_row = nullptr;
@@ -363,7 +386,7 @@ struct Fp8Copies {
     Cursor mine = w_at;
     mine.rg = w_at.rg * kWarps + warp;
     BulkWeights<kRT, kCPS>(j, mine, w_expert, StageAt(i) + warp * S::kBytes,
-                           bar);
+                           bar, policy);
   }
   // The slot's B row is looked up once a slot (two dependent L2 loads).
   __device__ void B(int i) {
