@@ -403,10 +403,10 @@ __device__ void OneTokenMeta(const RouterParams& p, int n_owned) {
 }
 
 // Batch 1, a decode step's one token, after BlockSelectTopK: warp 0 writes
-// the same tables as
-// FinishTopK, BuildSlots and FillPositions (one slot, position and tile per
-// owned pick, in expert order after the shared expert's), without their
-// block barriers and scan (PERF.md version 25). Lane r < top_k: pick r.
+// the same tables as FinishTopK, BuildSlots and FillPositions (one slot,
+// position and tile per owned pick, in expert order after the shared
+// expert's), without their block barriers and scan (PERF.md version 25).
+// Lane r < top_k: pick r.
 __device__ void OneTokenTail(const RouterParams& p, RouterShared& sh) {
   const int lane = threadIdx.x;
   const bool mine = lane < p.top_k;
@@ -437,6 +437,26 @@ __device__ void OneTokenTail(const RouterParams& p, RouterShared& sh) {
     }
   }
   if (lane == 0) OneTokenMeta(p, n_owned);
+}
+
+// Batches > 1, in the last block: every token's top-k (a warp a token), the
+// slots and the token lists.
+__device__ void ManyTokenTail(const RouterParams& p, RouterShared& sh,
+                              const float (&bias)[kPerLane]) {
+  for (int e = threadIdx.x; e < kRouterMaxExperts; e += kThreads)
+    sh.count[e] = 0;
+  __syncthreads();
+  for (int t = threadIdx.x / 32; t < p.batch; t += kThreads / 32)
+    TopKToken(p, sh, t, bias);
+  __syncthreads();
+  if (threadIdx.x == 0) TL_MAX(p.buf, 3);
+  BuildSlots(p, sh);
+  if (threadIdx.x == 0) TL_MAX(p.buf, 4);
+  FillPositions(p, sh);
+  // For the timeline's "router end" stamp; kept in every build so that the
+  // measured code (device runs 24-29) is the code that ships.
+  __syncthreads();
+  if (threadIdx.x == 0) TL_MAX(p.buf, 5);
 }
 
 __global__ void __launch_bounds__(kThreads) RouterKernel(RouterParams p) {
@@ -478,20 +498,7 @@ __global__ void __launch_bounds__(kThreads) RouterKernel(RouterParams p) {
     }
     return;
   }
-  for (int e = threadIdx.x; e < kRouterMaxExperts; e += kThreads)
-    sh.count[e] = 0;
-  __syncthreads();
-  for (int t = threadIdx.x / 32; t < p.batch; t += kThreads / 32)
-    TopKToken(p, sh, t, bias);
-  __syncthreads();
-  if (threadIdx.x == 0) TL_MAX(p.buf, 3);
-  BuildSlots(p, sh);
-  if (threadIdx.x == 0) TL_MAX(p.buf, 4);
-  FillPositions(p, sh);
-  // For the timeline's "router end" stamp; kept in every build so that the
-  // measured code (device runs 24-29) is the code that ships.
-  __syncthreads();
-  if (threadIdx.x == 0) TL_MAX(p.buf, 5);
+  ManyTokenTail(p, sh, bias);
 }
 
 }  // namespace
