@@ -443,6 +443,20 @@ __device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
     }
     ++run.steps;
     MbarWait(full + i % kStages, (i / kStages) & 1);
+#ifdef MOETUNE_TIMELINE  // gate_up diagnostics: SM, units, first and last
+                         // landed
+    if (kMode == kModeGateUp && lane == 0 && (i == 0 || i == count - 1)) {
+      const int idx = kTimelineGateUpWarps + 512 + blockIdx.x * kWarps + warp;
+      if (i == 0) {
+        unsigned smid;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+        TL_RAW(j.buf, idx, 0, smid);
+        TL_RAW(j.buf, idx, 1, count);
+        TL_RAW(j.buf, idx, 3, TimelineNow());
+      }
+      if (i == count - 1) TL_RAW(j.buf, idx, 2, TimelineNow());
+    }
+#endif
     uint8_t* stage = copies.StageAt(i);
     ComputeFp8Unit<kRT, kCPS>(
         stage + warp * S::kBytes, SmemAddr(stage + kWarps * S::kBytes),

@@ -114,6 +114,11 @@ __device__ __forceinline__ unsigned long long TimelineNow() {
        ? (void)((buf).timeline[kTimelineSlots + kTimelineWarpFields * (w) + \
                                (f)] = TimelineNow())                        \
        : (void)0)
+#define TL_RAW(buf, idx, f, v)                                                \
+  ((idx) < kTimelineWarps                                                     \
+       ? (void)((buf).timeline[kTimelineSlots + kTimelineWarpFields * (idx) + \
+                               (f)] = (v))                                    \
+       : (void)0)
 #define TL_ROUTER_BLOCK(buf, f)                                          \
   (blockIdx.x < kTimelineRouterBlocks                                    \
        ? (void)((buf).timeline[kTimelineSlots +                          \
@@ -126,6 +131,7 @@ __device__ __forceinline__ unsigned long long TimelineNow() {
 #define TL_MAX(buf, i) ((void)0)
 #define TL_WARP(buf, w, f) ((void)0)
 #define TL_ROUTER_BLOCK(buf, f) ((void)0)
+#define TL_RAW(buf, idx, f, v) ((void)0)
 #endif
 // gate_up's stamps (lane 0 of warp w): the earliest into slot `first`, the
 // latest into `last`, and the warp's own field `f`; at its start, and when

@@ -394,7 +394,7 @@ void PrintRouterSpread(const std::vector<unsigned long long>& t) {
     double f[kTimelineWarpFields];
   };
   std::vector<B> bs;
-  for (int b = 0; b < kTimelineRouterBlocks; ++b) {
+  for (int b = 0; b < kRouterMaxExperts; ++b) {  // one block an expert
     const unsigned long long* f =
         t.data() + kTimelineSlots +
         kTimelineWarpFields * (kTimelineGateUpWarps + b);
@@ -426,6 +426,56 @@ void PrintRouterSpread(const std::vector<unsigned long long>& t) {
     std::fprintf(stderr, " %d: %.2f %.2f %.2f %.2f;", bs[i].id, bs[i].f[0],
                  bs[i].f[1], bs[i].f[2], bs[i].f[3]);
   }
+  std::fprintf(stderr, "\n");
+}
+
+// gate_up's warps (fused_gemv_fp8 diagnostics): end against unit count,
+// SM and when their first and last units landed.
+void PrintGateUpDiagnostics(const std::vector<unsigned long long>& t) {
+  auto at = [&](int idx, int f) {
+    return t[kTimelineSlots + kTimelineWarpFields * idx + f];
+  };
+  auto us = [&](unsigned long long v) {
+    return (static_cast<double>(v) - static_cast<double>(t[0])) / 1e3;
+  };
+  struct W {
+    int w, sm, units;
+    double first, last, end;
+  };
+  std::vector<W> ws;
+  for (int w = 0; w < 1536; ++w) {
+    const int idx = kTimelineGateUpWarps + 512 + w;
+    if (at(idx, 3) == 0 || at(w, 3) == 0) continue;
+    ws.push_back({w, static_cast<int>(at(idx, 0)), static_cast<int>(at(idx, 1)),
+                  us(at(idx, 3)), us(at(idx, 2)), us(at(w, 3))});
+  }
+  if (ws.empty()) return;
+  double sum[64] = {}, n[64] = {};
+  for (const W& x : ws) {
+    sum[std::min(x.units, 63)] += x.end;
+    n[std::min(x.units, 63)] += 1;
+  }
+  std::fprintf(stderr, "  gate_up end by units:");
+  for (int u = 0; u < 64; ++u)
+    if (n[u] > 0)
+      std::fprintf(stderr, " %d: %.0f warps %.2f;", u, n[u], sum[u] / n[u]);
+  std::vector<double> tail;
+  for (const W& x : ws) tail.push_back(x.end - x.last);
+  std::sort(tail.begin(), tail.end());
+  std::fprintf(stderr, " end - last landed p50 %.2f max %.2f\n",
+               tail[tail.size() / 2], tail.back());
+  std::sort(ws.begin(), ws.end(),
+            [](const W& a, const W& b) { return a.end > b.end; });
+  std::fprintf(stderr,
+               "  gate_up warps ending last (warp sm units first last end):");
+  for (size_t i = 0; i < std::min<size_t>(12, ws.size()); ++i)
+    std::fprintf(stderr, " %d %d %d %.2f %.2f %.2f;", ws[i].w, ws[i].sm,
+                 ws[i].units, ws[i].first, ws[i].last, ws[i].end);
+  std::fprintf(stderr, "\n  gate_up warps ending first:");
+  for (size_t i = ws.size() - std::min<size_t>(6, ws.size()); i < ws.size();
+       ++i)
+    std::fprintf(stderr, " %d %d %d %.2f %.2f %.2f;", ws[i].w, ws[i].sm,
+                 ws[i].units, ws[i].first, ws[i].last, ws[i].end);
   std::fprintf(stderr, "\n");
 }
 
@@ -463,6 +513,7 @@ GpuStatus PrintTimeline(Context* ctx, const BackendOps& ops, const LayerArgs& a,
                us(8), us(9), us(10), us(11), us(12), us(14), us(13));
   PrintWarpSpread(t);
   PrintRouterSpread(t);
+  PrintGateUpDiagnostics(t);
   return OkStatus();
 }
 #endif
