@@ -404,6 +404,28 @@ struct Fp8Copies {
   }
 };
 
+#ifdef MOETUNE_TIMELINE
+// gate_up's diagnostics (lane 0, as unit i of count lands): at the first
+// unit its SM, its unit count and the time, at the last the time.
+__device__ void GateUpUnitStamps(const MmaJob& j, int warp, int lane, int i,
+                                 int count) {
+  if (lane != 0 || (i != 0 && i != count - 1)) return;
+  const int idx = kTimelineGateUpDiag + blockIdx.x * kWarps + warp;
+  if (i == 0) {
+    unsigned smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    TL_RAW(j.buf, idx, 0, smid);
+    TL_RAW(j.buf, idx, 1, count);
+    TL_RAW(j.buf, idx, 3, TimelineNow());
+  }
+  if (i == count - 1) TL_RAW(j.buf, idx, 2, TimelineNow());
+}
+#define TL_GATE_UP_UNIT(j, warp, lane, i, count) \
+  GateUpUnitStamps(j, warp, lane, i, count)
+#else
+#define TL_GATE_UP_UNIT(j, warp, lane, i, count) ((void)0)
+#endif
+
 // The block's stream-K units: warp w's row group of unit (s, wrg, ks) is
 // wrg * kWarps + w. A stage is refilled only after its unit's last wgmma:
 // a warpgroup op, so every warp has read its weights and the block's B by
@@ -443,20 +465,7 @@ __device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
     }
     ++run.steps;
     MbarWait(full + i % kStages, (i / kStages) & 1);
-#ifdef MOETUNE_TIMELINE  // gate_up diagnostics: SM, units, first and last
-                         // landed
-    if (kMode == kModeGateUp && lane == 0 && (i == 0 || i == count - 1)) {
-      const int idx = kTimelineGateUpWarps + 512 + blockIdx.x * kWarps + warp;
-      if (i == 0) {
-        unsigned smid;
-        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-        TL_RAW(j.buf, idx, 0, smid);
-        TL_RAW(j.buf, idx, 1, count);
-        TL_RAW(j.buf, idx, 3, TimelineNow());
-      }
-      if (i == count - 1) TL_RAW(j.buf, idx, 2, TimelineNow());
-    }
-#endif
+    if (kMode == kModeGateUp) TL_GATE_UP_UNIT(j, warp, lane, i, count);
     uint8_t* stage = copies.StageAt(i);
     ComputeFp8Unit<kRT, kCPS>(
         stage + warp * S::kBytes, SmemAddr(stage + kWarps * S::kBytes),

@@ -91,10 +91,15 @@ inline constexpr int kTimelineSlots = 15;
 // Per gate_up warp (the first kTimelineGateUpWarps): start, shared expert
 // done, released into the routed part, end; after the kTimelineSlots stamps.
 // Then per router block (kTimelineRouterBlocks): start, its weights landed,
-// its scores written, its last-block ticket returned.
+// its scores written, its last-block ticket returned. fused_gemv_fp8's gate_up
+// diagnostics (its SM, units, last and first unit landed) take the records
+// from kTimelineGateUpDiag on, past the router's (at most 256 blocks).
 inline constexpr int kTimelineGateUpWarps = 2048, kTimelineRouterBlocks = 2048;
 inline constexpr int kTimelineWarps =
     kTimelineGateUpWarps + kTimelineRouterBlocks;
+inline constexpr int kTimelineGateUpDiag = kTimelineGateUpWarps + 512;
+inline constexpr int kTimelineGateUpDiagWarps =
+    kTimelineWarps - kTimelineGateUpDiag;
 inline constexpr int kTimelineWarpFields = 4;
 inline constexpr int kTimelineWords =
     kTimelineSlots + kTimelineWarps * kTimelineWarpFields;
@@ -109,22 +114,17 @@ __device__ __forceinline__ unsigned long long TimelineNow() {
 }
 #define TL_MIN(buf, i) atomicMin((buf).timeline + (i), TimelineNow())
 #define TL_MAX(buf, i) atomicMax((buf).timeline + (i), TimelineNow())
-#define TL_WARP(buf, w, f)                                                  \
-  ((w) < kTimelineGateUpWarps                                               \
-       ? (void)((buf).timeline[kTimelineSlots + kTimelineWarpFields * (w) + \
-                               (f)] = TimelineNow())                        \
-       : (void)0)
+// Record idx's field f (records after the kTimelineSlots stamps) = v.
 #define TL_RAW(buf, idx, f, v)                                                \
   ((idx) < kTimelineWarps                                                     \
        ? (void)((buf).timeline[kTimelineSlots + kTimelineWarpFields * (idx) + \
                                (f)] = (v))                                    \
        : (void)0)
-#define TL_ROUTER_BLOCK(buf, f)                                          \
-  (blockIdx.x < kTimelineRouterBlocks                                    \
-       ? (void)((buf).timeline[kTimelineSlots +                          \
-                               kTimelineWarpFields *                     \
-                                   (kTimelineGateUpWarps + blockIdx.x) + \
-                               (f)] = TimelineNow())                     \
+#define TL_WARP(buf, w, f) \
+  ((w) < kTimelineGateUpWarps ? TL_RAW(buf, w, f, TimelineNow()) : (void)0)
+#define TL_ROUTER_BLOCK(buf, f)                                           \
+  (blockIdx.x < kTimelineRouterBlocks                                     \
+       ? TL_RAW(buf, kTimelineGateUpWarps + blockIdx.x, f, TimelineNow()) \
        : (void)0)
 #else
 #define TL_MIN(buf, i) ((void)0)

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend_catalog.h"
@@ -341,6 +342,12 @@ GpuStatus Capture(const BackendOps& ops, const std::vector<LayerArgs>& chain,
 }
 
 #ifdef MOETUNE_TIMELINE
+// Quantile q of v (the element at q x (size - 1) once sorted).
+double Quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * (v.size() - 1))];
+}
+
 // Percentiles of gate_up's per-warp stamps (us from the router's start),
 // and where the 1 % of warps that end last started and were released.
 void PrintWarpSpread(const std::vector<unsigned long long>& t) {
@@ -359,8 +366,7 @@ void PrintWarpSpread(const std::vector<unsigned long long>& t) {
   auto pct = [&](double W::*m, double q) {
     std::vector<double> v;
     for (const W& x : ws) v.push_back(x.*m);
-    std::sort(v.begin(), v.end());
-    return v[static_cast<size_t>(q * (v.size() - 1))];
+    return Quantile(std::move(v), q);
   };
   std::fprintf(stderr, "  warps %zu (p10/p50/p90/max):", ws.size());
   const std::pair<const char*, double W::*> fields[] = {
@@ -410,12 +416,9 @@ void PrintRouterSpread(const std::vector<unsigned long long>& t) {
   for (int i = 0; i < kTimelineWarpFields; ++i) {
     std::vector<double> v;
     for (const B& x : bs) v.push_back(x.f[i]);
-    std::sort(v.begin(), v.end());
-    auto q = [&](double p) {
-      return v[static_cast<size_t>(p * (v.size() - 1))];
-    };
-    std::fprintf(stderr, " %s %.2f/%.2f/%.2f/%.2f/%.2f", names[i], q(0), q(0.1),
-                 q(0.5), q(0.9), q(1.0));
+    std::fprintf(stderr, " %s %.2f/%.2f/%.2f/%.2f/%.2f", names[i],
+                 Quantile(v, 0), Quantile(v, 0.1), Quantile(v, 0.5),
+                 Quantile(v, 0.9), Quantile(v, 1.0));
   }
   std::sort(bs.begin(), bs.end(),
             [](const B& x, const B& y) { return x.f[2] > y.f[2]; });
@@ -443,8 +446,8 @@ void PrintGateUpDiagnostics(const std::vector<unsigned long long>& t) {
     double first, last, end;
   };
   std::vector<W> ws;
-  for (int w = 0; w < 1536; ++w) {
-    const int idx = kTimelineGateUpWarps + 512 + w;
+  for (int w = 0; w < kTimelineGateUpDiagWarps; ++w) {
+    const int idx = kTimelineGateUpDiag + w;
     if (at(idx, 3) == 0 || at(w, 3) == 0) continue;
     ws.push_back({w, static_cast<int>(at(idx, 0)), static_cast<int>(at(idx, 1)),
                   us(at(idx, 3)), us(at(idx, 2)), us(at(w, 3))});
