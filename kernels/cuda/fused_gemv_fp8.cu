@@ -466,6 +466,7 @@ __device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
     ++run.steps;
     MbarWait(full + i % kStages, (i / kStages) & 1);
     if (kMode == kModeGateUp) TL_GATE_UP_UNIT(j, warp, lane, i, count);
+    if (warp == 0 && lane == 0) TL_LANDED(j.buf, kMode, i);
     uint8_t* stage = copies.StageAt(i);
     ComputeFp8Unit<kRT, kCPS>(
         stage + warp * S::kBytes, SmemAddr(stage + kWarps * S::kBytes),

@@ -101,8 +101,15 @@ inline constexpr int kTimelineGateUpDiag = kTimelineGateUpWarps + 512;
 inline constexpr int kTimelineGateUpDiagWarps =
     kTimelineWarps - kTimelineGateUpDiag;
 inline constexpr int kTimelineWarpFields = 4;
-inline constexpr int kTimelineWords =
+// Then fused_gemv_fp8's stage landings: warp 0's lane 0 stamps each unit of
+// its block as the unit's bytes land (gate_up's blocks, then down's; the
+// first kTimelineLandingUnits units of the first kTimelineLandingBlocks
+// blocks), which the host bins into the rate the weights arrive at.
+inline constexpr int kTimelineLandingBlocks = 512, kTimelineLandingUnits = 32;
+inline constexpr int kTimelineLandings =
     kTimelineSlots + kTimelineWarps * kTimelineWarpFields;
+inline constexpr int kTimelineWords =
+    kTimelineLandings + 2 * kTimelineLandingBlocks * kTimelineLandingUnits;
 constexpr bool TimelineIsMin(int i) {
   return i == 0 || i == 6 || i == 8 || i == 10 || i == 14;
 }
@@ -122,6 +129,13 @@ __device__ __forceinline__ unsigned long long TimelineNow() {
        : (void)0)
 #define TL_WARP(buf, w, f) \
   ((w) < kTimelineGateUpWarps ? TL_RAW(buf, w, f, TimelineNow()) : (void)0)
+#define TL_LANDED(buf, mode, i)                                               \
+  (blockIdx.x < kTimelineLandingBlocks && (i) < kTimelineLandingUnits         \
+       ? (void)((buf).timeline[kTimelineLandings +                            \
+                               ((mode)*kTimelineLandingBlocks + blockIdx.x) * \
+                                   kTimelineLandingUnits +                    \
+                               (i)] = TimelineNow())                          \
+       : (void)0)
 #define TL_ROUTER_BLOCK(buf, f)                                           \
   (blockIdx.x < kTimelineRouterBlocks                                     \
        ? TL_RAW(buf, kTimelineGateUpWarps + blockIdx.x, f, TimelineNow()) \
@@ -131,6 +145,7 @@ __device__ __forceinline__ unsigned long long TimelineNow() {
 #define TL_MAX(buf, i) ((void)0)
 #define TL_WARP(buf, w, f) ((void)0)
 #define TL_ROUTER_BLOCK(buf, f) ((void)0)
+#define TL_LANDED(buf, mode, i) ((void)0)
 #define TL_RAW(buf, idx, f, v) ((void)0)
 #endif
 // gate_up's stamps (lane 0 of warp w): the earliest into slot `first`, the

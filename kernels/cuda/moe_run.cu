@@ -482,6 +482,42 @@ void PrintGateUpDiagnostics(const std::vector<unsigned long long>& t) {
   std::fprintf(stderr, "\n");
 }
 
+// The rate fused_gemv_fp8's weights land at, in TB/s a 1-us bin from the
+// router's start (gate_up and down together): each stage stamp counts one
+// unit's weight bytes. A stamp is taken when warp 0 waits for the stage,
+// so a stage that landed while warp 0 still computed counts late.
+void PrintLandingRate(const std::vector<unsigned long long>& t,
+                      const LayerArgs& a, const MoeRunOptions& o) {
+  constexpr int kBins = 200;
+  constexpr int kPerMode = kTimelineLandingBlocks * kTimelineLandingUnits;
+  std::vector<double> bins(kBins, 0.0);
+  int last = -1, units[2] = {};
+  const MatrixView* views[2] = {&a.gate_up, &a.down};
+  for (int mode = 0; mode < 2; ++mode) {
+    const MatrixView& w = *views[mode];
+    const double per_slot = static_cast<double>(w.rows) * w.k /
+                            (static_cast<double>(o.block_n) * o.block_k);
+    const double unit_bytes = (w.code_stride + w.scale_stride) / per_slot;
+    for (int i = 0; i < kPerMode; ++i) {
+      const unsigned long long v = t[kTimelineLandings + mode * kPerMode + i];
+      if (v == 0) continue;
+      const int bin = static_cast<int>(
+          (static_cast<double>(v) - static_cast<double>(t[0])) / 1e3);
+      if (bin < 0 || bin >= kBins) continue;
+      bins[bin] += unit_bytes;
+      last = std::max(last, bin);
+      ++units[mode];
+    }
+  }
+  if (last < 0) return;
+  std::fprintf(stderr,
+               "  weights landed, TB/s per us (gate_up %d units, down %d):",
+               units[0], units[1]);
+  for (int i = 0; i <= last; ++i)
+    std::fprintf(stderr, " %d:%.2f", i, bins[i] / 1e6);
+  std::fprintf(stderr, "\n");
+}
+
 // A build with -DMOETUNE_TIMELINE (a measurement aid, PERF.md version 10):
 // one more run of the layer with the kernels' %globaltimer probes
 // (layer.cuh), printed to stderr in us from the router's start.
@@ -517,6 +553,7 @@ GpuStatus PrintTimeline(Context* ctx, const BackendOps& ops, const LayerArgs& a,
   PrintWarpSpread(t);
   PrintRouterSpread(t);
   PrintGateUpDiagnostics(t);
+  PrintLandingRate(t, a, o);
   return OkStatus();
 }
 #endif
