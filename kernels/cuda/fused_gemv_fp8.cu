@@ -451,16 +451,23 @@ __device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
   float acc[kRT][1][4];
   Cursor cur;
   int cur_left = 0;
-  for (int i = 0; i < count; ++i) {
-    if (i + kStages - 1 < count) {
-      copies.Weights(i + kStages - 1);
-      copies.B(i + kStages - 1);
-    }
-    seq.Advance(i, cur, cur_left);
+  // One pass past the last unit flushes the last run: the flush (partial
+  // sums, epilogue) has one call site, so the loop's code stays short.
+  for (int i = 0;; ++i) {
+    const bool more = i < count;
     Cursor mine = cur;
-    mine.rg = cur.rg * kWarps + warp;
-    if (mine.s != run.s || mine.rg != run.rg) {
+    if (more) {
+      if (i + kStages - 1 < count) {
+        copies.Weights(i + kStages - 1);
+        copies.B(i + kStages - 1);
+      }
+      seq.Advance(i, cur, cur_left);
+      mine = cur;
+      mine.rg = cur.rg * kWarps + warp;
+    }
+    if (!more || mine.s != run.s || mine.rg != run.rg) {
       if (run.s >= 0) FlushFp8<kRT, kMode>(j, run, acc, seq.steps, rgs, lane);
+      if (!more) break;
       StartFp8Run<kRT>(j, mine, run, acc);
     }
     ++run.steps;
@@ -473,7 +480,6 @@ __device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
         reinterpret_cast<const float*>(stage + kWarps * S::kBytes + F::kB),
         cur.ks, acc, lane);
   }
-  if (run.s >= 0) FlushFp8<kRT, kMode>(j, run, acc, seq.steps, rgs, lane);
 }
 
 template <int kRT, int kCPS, int kMode>
