@@ -479,6 +479,7 @@ __device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
         stage + warp * S::kBytes, SmemAddr(stage + kWarps * S::kBytes),
         reinterpret_cast<const float*>(stage + kWarps * S::kBytes + F::kB),
         cur.ks, acc, lane);
+    if (warp == 0 && lane == 0) TL_COMPUTED(j.buf, kMode, i);
   }
 }
 

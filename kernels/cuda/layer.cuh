@@ -108,8 +108,11 @@ inline constexpr int kTimelineWarpFields = 4;
 inline constexpr int kTimelineLandingBlocks = 512, kTimelineLandingUnits = 32;
 inline constexpr int kTimelineLandings =
     kTimelineSlots + kTimelineWarps * kTimelineWarpFields;
-inline constexpr int kTimelineWords =
+// And when warp 0 finished computing each of those units (same layout).
+inline constexpr int kTimelineComputed =
     kTimelineLandings + 2 * kTimelineLandingBlocks * kTimelineLandingUnits;
+inline constexpr int kTimelineWords =
+    kTimelineComputed + 2 * kTimelineLandingBlocks * kTimelineLandingUnits;
 constexpr bool TimelineIsMin(int i) {
   return i == 0 || i == 6 || i == 8 || i == 10 || i == 14;
 }
@@ -129,13 +132,15 @@ __device__ __forceinline__ unsigned long long TimelineNow() {
        : (void)0)
 #define TL_WARP(buf, w, f) \
   ((w) < kTimelineGateUpWarps ? TL_RAW(buf, w, f, TimelineNow()) : (void)0)
-#define TL_LANDED(buf, mode, i)                                               \
+#define TL_UNIT_STAMP(buf, region, mode, i)                                   \
   (blockIdx.x < kTimelineLandingBlocks && (i) < kTimelineLandingUnits         \
-       ? (void)((buf).timeline[kTimelineLandings +                            \
+       ? (void)((buf).timeline[(region) +                                     \
                                ((mode)*kTimelineLandingBlocks + blockIdx.x) * \
                                    kTimelineLandingUnits +                    \
                                (i)] = TimelineNow())                          \
        : (void)0)
+#define TL_LANDED(buf, mode, i) TL_UNIT_STAMP(buf, kTimelineLandings, mode, i)
+#define TL_COMPUTED(buf, mode, i) TL_UNIT_STAMP(buf, kTimelineComputed, mode, i)
 #define TL_ROUTER_BLOCK(buf, f)                                           \
   (blockIdx.x < kTimelineRouterBlocks                                     \
        ? TL_RAW(buf, kTimelineGateUpWarps + blockIdx.x, f, TimelineNow()) \
@@ -146,6 +151,7 @@ __device__ __forceinline__ unsigned long long TimelineNow() {
 #define TL_WARP(buf, w, f) ((void)0)
 #define TL_ROUTER_BLOCK(buf, f) ((void)0)
 #define TL_LANDED(buf, mode, i) ((void)0)
+#define TL_COMPUTED(buf, mode, i) ((void)0)
 #define TL_RAW(buf, idx, f, v) ((void)0)
 #endif
 // gate_up's stamps (lane 0 of warp w): the earliest into slot `first`, the

@@ -515,6 +515,18 @@ void PrintLandingRate(const std::vector<unsigned long long>& t,
                units[0], units[1]);
   for (int i = 0; i <= last; ++i)
     std::fprintf(stderr, " %d:%.2f", i, bins[i] / 1e6);
+  std::fprintf(stderr, "\n  warp 0's compute a unit, us (p10/p50/p90):");
+  for (int mode = 0; mode < 2; ++mode) {
+    std::vector<double> c;
+    for (int i = 0; i < kPerMode; ++i) {
+      const unsigned long long l = t[kTimelineLandings + mode * kPerMode + i];
+      const unsigned long long e = t[kTimelineComputed + mode * kPerMode + i];
+      if (l != 0 && e > l) c.push_back((e - l) / 1e3);
+    }
+    if (c.empty()) continue;
+    std::fprintf(stderr, " %s %.2f/%.2f/%.2f", mode == 0 ? "gate_up" : "down",
+                 Quantile(c, 0.1), Quantile(c, 0.5), Quantile(c, 0.9));
+  }
   std::fprintf(stderr, "\n");
 }
 
