@@ -252,7 +252,9 @@ GpuStatus AllocRun(const MoeProblem& p, LayerArgs* a, const BackendOps& ops,
       b.h_fp8 = c.Take<uint8_t>(pos * il * 8);
       b.h_fp8_inv = c.Take<float>(pos * il / 16);
     }
+#ifdef MOETUNE_TIMELINE  // only that build's kernels write the stamps
     b.timeline = c.Take<unsigned long long>(kTimelineWords);
+#endif
     st->x_float = c.Take<float>(bh);
     st->y_ref = c.Take<float>(bh);
   };
@@ -515,7 +517,14 @@ void PrintLandingRate(const std::vector<unsigned long long>& t,
                units[0], units[1]);
   for (int i = 0; i <= last; ++i)
     std::fprintf(stderr, " %d:%.2f", i, bins[i] / 1e6);
-  std::fprintf(stderr, "\n  warp 0's compute a unit, us (p10/p50/p90):");
+  std::fprintf(stderr, "\n");
+}
+
+// Percentiles of warp 0's compute a unit (landed -> computed stamps), for
+// gate_up and down.
+void PrintUnitCompute(const std::vector<unsigned long long>& t) {
+  constexpr int kPerMode = kTimelineLandingBlocks * kTimelineLandingUnits;
+  std::fprintf(stderr, "  warp 0's compute a unit, us (p10/p50/p90):");
   for (int mode = 0; mode < 2; ++mode) {
     std::vector<double> c;
     for (int i = 0; i < kPerMode; ++i) {
@@ -566,6 +575,7 @@ GpuStatus PrintTimeline(Context* ctx, const BackendOps& ops, const LayerArgs& a,
   PrintRouterSpread(t);
   PrintGateUpDiagnostics(t);
   PrintLandingRate(t, a, o);
+  PrintUnitCompute(t);
   return OkStatus();
 }
 #endif
