@@ -16,6 +16,7 @@
 #include "kernels/backend_catalog.h"
 #include "kernels/cuda/chain_budget.h"
 #include "kernels/cuda/cpu_check.h"
+#include "kernels/weight_gen.h"
 
 namespace moetune::gpu {
 namespace {
@@ -330,6 +331,103 @@ TEST(MoeGpuTest, Fp8OnEveryExpertRankAddsUpToTheLayer) {
     EXPECT_EQ(routed, whole.dims.top_k);
     std::vector<float> sumf(sum.begin(), sum.end());
     EXPECT_LT(Errors(sumf, ToDouble(w.output)).first, kTolerance);
+  }
+}
+
+// A tie at the top-k boundary. With a one-hot input (column j) two experts'
+// logits are equal -- their router weights in column j are the same BF16
+// value -- and the biases put top_k - 1 other experts above that pair and
+// the rest below it, so the last pick is decided by the tie rule alone: the
+// lower expert index, as the CPU evaluation's stable sort. *picked and
+// *passed over get the pair.
+MoeProblem TiedAtTheBoundary(int batch, int* picked, int* passed_over) {
+  MoeProblem p = Small(batch, 23);
+  const int hidden = p.dims.hidden, experts = p.dims.num_experts;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hidden));
+  auto weight = [&](int e, int c) {
+    return weights::Bf16Weight(p.seed, static_cast<uint32_t>(p.layer),
+                               weights::kRouter,
+                               static_cast<uint64_t>(e) * hidden + c, scale);
+  };
+  int column = -1;
+  *picked = *passed_over = -1;
+  for (int c = 0; c < hidden && column < 0; ++c) {
+    for (int a = 0; a < experts && column < 0; ++a) {
+      for (int b = a + 1; b < experts && column < 0; ++b) {
+        if (weight(a, c) != 0.0f && weight(a, c) == weight(b, c)) {
+          column = c;
+          *picked = a;
+          *passed_over = b;
+        }
+      }
+    }
+  }
+  p.input.assign(static_cast<size_t>(batch) * hidden, 0.0f);
+  for (int t = 0; t < batch; ++t) p.input[t * hidden + column] = 1.0f;
+  int above = 0;
+  for (int e = 0; e < experts; ++e) {
+    const bool pair = e == *picked || e == *passed_over;
+    p.router_bias[e] = pair ? 0.0f : above++ < p.dims.top_k - 1 ? 1.0f : -1.0f;
+  }
+  if (column < 0) ADD_FAILURE() << "no two experts share a router weight";
+  return p;
+}
+
+// Every output element of `p` on the CPU, in double.
+std::vector<double> TieOutput(const MoeProblem& p) {
+  std::vector<int> tokens, rows;
+  for (int t = 0; t < p.batch; ++t) tokens.push_back(t);
+  for (int row = 0; row < p.dims.hidden; ++row) rows.push_back(row);
+  return cpu::OutputRows(p, tokens, rows, 4);
+}
+
+// The tie problem, on the CPU: the pair's lower expert is picked, the other
+// is not, and the wrong pick would move the output by more than five times
+// the tolerance (so the GPU test below can tell).
+TEST(MoeGpuValidationTest, TieAtTheBoundaryDecidesTheLastPick) {
+  for (const int batch : {1, 2}) {
+    int picked = 0, passed_over = 0;
+    const MoeProblem p = TiedAtTheBoundary(batch, &picked, &passed_over);
+    for (int t = 0; t < batch; ++t) {
+      const cpu::TokenRoute route = cpu::Route(p, cpu::RoundedInput(p), t);
+      EXPECT_THAT(route.experts, ::testing::Contains(picked));
+      EXPECT_THAT(route.experts,
+                  ::testing::Not(::testing::Contains(passed_over)));
+    }
+    MoeProblem swapped = p;  // the other expert of the pair wins
+    swapped.router_bias[passed_over] = 1e-3f;
+    const std::vector<double> right = TieOutput(p), wrong = TieOutput(swapped);
+    EXPECT_GT(
+        Errors(std::vector<float>(wrong.begin(), wrong.end()), right).first,
+        5 * kTolerance);
+  }
+}
+
+// Both router paths (batch 1's block-wide ranking, batch 2's warp rounds)
+// and every backend (its first tile that fits) break the tie as the CPU.
+TEST(MoeGpuTest, TiedRouterScoresPickTheLowerExpertOnEveryBackend) {
+  SKIP_WITHOUT_GPU();
+  for (const int batch : {1, 2}) {
+    int picked = 0, passed_over = 0;
+    const MoeProblem p = TiedAtTheBoundary(batch, &picked, &passed_over);
+    const std::vector<double> cpu = TieOutput(p);
+    for (const std::string name :
+         {"dequant_cublas", "fused_gemv", "fused_gemv_fp8", "grouped_mma"}) {
+      const BackendInfo& info = *FindBackend(name);
+      if (info.max_batch > 0 && batch > info.max_batch) continue;
+      Tile tile{0, 0};
+      for (const Tile& t : info.tiles) {
+        if (TileMisfit(info, t, p.dims.hidden, p.dims.moe_inter).empty()) {
+          tile = t;
+          break;
+        }
+      }
+      SCOPED_TRACE(name + " batch " + std::to_string(batch));
+      const MoeRunResult r =
+          RunMoeLayer(p, Options(name, tile.block_n, tile.block_k));
+      ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+      EXPECT_LT(Errors(r.output, cpu).first, kTolerance);
+    }
   }
 }
 
