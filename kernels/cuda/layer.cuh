@@ -106,13 +106,16 @@ inline constexpr int kTimelineWarpFields = 4;
 // first kTimelineLandingUnits units of the first kTimelineLandingBlocks
 // blocks), which the host bins into the rate the weights arrive at.
 inline constexpr int kTimelineLandingBlocks = 512, kTimelineLandingUnits = 32;
+// One kernel's (gate_up's or down's) unit stamps in one of the two regions.
+inline constexpr int kTimelineUnitStamps =
+    kTimelineLandingBlocks * kTimelineLandingUnits;
 inline constexpr int kTimelineLandings =
     kTimelineSlots + kTimelineWarps * kTimelineWarpFields;
 // And when warp 0 finished computing each of those units (same layout).
 inline constexpr int kTimelineComputed =
-    kTimelineLandings + 2 * kTimelineLandingBlocks * kTimelineLandingUnits;
+    kTimelineLandings + 2 * kTimelineUnitStamps;
 inline constexpr int kTimelineWords =
-    kTimelineComputed + 2 * kTimelineLandingBlocks * kTimelineLandingUnits;
+    kTimelineComputed + 2 * kTimelineUnitStamps;
 constexpr bool TimelineIsMin(int i) {
   return i == 0 || i == 6 || i == 8 || i == 10 || i == 14;
 }
@@ -132,12 +135,11 @@ __device__ __forceinline__ unsigned long long TimelineNow() {
        : (void)0)
 #define TL_WARP(buf, w, f) \
   ((w) < kTimelineGateUpWarps ? TL_RAW(buf, w, f, TimelineNow()) : (void)0)
-#define TL_UNIT_STAMP(buf, region, mode, i)                                   \
-  (blockIdx.x < kTimelineLandingBlocks && (i) < kTimelineLandingUnits         \
-       ? (void)((buf).timeline[(region) +                                     \
-                               ((mode)*kTimelineLandingBlocks + blockIdx.x) * \
-                                   kTimelineLandingUnits +                    \
-                               (i)] = TimelineNow())                          \
+#define TL_UNIT_STAMP(buf, region, mode, i)                                \
+  (blockIdx.x < kTimelineLandingBlocks && (i) < kTimelineLandingUnits      \
+       ? (void)((buf).timeline[(region) + (mode)*kTimelineUnitStamps +     \
+                               blockIdx.x * kTimelineLandingUnits + (i)] = \
+                    TimelineNow())                                         \
        : (void)0)
 #define TL_LANDED(buf, mode, i) TL_UNIT_STAMP(buf, kTimelineLandings, mode, i)
 #define TL_COMPUTED(buf, mode, i) TL_UNIT_STAMP(buf, kTimelineComputed, mode, i)

@@ -344,6 +344,12 @@ GpuStatus Capture(const BackendOps& ops, const std::vector<LayerArgs>& chain,
 }
 
 #ifdef MOETUNE_TIMELINE
+// Stamp v in us from the router's start (stamp 0).
+double UsFromStart(const std::vector<unsigned long long>& t,
+                   unsigned long long v) {
+  return (static_cast<double>(v) - static_cast<double>(t[0])) / 1e3;
+}
+
 // Quantile q of v (the element at q x (size - 1) once sorted).
 double Quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
@@ -361,8 +367,8 @@ void PrintWarpSpread(const std::vector<unsigned long long>& t) {
     const unsigned long long* f =
         t.data() + kTimelineSlots + kTimelineWarpFields * w;
     if (f[0] == 0 || f[3] == 0) continue;
-    auto us = [&](unsigned long long v) { return (v - t[0]) / 1000.0; };
-    ws.push_back({us(f[0]), us(f[1]), us(f[2]), us(f[3])});
+    ws.push_back({UsFromStart(t, f[0]), UsFromStart(t, f[1]),
+                  UsFromStart(t, f[2]), UsFromStart(t, f[3])});
   }
   if (ws.empty()) return;
   auto pct = [&](double W::*m, double q) {
@@ -408,8 +414,7 @@ void PrintRouterSpread(const std::vector<unsigned long long>& t) {
         kTimelineWarpFields * (kTimelineGateUpWarps + b);
     if (f[0] == 0 || f[3] == 0) continue;
     B x{b, {}};
-    for (int i = 0; i < kTimelineWarpFields; ++i)
-      x.f[i] = (static_cast<double>(f[i]) - static_cast<double>(t[0])) / 1e3;
+    for (int i = 0; i < kTimelineWarpFields; ++i) x.f[i] = UsFromStart(t, f[i]);
     bs.push_back(x);
   }
   if (bs.empty()) return;
@@ -440,9 +445,7 @@ void PrintGateUpDiagnostics(const std::vector<unsigned long long>& t) {
   auto at = [&](int idx, int f) {
     return t[kTimelineSlots + kTimelineWarpFields * idx + f];
   };
-  auto us = [&](unsigned long long v) {
-    return (static_cast<double>(v) - static_cast<double>(t[0])) / 1e3;
-  };
+  auto us = [&](unsigned long long v) { return UsFromStart(t, v); };
   struct W {
     int w, sm, units;
     double first, last, end;
@@ -490,8 +493,7 @@ void PrintGateUpDiagnostics(const std::vector<unsigned long long>& t) {
 // so a stage that landed while warp 0 still computed counts late.
 void PrintLandingRate(const std::vector<unsigned long long>& t,
                       const LayerArgs& a, const MoeRunOptions& o) {
-  constexpr int kBins = 200;
-  constexpr int kPerMode = kTimelineLandingBlocks * kTimelineLandingUnits;
+  constexpr int kBins = 200, kPerMode = kTimelineUnitStamps;
   std::vector<double> bins(kBins, 0.0);
   int last = -1, units[2] = {};
   const MatrixView* views[2] = {&a.gate_up, &a.down};
@@ -503,8 +505,7 @@ void PrintLandingRate(const std::vector<unsigned long long>& t,
     for (int i = 0; i < kPerMode; ++i) {
       const unsigned long long v = t[kTimelineLandings + mode * kPerMode + i];
       if (v == 0) continue;
-      const int bin = static_cast<int>(
-          (static_cast<double>(v) - static_cast<double>(t[0])) / 1e3);
+      const int bin = static_cast<int>(UsFromStart(t, v));
       if (bin < 0 || bin >= kBins) continue;
       bins[bin] += unit_bytes;
       last = std::max(last, bin);
@@ -523,7 +524,7 @@ void PrintLandingRate(const std::vector<unsigned long long>& t,
 // Percentiles of warp 0's compute a unit (landed -> computed stamps), for
 // gate_up and down.
 void PrintUnitCompute(const std::vector<unsigned long long>& t) {
-  constexpr int kPerMode = kTimelineLandingBlocks * kTimelineLandingUnits;
+  constexpr int kPerMode = kTimelineUnitStamps;
   std::fprintf(stderr, "  warp 0's compute a unit, us (p10/p50/p90):");
   for (int mode = 0; mode < 2; ++mode) {
     std::vector<double> c;
@@ -560,7 +561,7 @@ GpuStatus PrintTimeline(Context* ctx, const BackendOps& ops, const LayerArgs& a,
   MG_CUDA(cudaStreamSynchronize(ctx->stream));
   MG_CUDA(cudaMemcpy(t.data(), a.buf.timeline, bytes, cudaMemcpyDeviceToHost));
   auto us = [&](int i) {
-    return t[i] == 0 || t[i] == ~0ull ? -1.0 : (t[i] - t[0]) / 1000.0;
+    return t[i] == 0 || t[i] == ~0ull ? -1.0 : UsFromStart(t, t[i]);
   };
   std::fprintf(stderr,
                "timeline %s %dx%d graph %d batch %d: router logits %.1f last "

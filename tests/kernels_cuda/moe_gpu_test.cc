@@ -362,6 +362,10 @@ MoeProblem TiedAtTheBoundary(int batch, int* picked, int* passed_over) {
       }
     }
   }
+  if (column < 0) {
+    ADD_FAILURE() << "no two experts share a router weight";
+    return p;
+  }
   p.input.assign(static_cast<size_t>(batch) * hidden, 0.0f);
   for (int t = 0; t < batch; ++t) p.input[t * hidden + column] = 1.0f;
   int above = 0;
@@ -369,7 +373,6 @@ MoeProblem TiedAtTheBoundary(int batch, int* picked, int* passed_over) {
     const bool pair = e == *picked || e == *passed_over;
     p.router_bias[e] = pair ? 0.0f : above++ < p.dims.top_k - 1 ? 1.0f : -1.0f;
   }
-  if (column < 0) ADD_FAILURE() << "no two experts share a router weight";
   return p;
 }
 
