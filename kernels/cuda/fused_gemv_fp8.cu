@@ -455,7 +455,7 @@ __device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
   // sums, epilogue) has one call site, so the loop's code stays short.
   for (int i = 0;; ++i) {
     const bool more = i < count;
-    Cursor mine = cur;
+    Cursor mine;  // this warp's unit; read only when there is one
     if (more) {
       if (i + kStages - 1 < count) {
         copies.Weights(i + kStages - 1);
