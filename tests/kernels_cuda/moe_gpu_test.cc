@@ -277,6 +277,38 @@ TEST(MoeGpuTest, EveryBackendTileAndGraphModeMatchesTheTrustedPath) {
   }
 }
 
+// The small dims reach fused_gemv_fp8 only as its 128x128 tile; these
+// (K = 1024 and 512) fit every tile of the catalog, so the shipped 128x512
+// is checked against the CPU here too, not only by the bench's full-dims
+// check on the H200.
+TEST(MoeGpuTest, EveryFp8TileMatchesTheCpuWhereItFits) {
+  SKIP_WITHOUT_GPU();
+  MoeProblem p = Small(1, 23);
+  p.dims.hidden = 1024;
+  p.dims.moe_inter = 512;
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  p.input.resize(p.dims.hidden);
+  for (float& v : p.input) v = u(rng);
+  std::vector<int> rows(p.dims.hidden);
+  for (int row = 0; row < p.dims.hidden; ++row) rows[row] = row;
+  const std::vector<double> cpu = cpu::OutputRows(p, {0}, rows, 4);
+  const BackendInfo& info = *FindBackend("fused_gemv_fp8");
+  for (const Tile& t : info.tiles) {
+    ASSERT_EQ(TileMisfit(info, t, p.dims.hidden, p.dims.moe_inter), "");
+    for (const bool graph : {false, true}) {
+      SCOPED_TRACE(std::to_string(t.block_n) + "x" + std::to_string(t.block_k) +
+                   (graph ? " graph" : ""));
+      const MoeRunResult r = RunMoeLayer(
+          p, Options("fused_gemv_fp8", t.block_n, t.block_k, graph));
+      ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+      const auto [rel_l2, worst] = Errors(r.output, cpu);
+      EXPECT_LT(rel_l2, kTolerance);
+      EXPECT_LT(worst, kTolerance);
+    }
+  }
+}
+
 TEST(MoeGpuTest, RankPartialSumsAddUpToTheWholeLayer) {
   SKIP_WITHOUT_GPU();
   const MoeProblem whole = Small(3, 13);
