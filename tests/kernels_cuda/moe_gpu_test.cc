@@ -28,9 +28,12 @@ using ::testing::HasSubstr;
 
 constexpr double kTolerance = 2e-2;
 
-MoeProblem Small(int batch, uint64_t seed, MoeShard shard = {}) {
+constexpr MoeDims kSmallDims = {256, 128, 16, 4, 1, 2.5f};
+
+MoeProblem Small(int batch, uint64_t seed, MoeShard shard = {},
+                 MoeDims dims = kSmallDims) {
   MoeProblem p;
-  p.dims = {256, 128, 16, 4, 1, 2.5f};
+  p.dims = dims;
   p.seed = seed;
   p.layer = 5;
   p.batch = batch;
@@ -81,6 +84,14 @@ std::pair<double, double> Errors(const std::vector<float>& out,
 
 std::vector<double> ToDouble(const std::vector<float>& v) {
   return {v.begin(), v.end()};
+}
+
+// Every output element of `p` on the CPU, in double.
+std::vector<double> CpuOutput(const MoeProblem& p) {
+  std::vector<int> tokens, rows;
+  for (int t = 0; t < p.batch; ++t) tokens.push_back(t);
+  for (int row = 0; row < p.dims.hidden; ++row) rows.push_back(row);
+  return cpu::OutputRows(p, tokens, rows, 4);
 }
 
 TEST(MoeGpuValidationTest, BadProblemsAreBadProblemsWithTheFieldNamed) {
@@ -223,11 +234,7 @@ TEST(MoeGpuTest, TrustedPathMatchesTheCpuEvaluation) {
     o.compute_reference = true;
     const MoeRunResult r = RunMoeLayer(p, o);
     ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
-    std::vector<int> tokens, rows;
-    for (int t = 0; t < batch; ++t) tokens.push_back(t);
-    for (int row = 0; row < p.dims.hidden; ++row) rows.push_back(row);
-    const std::vector<double> cpu = cpu::OutputRows(p, tokens, rows, 4);
-    const auto [rel_l2, worst] = Errors(r.reference_output, cpu);
+    const auto [rel_l2, worst] = Errors(r.reference_output, CpuOutput(p));
     EXPECT_LT(rel_l2, 1e-5) << "batch " << batch;
     EXPECT_LT(worst, 1e-4) << "batch " << batch;
   }
@@ -283,16 +290,11 @@ TEST(MoeGpuTest, EveryBackendTileAndGraphModeMatchesTheTrustedPath) {
 // check on the H200.
 TEST(MoeGpuTest, EveryFp8TileMatchesTheCpuWhereItFits) {
   SKIP_WITHOUT_GPU();
-  MoeProblem p = Small(1, 23);
-  p.dims.hidden = 1024;
-  p.dims.moe_inter = 512;
-  std::mt19937 rng(23);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  p.input.resize(p.dims.hidden);
-  for (float& v : p.input) v = u(rng);
-  std::vector<int> rows(p.dims.hidden);
-  for (int row = 0; row < p.dims.hidden; ++row) rows[row] = row;
-  const std::vector<double> cpu = cpu::OutputRows(p, {0}, rows, 4);
+  MoeDims dims = kSmallDims;
+  dims.hidden = 1024;
+  dims.moe_inter = 512;
+  const MoeProblem p = Small(1, 23, {}, dims);
+  const std::vector<double> cpu = CpuOutput(p);
   const BackendInfo& info = *FindBackend("fused_gemv_fp8");
   for (const Tile& t : info.tiles) {
     ASSERT_EQ(TileMisfit(info, t, p.dims.hidden, p.dims.moe_inter), "");
@@ -408,14 +410,6 @@ MoeProblem TiedAtTheBoundary(int batch, int* picked, int* passed_over) {
   return p;
 }
 
-// Every output element of `p` on the CPU, in double.
-std::vector<double> TieOutput(const MoeProblem& p) {
-  std::vector<int> tokens, rows;
-  for (int t = 0; t < p.batch; ++t) tokens.push_back(t);
-  for (int row = 0; row < p.dims.hidden; ++row) rows.push_back(row);
-  return cpu::OutputRows(p, tokens, rows, 4);
-}
-
 // The tie problem, on the CPU: the pair's lower expert is picked, the other
 // is not, and the wrong pick would move the output by more than five times
 // the tolerance (so the GPU test below can tell).
@@ -431,7 +425,7 @@ TEST(MoeGpuValidationTest, TieAtTheBoundaryDecidesTheLastPick) {
     }
     MoeProblem swapped = p;  // the other expert of the pair wins
     swapped.router_bias[passed_over] = 1e-3f;
-    const std::vector<double> right = TieOutput(p), wrong = TieOutput(swapped);
+    const std::vector<double> right = CpuOutput(p), wrong = CpuOutput(swapped);
     EXPECT_GT(
         Errors(std::vector<float>(wrong.begin(), wrong.end()), right).first,
         5 * kTolerance);
@@ -445,7 +439,7 @@ TEST(MoeGpuTest, TiedRouterScoresPickTheLowerExpertOnEveryBackend) {
   for (const int batch : {1, 2}) {
     int picked = 0, passed_over = 0;
     const MoeProblem p = TiedAtTheBoundary(batch, &picked, &passed_over);
-    const std::vector<double> cpu = TieOutput(p);
+    const std::vector<double> cpu = CpuOutput(p);
     for (const std::string name :
          {"dequant_cublas", "fused_gemv", "fused_gemv_fp8", "grouped_mma"}) {
       const BackendInfo& info = *FindBackend(name);
