@@ -1,11 +1,11 @@
-#include "tuner/stats.h"
+#include "common/stats.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <numeric>
 
-namespace moetune::tuner {
+namespace moetune::stats {
 
 uint64_t SplitMix64::Next() {
   uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
@@ -107,4 +107,4 @@ bool IntervalsOverlap(const v1::TimingStats& a, const v1::TimingStats& b) {
   return a.ci_low_us() <= b.ci_high_us() && b.ci_low_us() <= a.ci_high_us();
 }
 
-}  // namespace moetune::tuner
+}  // namespace moetune::stats

@@ -10,7 +10,7 @@
 
 #include "proto/moetune.pb.h"
 
-namespace moetune::tuner {
+namespace moetune::stats {
 
 // Resamples drawn for the bootstrap interval of the median.
 inline constexpr int kBootstrapResamples = 2000;
@@ -52,4 +52,4 @@ v1::TimingStats Summarize(const std::vector<double>& samples_us,
 // point. Touching endpoints count as overlap: a tie is the cautious answer.
 bool IntervalsOverlap(const v1::TimingStats& a, const v1::TimingStats& b);
 
-}  // namespace moetune::tuner
+}  // namespace moetune::stats

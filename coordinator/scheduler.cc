@@ -9,11 +9,33 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "tuner/search.h"
-#include "tuner/spec.h"
 #include "tuner/strategy.h"
+#include "tuner/sweep_plan.h"
 #include "tuner/winner.h"
 
 namespace moetune::coordinator {
+namespace {
+
+// A spec must give its strategy something to run: a space with points, and
+// a budget that leaves each workload at least one trial.
+absl::Status CheckProposesWork(const tuner::SweepPlan& plan,
+                               const std::vector<v1::Trial>& first) {
+  if (!first.empty()) return absl::OkStatus();
+  if (plan.point_count() == 0) {
+    return absl::InvalidArgumentError(
+        "space: no listed backend can run the workload at any listed tile, "
+        "(tp, ep) and batch (see space.world_size, space.tiles and each "
+        "backend's batch limit in `moetune probe`)");
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "strategy: the budget proposes no trial for a space of ",
+      plan.point_count(), " points over ", plan.workload_count(),
+      " workloads (max_trials ", plan.spec().strategy().max_trials(),
+      " is split evenly between workloads)"));
+}
+
+}  // namespace
+
 Scheduler::Scheduler(db::Store* store, WorkerRegistry* registry,
                      const Clock* clock, SchedulerOptions options)
     : store_(store),
@@ -24,26 +46,32 @@ Scheduler::Scheduler(db::Store* store, WorkerRegistry* registry,
 
 absl::StatusOr<v1::SubmitSweepResponse> Scheduler::Submit(
     const v1::SweepSpec& spec) {
-  // Validation first: a rejected spec records nothing.
-  RETURN_IF_ERROR(tuner::ValidateSweepSpec(spec));
-  const v1::SweepSpec full = tuner::WithDefaults(spec);
+  // Validated, defaulted and expanded once, here: a rejected spec records
+  // nothing, and the plan serves the sweep for its life.
+  ASSIGN_OR_RETURN(std::shared_ptr<const tuner::SweepPlan> plan,
+                   tuner::SweepPlan::Create(spec));
   ASSIGN_OR_RETURN(std::unique_ptr<tuner::Strategy> strategy,
-                   tuner::MakeStrategy(full.strategy()));
-  ASSIGN_OR_RETURN(std::vector<v1::Trial> trials, strategy->Propose(full, {}));
-  if (trials.empty()) {
-    return absl::InvalidArgumentError(
-        "space: the spec expands to no trials (check space.world_size)");
-  }
+                   tuner::MakeStrategy(plan->spec().strategy()));
+  std::vector<v1::Trial> trials = strategy->Propose(*plan, {});
+  RETURN_IF_ERROR(CheckProposesWork(*plan, trials));
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(const int64_t sweep_id,
-                   store_->CreateSweep(full, &trials, clock_->NowUnixMs()));
+  ASSIGN_OR_RETURN(
+      const int64_t sweep_id,
+      store_->CreateSweep(plan->spec(), &trials, clock_->NowUnixMs()));
+  plans_[sweep_id] = plan;
   v1::SubmitSweepResponse response;
   response.set_sweep_id(sweep_id);
   response.set_trial_count(static_cast<int32_t>(trials.size()));
-  LogInfo("sweep ", sweep_id, " '", full.name(), "': ", trials.size(),
-          " trials");
+  LogInfo("sweep ", sweep_id, " '", plan->spec().name(), "': ", trials.size(),
+          " trials of a space of ", plan->point_count(), " points");
   Notify();
   return response;
+}
+
+const tuner::SweepPlan& Scheduler::PlanOf(const v1::Sweep& sweep) {
+  std::shared_ptr<const tuner::SweepPlan>& plan = plans_[sweep.sweep_id()];
+  if (plan == nullptr) plan = tuner::SweepPlan::FromNormalized(sweep.spec());
+  return *plan;
 }
 
 absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(
@@ -182,6 +210,7 @@ absl::StatusOr<v1::ReportResultResponse> Scheduler::Report(
 absl::StatusOr<v1::Sweep> Scheduler::Cancel(int64_t sweep_id) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(store_->CancelSweep(sweep_id, clock_->NowUnixMs()));
+  plans_.erase(sweep_id);
   Notify();
   return store_->GetSweep(sweep_id);
 }
@@ -227,8 +256,7 @@ absl::Status Scheduler::AdvanceSweep(int64_t sweep_id) {
                    store_->QueryTrials(filter));
   ASSIGN_OR_RETURN(std::unique_ptr<tuner::Strategy> strategy,
                    tuner::MakeStrategy(sweep.spec().strategy()));
-  ASSIGN_OR_RETURN(std::vector<v1::Trial> proposed,
-                   strategy->Propose(sweep.spec(), history));
+  std::vector<v1::Trial> proposed = strategy->Propose(PlanOf(sweep), history);
   if (!proposed.empty()) {
     LogInfo("sweep ", sweep_id, ": ", std::string(strategy->name()),
             " proposes ", proposed.size(), " more trials");
@@ -238,6 +266,7 @@ absl::Status Scheduler::AdvanceSweep(int64_t sweep_id) {
     if (!tuner::IsFinal(trial.state())) return absl::OkStatus();
   }
   RETURN_IF_ERROR(AcceptWinners(sweep_id, history));
+  plans_.erase(sweep_id);
   LogInfo("sweep ", sweep_id, " finished");
   return store_->SetSweepState(sweep_id, v1::FINISHED, clock_->NowUnixMs());
 }

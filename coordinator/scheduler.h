@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -18,6 +20,7 @@
 #include "coordinator/registry.h"
 #include "db/store.h"
 #include "proto/moetune.pb.h"
+#include "tuner/sweep_plan.h"
 
 namespace moetune::coordinator {
 
@@ -66,7 +69,12 @@ class Scheduler {
   std::string UnavailableReason(const std::string& backend) const;
   static bool WorkerHasBackend(const WorkerEntry& worker,
                                const std::string& backend);
-  absl::Status AdvanceSweep(int64_t sweep_id);
+  // The sweep's plan: made at submission, or from its stored normalised
+  // spec after a restart; dropped when the sweep finishes.
+  const tuner::SweepPlan& PlanOf(const v1::Sweep& sweep)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status AdvanceSweep(int64_t sweep_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AcceptWinners(int64_t sweep_id,
                              const std::vector<v1::Trial>& trials);
   void Notify();
@@ -77,6 +85,8 @@ class Scheduler {
   const SchedulerOptions options_;
   const int64_t started_ms_;  // when this coordinator started
   absl::Mutex mu_;            // serialises acquire/report/expire decisions
+  std::map<int64_t, std::shared_ptr<const tuner::SweepPlan>> plans_
+      ABSL_GUARDED_BY(mu_);
   mutable absl::Mutex event_mu_;
   int64_t event_version_ ABSL_GUARDED_BY(event_mu_) = 0;
 };

@@ -1,6 +1,7 @@
 // moetune's SQLite store: workers and their probes, environment fingerprints,
 // sweeps, trials and every reported result. The coordinator is its only
-// writer (DESIGN.md §5); tools may read the file concurrently thanks to WAL.
+// writer (docs/design.md §5); tools may read the file concurrently thanks to
+// WAL.
 //
 // The connection is opened with journal_mode=WAL, synchronous=FULL (a
 // committed result survives power loss), busy_timeout=5000 ms and

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes a relocatable bundle of the moetune binaries for GPU hosts that have
-# the CUDA driver and NCCL but no gRPC (DESIGN.md §8): the binaries plus every
+# the CUDA driver and NCCL but no gRPC (docs/design.md §8): the binaries plus every
 # shared library they load that such a host may lack (gRPC, abseil, protobuf,
 # c-ares, re2, upb, OpenSSL, ...), all in one directory; the binaries find them
 # through their rpath ($ORIGIN). Never carried: the C/C++ runtime, the CUDA

@@ -10,9 +10,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/stable_hash.h"
+#include "common/stats.h"
 #include "google/protobuf/util/json_util.h"
 #include "tuner/search.h"
-#include "tuner/stats.h"
 #include "tuner/winner.h"
 
 namespace moetune::tuner {
@@ -63,7 +63,7 @@ ReplayOracle::ReplayOracle(const v1::QueryTrialsResponse& recorded)
   for (auto& [key, entry] : entries_) {
     std::sort(entry.samples_us.begin(), entry.samples_us.end());
     if (!entry.samples_us.empty()) {
-      entry.median_us = Percentile(entry.samples_us, 0.5);
+      entry.median_us = stats::Percentile(entry.samples_us, 0.5);
     }
   }
 }
@@ -115,14 +115,14 @@ v1::TrialResult ReplayOracle::Simulate(const v1::Trial& proposed,
     result = entry->any_result;
     result.set_outcome(v1::DONE);
     result.clear_reason();
-    SplitMix64 rng(seed ^ Fnv1a64(ProposalKey(proposed)));
+    stats::SplitMix64 rng(seed ^ Fnv1a64(ProposalKey(proposed)));
     std::vector<double> drawn;
     const int n = std::max(1, proposed.measurement().iterations());
     for (int i = 0; i < n; ++i) {
       drawn.push_back(entry->samples_us[rng.Below(entry->samples_us.size())]);
     }
     result.mutable_samples_us()->Assign(drawn.begin(), drawn.end());
-    *result.mutable_stats() = Summarize(drawn);
+    *result.mutable_stats() = stats::Summarize(drawn);
   }
   result.set_trial_id(proposed.trial_id());
   result.set_attempt(1);
@@ -209,16 +209,17 @@ absl::Status SimulateBatch(std::vector<v1::Trial> batch,
 absl::StatusOr<ReplayRun> RunReplay(const v1::SweepSpec& spec,
                                     Strategy& strategy,
                                     const ReplayOracle& oracle, uint64_t seed) {
+  absl::StatusOr<std::shared_ptr<const SweepPlan>> plan =
+      SweepPlan::Create(spec);
+  if (!plan.ok()) return plan.status();
   ReplayRun run;
   std::set<std::string> keys;
   while (true) {
-    absl::StatusOr<std::vector<v1::Trial>> batch =
-        strategy.Propose(spec, run.trials);
-    if (!batch.ok()) return batch.status();
-    if (batch->empty()) break;
+    std::vector<v1::Trial> batch = strategy.Propose(**plan, run.trials);
+    if (batch.empty()) break;
     ++run.rounds;
     absl::Status status =
-        SimulateBatch(*std::move(batch), oracle, seed, keys, run);
+        SimulateBatch(std::move(batch), oracle, seed, keys, run);
     if (!status.ok()) return status;
   }
   run.pick = SelectBest(run.trials);

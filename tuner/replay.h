@@ -80,7 +80,7 @@ struct ReplayRun {
 
 // Propose -> simulate every proposed trial (in order, ids assigned 1, 2, ...,
 // updated_at_unix_ms = id) -> Propose again with the whole history, until
-// Propose returns nothing. The strategy's errors pass through; INTERNAL if
+// Propose returns nothing. A bad spec is INVALID_ARGUMENT; INTERNAL if
 // it proposes a key twice or keeps proposing past kMaxReplayTrials.
 inline constexpr int kMaxReplayTrials = 1000000;
 absl::StatusOr<ReplayRun> RunReplay(const v1::SweepSpec& spec,

@@ -6,32 +6,14 @@
 #include <limits>
 
 #include "common/stable_hash.h"
+#include "common/stats.h"
 #include "common/status_macros.h"
-#include "tuner/spec.h"
-#include "tuner/stats.h"
 #include "tuner/winner.h"
 
 namespace moetune::tuner {
 namespace {
 
 constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
-
-// One workload of the spec: its grid points, in grid order.
-struct WorkloadGrid {
-  std::string hash;
-  std::vector<v1::Trial> points;
-};
-
-std::vector<WorkloadGrid> GroupByWorkload(std::vector<v1::Trial> grid) {
-  std::vector<WorkloadGrid> workloads;
-  for (v1::Trial& trial : grid) {
-    if (workloads.empty() || workloads.back().hash != trial.workload_hash()) {
-      workloads.emplace_back().hash = trial.workload_hash();
-    }
-    workloads.back().points.push_back(std::move(trial));
-  }
-  return workloads;
-}
 
 // Splits `total` (> 0) evenly over `parts`; the first total % parts get one
 // more.
@@ -121,15 +103,17 @@ void AttachHistory(const std::vector<v1::Trial>& history,
   }
 }
 
-WorkloadSearch MakeSearch(const v1::SweepSpec& spec, WorkloadGrid& grid,
+WorkloadSearch MakeSearch(const SweepPlan& plan, int workload,
                           const std::set<std::string>& keys) {
+  const v1::SweepSpec& spec = plan.spec();
   WorkloadSearch search;
-  search.workload_hash = grid.hash;
+  search.workload_hash = plan.workload_hash(workload);
+  search.workload_index = workload;
   search.knobs = ResolveKnobs(spec.strategy());
-  search.seed = search.knobs.seed ^ Fnv1a64(grid.hash);
+  search.seed = search.knobs.seed ^ Fnv1a64(search.workload_hash);
   search.full_iterations = spec.measurement().iterations();
   search.keys = &keys;
-  search.points = std::move(grid.points);
+  search.points = plan.Points(workload);
   for (size_t i = 0; i < search.points.size(); ++i) {
     search.points[i].set_proposal_key(ProposalKey(search.points[i]));
     search.point_index.emplace(ConfigKey(search.points[i].config()),
@@ -147,6 +131,17 @@ void DropKnown(std::set<std::string>& keys, std::vector<v1::Trial>& batch) {
     }
   }
   batch = std::move(kept);
+}
+
+// True when the workload's search is over for good: it has confirmation
+// trials (the round is proposed once, when the search ended).
+bool ConfirmationStarted(const std::vector<v1::Trial>& history,
+                         const std::string& workload_hash) {
+  for (const v1::Trial& trial : history) {
+    if (trial.workload_hash() == workload_hash && trial.confirm_round() > 0)
+      return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -227,7 +222,7 @@ v1::Trial WorkloadSearch::Make(int point, int rung, int round,
 std::vector<int> SeededOrder(int n, uint64_t seed) {
   std::vector<int> order(static_cast<size_t>(std::max(n, 0)));
   for (int i = 0; i < n; ++i) order[i] = i;
-  SplitMix64 rng(seed);
+  stats::SplitMix64 rng(seed);
   for (int i = n - 1; i > 0; --i) {
     const int j = static_cast<int>(rng.Below(static_cast<uint64_t>(i) + 1));
     std::swap(order[i], order[j]);
@@ -278,27 +273,21 @@ std::vector<v1::Trial> ProposeConfirmation(const WorkloadSearch& search,
   return out;
 }
 
-absl::StatusOr<std::vector<v1::Trial>> SearchStrategy::Propose(
-    const v1::SweepSpec& spec, const std::vector<v1::Trial>& history) {
-  RETURN_IF_ERROR(ValidateSweepSpec(spec));
-  v1::SweepSpec full = WithDefaults(spec);
-  const v1::Strategy strategy = full.strategy();
-  full.mutable_strategy()->set_max_trials(0);  // budgets are applied here
-  ASSIGN_OR_RETURN(std::vector<v1::Trial> grid, ExpandSweep(full));
-  std::vector<WorkloadGrid> workloads = GroupByWorkload(std::move(grid));
+std::vector<v1::Trial> SearchStrategy::Propose(
+    const SweepPlan& plan, const std::vector<v1::Trial>& history) {
+  const v1::Strategy& strategy = plan.spec().strategy();
   std::set<std::string> keys;
   for (const v1::Trial& trial : history) keys.insert(ProposalKey(trial));
   std::vector<v1::Trial> out;
   // What this call proposed so far (stable addresses): later workloads see
   // it in `others`, as queued trials.
   std::deque<v1::Trial> proposed;
-  const int count = static_cast<int>(workloads.size());
+  const int count = plan.workload_count();
   for (int i = 0; i < count; ++i) {
-    WorkloadSearch search = MakeSearch(full, workloads[i], keys);
-    search.workload_index = i;
+    if (ConfirmationStarted(history, plan.workload_hash(i))) continue;
+    WorkloadSearch search = MakeSearch(plan, i, keys);
     AttachHistory(history, search);
     for (const v1::Trial& trial : proposed) search.others.push_back(&trial);
-    if (!search.confirmations.empty()) continue;  // finished for good
     const Remaining total = ApplyBudget(strategy, i, count, search);
     std::vector<v1::Trial> batch = SearchStep(search);
     if (batch.empty() && search.unfinished == 0) {

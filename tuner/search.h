@@ -70,7 +70,7 @@ struct WorkloadSearch {
   // (QUEUED), for strategies that learn across workloads (TPE); the others
   // ignore them.
   std::vector<const v1::Trial*> others;
-  int workload_index = 0;   // its place in ExpandSweep's workload order
+  int workload_index = 0;   // its place in the plan's workload order
   int unfinished = 0;       // its QUEUED / LEASED trials
   int64_t trial_share = 0;  // its whole max_trials share (or no limit)
   int64_t trials_left = 0;  // the search's remaining trial allowance
@@ -118,14 +118,14 @@ std::vector<v1::Trial> ProposeConfirmation(const WorkloadSearch& search,
                                            bool seconds_left);
 
 // Strategy::Propose for strategies that search each workload on its own:
-// validates the spec, builds each workload's WorkloadSearch, calls
-// SearchStep, drops anything already proposed, and proposes the
-// confirmation round when a workload's search returns nothing with nothing
-// in flight. A workload with confirmation trials is finished for good.
+// builds each workload's WorkloadSearch from the plan, calls SearchStep,
+// drops anything already proposed, and proposes the confirmation round when
+// a workload's search returns nothing with nothing in flight. A workload
+// with confirmation trials is finished for good (and not searched again).
 class SearchStrategy : public Strategy {
  public:
-  absl::StatusOr<std::vector<v1::Trial>> Propose(
-      const v1::SweepSpec& spec, const std::vector<v1::Trial>& history) final;
+  std::vector<v1::Trial> Propose(const SweepPlan& plan,
+                                 const std::vector<v1::Trial>& history) final;
 
  protected:
   // The search's next trials for one workload; empty = nothing to add now

@@ -6,12 +6,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
-#include "kernels/backend_catalog.h"
-#include "kernels/cuda/moe_gpu.h"
+#include "kernels/backends/limits.h"
+#include "kernels/backends/registry.h"
+#include "kernels/model/model_config.h"
 #include "tuner/spec.h"
 
 namespace moetune::tuner {
 namespace {
+
+using backends::BackendDescriptor;
+using backends::FindBackend;
+using backends::KnownBackendNames;
+using model::ModelConfig;
 
 constexpr int kDegrees[] = {1, 2, 4, 8};
 constexpr char kDegreeList[] = "1, 2, 4, 8";
@@ -58,26 +64,28 @@ absl::Status CheckIntList(const google::protobuf::RepeatedField<int32_t>& list,
 
 // ------------------------------------------------------------- workload --
 
-absl::Status CheckPreset(const v1::WorkloadSpace& w, const PresetInfo** out) {
-  *out = FindPreset(w.model_preset());
+absl::Status CheckPreset(const v1::WorkloadSpace& w, const ModelConfig** out) {
+  *out = model::FindPreset(w.model_preset());
   if (*out != nullptr) return absl::OkStatus();
-  return Invalid("workload.model_preset",
-                 absl::StrCat("unknown preset '", w.model_preset(),
-                              "'; allowed: ", KnownPresetNames()));
+  return Invalid(
+      "workload.model_preset",
+      absl::StrCat("unknown preset '", w.model_preset(),
+                   "'; allowed: ", absl::StrJoin(model::PresetNames(), ", ")));
 }
 
-absl::Status CheckLayers(const v1::WorkloadSpace& w, const PresetInfo& preset) {
+absl::Status CheckLayers(const v1::WorkloadSpace& w,
+                         const ModelConfig& preset) {
   if (w.layers() >= 0 && w.layers() <= preset.num_layers) {
     return absl::OkStatus();
   }
   return Invalid("workload.layers",
                  absl::StrCat(w.layers(), " is out of range; allowed: 0..",
                               preset.num_layers, " (0 = all layers of '",
-                              std::string(preset.name), "')"));
+                              preset.name, "')"));
 }
 
 absl::Status CheckHistogram(const v1::Routing& routing,
-                            const PresetInfo& preset) {
+                            const ModelConfig& preset) {
   const std::string path = "workload.routing.histogram";
   const auto& histogram = routing.histogram();
   if (histogram.empty()) {
@@ -89,7 +97,7 @@ absl::Status CheckHistogram(const v1::Routing& routing,
                            " entries; allowed: exactly ", preset.num_experts,
                            " (one per routed "
                            "expert of '",
-                           std::string(preset.name), "')"));
+                           preset.name, "')"));
   }
   bool any_positive = false;
   for (int i = 0; i < histogram.size(); ++i) {
@@ -105,7 +113,7 @@ absl::Status CheckHistogram(const v1::Routing& routing,
 }
 
 absl::Status CheckRouting(const v1::Routing& routing,
-                          const PresetInfo& preset) {
+                          const ModelConfig& preset) {
   const v1::Routing::Distribution kind = routing.distribution();
   if (!v1::Routing::Distribution_IsValid(kind)) {
     return Invalid("workload.routing.distribution",
@@ -143,8 +151,8 @@ absl::Status CheckRegion(const v1::WorkloadSpace& w,
   }
   if (w.region() == v1::MOE_LAYER) return absl::OkStatus();
   for (const std::string& name : space.moe_backends()) {
-    const BackendInfo* backend = FindBackend(name);
-    if (backend == nullptr || backend->supports_decode_step) continue;
+    const BackendDescriptor* backend = FindBackend(name);
+    if (backend == nullptr || backend->times_decode_step) continue;
     return Invalid(
         "workload.region",
         absl::StrCat("DECODE_STEP is only timed by CPU backends; '", name,
@@ -157,8 +165,8 @@ absl::Status CheckRegion(const v1::WorkloadSpace& w,
 absl::Status CheckChain(const v1::WorkloadSpace& w,
                         const v1::SearchSpace& space) {
   const std::string path = "workload.chain_layers";
-  // The GPU library's bound (each chained layer keeps its weights there).
-  const int max = gpu::kMaxChainLayers;
+  // Each chained layer keeps its weights on the GPU.
+  const int max = backends::kMaxChainLayers;
   if (w.chain_layers() < 0 || w.chain_layers() > max) {
     return Invalid(
         path, absl::StrCat(w.chain_layers(), " is out of range; allowed: 0..",
@@ -170,8 +178,8 @@ absl::Status CheckChain(const v1::WorkloadSpace& w,
                    "chains MoE layers; allowed with region: MOE_LAYER only");
   }
   for (const std::string& name : space.moe_backends()) {
-    const BackendInfo* backend = FindBackend(name);
-    if (backend == nullptr || backend->kind != BackendKind::kCpu) continue;
+    const BackendDescriptor* backend = FindBackend(name);
+    if (backend == nullptr || backend->is_gpu()) continue;
     return Invalid(path, absl::StrCat("'", name,
                                       "' times one layer; chains are timed "
                                       "by GPU backends only"));
@@ -181,7 +189,7 @@ absl::Status CheckChain(const v1::WorkloadSpace& w,
 
 absl::Status CheckWorkload(const v1::SweepSpec& spec) {
   const v1::WorkloadSpace& w = spec.workload();
-  const PresetInfo* preset = nullptr;
+  const ModelConfig* preset = nullptr;
   RETURN_IF_ERROR(CheckPreset(w, &preset));
   RETURN_IF_ERROR(CheckLayers(w, *preset));
   RETURN_IF_ERROR(
@@ -196,16 +204,11 @@ absl::Status CheckWorkload(const v1::SweepSpec& spec) {
 // ---------------------------------------------------------------- space --
 
 std::string ShowTile(const v1::TileShape& tile) {
-  return absl::StrCat(tile.block_n(), "x", tile.block_k());
+  return backends::TileText({tile.block_n(), tile.block_k()});
 }
 
-bool HasTile(const BackendInfo& backend, const v1::TileShape& tile) {
-  for (const Tile& own : backend.tiles) {
-    if (own.block_n == tile.block_n() && own.block_k == tile.block_k()) {
-      return true;
-    }
-  }
-  return false;
+bool HasTile(const BackendDescriptor& backend, const v1::TileShape& tile) {
+  return backend.HasTile({tile.block_n(), tile.block_k()});
 }
 
 absl::Status CheckBackends(const v1::SearchSpace& space) {
@@ -231,13 +234,9 @@ absl::Status CheckBackends(const v1::SearchSpace& space) {
 std::string ListedTiles(const v1::SearchSpace& space) {
   std::vector<std::string> parts;
   for (const std::string& name : space.moe_backends()) {
-    const BackendInfo* backend = FindBackend(name);
+    const BackendDescriptor* backend = FindBackend(name);
     if (backend == nullptr || backend->tiles.empty()) continue;
-    parts.push_back(absl::StrCat(
-        "tiles of ", name, ": ",
-        absl::StrJoin(backend->tiles, ", ", [](std::string* out, Tile t) {
-          absl::StrAppend(out, t.block_n, "x", t.block_k);
-        })));
+    parts.push_back(absl::StrCat("tiles of ", name, ": ", backend->TileList()));
   }
   if (parts.empty()) return "no listed backend takes a tile";
   return absl::StrJoin(parts, "; ");
@@ -248,7 +247,7 @@ absl::Status CheckTiles(const v1::SearchSpace& space) {
     const v1::TileShape& tile = space.tiles(i);
     bool known = false;
     for (const std::string& name : space.moe_backends()) {
-      const BackendInfo* backend = FindBackend(name);
+      const BackendDescriptor* backend = FindBackend(name);
       known = known || (backend != nullptr && HasTile(*backend, tile));
     }
     if (known) continue;

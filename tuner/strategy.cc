@@ -30,18 +30,4 @@ absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
   }
 }
 
-std::string ConfigKey(const v1::TrialConfig& config) {
-  const std::string tile =
-      config.has_tile()
-          ? absl::StrCat(config.tile().block_n(), "x", config.tile().block_k())
-          : "-";
-  return absl::StrCat(config.moe_backend(), "|", tile, "|", config.tp(), "|",
-                      config.ep(), "|", config.cuda_graph() ? 1 : 0);
-}
-
-std::string ProposalKey(const v1::Trial& trial) {
-  return absl::StrCat(trial.workload_hash(), "|", ConfigKey(trial.config()),
-                      "|", trial.rung(), "|", trial.confirm_round());
-}
-
 }  // namespace moetune::tuner

@@ -178,8 +178,9 @@ void PrintPicks(const std::vector<Row>& rows, int seeds) {
 }
 
 int GridPoints(const v1::SweepSpec& spec) {
-  absl::StatusOr<std::vector<v1::Trial>> grid = ExpandSweep(spec);
-  return grid.ok() ? static_cast<int>(grid->size()) : 0;
+  absl::StatusOr<std::shared_ptr<const SweepPlan>> plan =
+      SweepPlan::Create(spec);
+  return plan.ok() ? static_cast<int>((*plan)->point_count()) : 0;
 }
 
 // The recording from a moetune database: sweep `sweep`'s trials, or every

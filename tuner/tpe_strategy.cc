@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/stable_hash.h"
-#include "tuner/stats.h"
+#include "common/stats.h"
 
 namespace moetune::tuner {
 namespace {
@@ -28,12 +28,8 @@ constexpr int kOffsetIterations = 24;
 using Values = std::array<std::string, kDims>;
 
 Values ValuesOf(const v1::TrialConfig& config) {
-  const std::string tile =
-      config.has_tile()
-          ? absl::StrCat(config.tile().block_n(), "x", config.tile().block_k())
-          : "-";
   return {config.moe_backend(),
-          absl::StrCat(config.moe_backend(), "|", tile),
+          absl::StrCat(config.moe_backend(), "|", TileText(config)),
           absl::StrCat(config.tp()),
           absl::StrCat(config.ep()),
           config.cuda_graph() ? "1" : "0",
@@ -112,7 +108,7 @@ void SetReference(WorkloadObs& obs) {
   }
   std::sort(medians.begin(), medians.end());
   obs.has_ref = !medians.empty();
-  obs.ref = Percentile(medians, 0.5);
+  obs.ref = stats::Percentile(medians, 0.5);
 }
 
 // Fits the two-way model log t(w, p) = ref_w + c_p by alternating c_p = mean
@@ -139,7 +135,7 @@ void FitOffsets(std::vector<WorkloadObs>& all) {
         offsets.push_back(p.best() - sum / count);
       }
       std::sort(offsets.begin(), offsets.end());
-      if (!offsets.empty()) obs.ref = Percentile(offsets, 0.5);
+      if (!offsets.empty()) obs.ref = stats::Percentile(offsets, 0.5);
     }
   }
 }

@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "tuner/stats.h"
-#include "tuner/strategy.h"
+#include "common/stats.h"
+#include "tuner/config_key.h"
 
 namespace moetune::tuner {
 namespace {
@@ -81,7 +81,7 @@ v1::Trial Pool(std::vector<const v1::Trial*> trials) {
   if (pooled.empty()) return entry;
   v1::TrialResult& result = *entry.mutable_result();
   result.mutable_samples_us()->Assign(pooled.begin(), pooled.end());
-  *result.mutable_stats() = Summarize(pooled);
+  *result.mutable_stats() = stats::Summarize(pooled);
   return entry;
 }
 
@@ -126,10 +126,11 @@ v1::BestForWorkload Fill(const std::string& workload_hash,
     *out.mutable_runner_up() = others.front();
     out.set_margin_us(others.front().result().stats().median_us() -
                       best_stats.median_us());
-    out.set_tie(IntervalsOverlap(others.front().result().stats(), best_stats));
+    out.set_tie(
+        stats::IntervalsOverlap(others.front().result().stats(), best_stats));
   }
   for (const v1::Trial& other : others) {
-    if (IntervalsOverlap(other.result().stats(), best_stats)) {
+    if (stats::IntervalsOverlap(other.result().stats(), best_stats)) {
       out.add_tied_trial_ids(other.trial_id());
     }
   }

@@ -1,7 +1,7 @@
 // Winner selection for GetBest: per (workload, environment fingerprint), the
 // configs measured, each with the raw samples of all its trials pooled,
 // ranked by median; ties called by confidence-interval overlap
-// (tuner/stats.h); an incumbent from an earlier sweep kept unless beaten
+// (common/stats.h); an incumbent from an earlier sweep kept unless beaten
 // beyond the interval. Pure functions; thread-safe.
 #pragma once
 

@@ -1,7 +1,8 @@
-// Backend: one MoE implementation a trial can select by name, and the
-// registry that lists them all (DESIGN.md §3: listed is not available; every
-// backend probes). A backend computes and times; the TrialRunner judges
-// (correctness against the reference, statistics, roofline).
+// Backend: the worker's side of one MoE backend of kernels/backends (its
+// descriptor says what it is), and the registry of them all (docs/design.md
+// §3: listed is not available; every backend probes). A backend computes and
+// times; the TrialRunner judges (correctness against the reference,
+// statistics, roofline).
 // Backends are used from one thread at a time (one trial per process).
 #pragma once
 
@@ -10,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kernels/backend_catalog.h"
+#include "kernels/backends/descriptor.h"
 #include "kernels/reference/decode_step.h"
 #include "proto/moetune.pb.h"
 
@@ -43,13 +44,18 @@ struct BackendRun {
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual const BackendInfo& info() const = 0;
+  virtual const backends::BackendDescriptor& descriptor() const = 0;
   // Whether this backend can run on `target`, and why not.
   virtual v1::BackendProbe Probe(const DeviceTarget& target) = 0;
   // FAILED_PRECONDITION: this kernel cannot do this shape; INVALID_ARGUMENT:
   // a bad problem; UNAVAILABLE: not on this machine; INTERNAL: a device error.
   virtual absl::StatusOr<BackendRun> Run(const TrialInputs& inputs) = 0;
 };
+
+// Lists the descriptor's tiles in a probe (what a worker tells the
+// coordinator it can run).
+void AddTiles(const backends::BackendDescriptor& descriptor,
+              v1::BackendProbe* probe);
 
 class BackendRegistry {
  public:

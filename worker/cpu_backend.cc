@@ -1,4 +1,4 @@
-#include "worker/cpu_backends.h"
+#include "worker/cpu_backend.h"
 
 #include <functional>
 #include <string>
@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "kernels/cpu_moe.h"
 #include "kernels/reference/decode_step.h"
 #include "kernels/reference/moe_reference.h"
 #include "kernels/reference/router.h"
@@ -81,73 +80,40 @@ double RegionBytes(const TrialInputs& in) {
       ref::MoeLayerBytes(in.step, layer, x.data(), in.step.batch));
 }
 
-v1::BackendProbe CpuOnlyProbe(const BackendInfo& info,
-                              const DeviceTarget& target) {
-  v1::BackendProbe probe;
-  probe.set_name(info.name);
-  probe.set_available(!target.is_gpu());
-  if (target.is_gpu()) {
-    probe.set_reason(
-        absl::StrCat("CPU backend; this worker drives GPU ", target.ordinal,
-                     " (CPU backends run on CPU workers: --device cpu)"));
-  }
-  for (const Tile& tile : info.tiles) {
-    v1::TileShape* shape = probe.add_tiles();
-    shape->set_block_n(tile.block_n);
-    shape->set_block_k(tile.block_k);
-  }
-  return probe;
-}
-
-class CpuReferenceBackend final : public Backend {
+class CpuBackend final : public Backend {
  public:
-  explicit CpuReferenceBackend(const Clock* clock) : clock_(clock) {}
-  const BackendInfo& info() const override {
-    return *FindBackend("cpu_reference");
-  }
-  v1::BackendProbe Probe(const DeviceTarget& target) override {
-    return CpuOnlyProbe(info(), target);
-  }
-  absl::StatusOr<BackendRun> Run(const TrialInputs& in) override {
-    const ref::StepSpec step = in.step;
-    ref::MoeFn moe = [step](int layer, const float* x, int batch, float* y) {
-      ref::MoeLayerReference(step, layer, x, batch, y);
-      return absl::OkStatus();
-    };
-    RegionFn region =
-        IsMoeRegion(in) ? MoeRegion(in, moe) : DecodeRegion(in, nullptr);
-    return RunRegion(*clock_, in, region, RegionBytes(in));
+  CpuBackend(const backends::BackendDescriptor& descriptor,
+             backends::MoeFactory make_moe, const Clock* clock)
+      : descriptor_(descriptor), make_moe_(make_moe), clock_(clock) {}
+  const backends::BackendDescriptor& descriptor() const override {
+    return descriptor_;
   }
 
- private:
-  const Clock* clock_;
-};
-
-class CpuBlockedBackend final : public Backend {
- public:
-  explicit CpuBlockedBackend(const Clock* clock) : clock_(clock) {}
-  const BackendInfo& info() const override {
-    return *FindBackend("cpu_blocked");
-  }
   v1::BackendProbe Probe(const DeviceTarget& target) override {
-    return CpuOnlyProbe(info(), target);
+    v1::BackendProbe probe;
+    probe.set_name(std::string(descriptor_.name));
+    probe.set_available(!target.is_gpu());
+    if (target.is_gpu()) {
+      probe.set_reason(
+          absl::StrCat("CPU backend; this worker drives GPU ", target.ordinal,
+                       " (CPU backends run on CPU workers: --device cpu)"));
+    }
+    AddTiles(descriptor_, &probe);
+    return probe;
   }
+
   absl::StatusOr<BackendRun> Run(const TrialInputs& in) override {
     const v1::TileShape& tile = in.trial.config().tile();
-    RETURN_IF_ERROR(
-        cpu::CanImplementBlocked(in.step, tile.block_n(), tile.block_k()));
-    ASSIGN_OR_RETURN(
-        std::shared_ptr<cpu::BlockedMoe> blocked,
-        cpu::BlockedMoe::Create(in.step, tile.block_n(), tile.block_k()));
-    ref::MoeFn moe = [blocked](int layer, const float* x, int batch, float* y) {
-      return blocked->Run(layer, x, batch, y);
-    };
+    ASSIGN_OR_RETURN(ref::MoeFn moe,
+                     make_moe_(in.step, {tile.block_n(), tile.block_k()}));
     RegionFn region =
         IsMoeRegion(in) ? MoeRegion(in, moe) : DecodeRegion(in, moe);
     return RunRegion(*clock_, in, region, RegionBytes(in));
   }
 
  private:
+  const backends::BackendDescriptor& descriptor_;
+  const backends::MoeFactory make_moe_;
   const Clock* clock_;
 };
 
@@ -157,11 +123,10 @@ int FirstMoeLayer(const ref::StepSpec& step) {
   return step.config.num_dense_layers;
 }
 
-std::unique_ptr<Backend> MakeCpuReferenceBackend(const Clock* clock) {
-  return std::make_unique<CpuReferenceBackend>(clock);
-}
-std::unique_ptr<Backend> MakeCpuBlockedBackend(const Clock* clock) {
-  return std::make_unique<CpuBlockedBackend>(clock);
+std::unique_ptr<Backend> MakeCpuBackend(
+    const backends::BackendDescriptor& descriptor,
+    backends::MoeFactory make_moe, const Clock* clock) {
+  return std::make_unique<CpuBackend>(descriptor, make_moe, clock);
 }
 
 }  // namespace moetune::worker

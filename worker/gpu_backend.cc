@@ -1,4 +1,4 @@
-#include "worker/gpu_backends.h"
+#include "worker/gpu_backend.h"
 
 #include <algorithm>
 #include <utility>
@@ -7,7 +7,7 @@
 #include "common/status_macros.h"
 #include "kernels/reference/moe_reference.h"
 #include "kernels/reference/router.h"
-#include "worker/cpu_backends.h"
+#include "worker/cpu_backend.h"
 
 namespace moetune::worker {
 namespace {
@@ -41,10 +41,12 @@ gpu::MoeRunOptions MakeOptions(const TrialInputs& in, const std::string& name) {
   options.warmup = in.trial.measurement().warmup_iterations();
   options.iterations = in.trial.measurement().iterations();
   options.device = in.target.ordinal;
+  // A normalised workload says 0 for one layer (tuner/spec.h).
   options.chain_layers = std::max(1, in.trial.workload().chain_layers());
   // At real dims the CPU reference of a whole MoE layer takes minutes; the
   // trusted GPU path (plain kernels straight from the weight hash, itself
-  // checked against the CPU in the tests) is the oracle there (DESIGN.md §3),
+  // checked against the CPU in the tests) is the oracle there (docs/design.md
+  // §3),
   // and for every layer of a chain (all fed the first layer's input and
   // bias, which the CPU reference does not model). Small presets alone use
   // the CPU reference.
@@ -55,27 +57,25 @@ gpu::MoeRunOptions MakeOptions(const TrialInputs& in, const std::string& name) {
 
 class GpuMoeBackend final : public Backend {
  public:
-  GpuMoeBackend(const BackendInfo* info, GpuApi* gpu)
-      : info_(info), gpu_(gpu) {}
-  const BackendInfo& info() const override { return *info_; }
+  GpuMoeBackend(const backends::BackendDescriptor& descriptor, GpuApi* gpu)
+      : descriptor_(descriptor), name_(descriptor.name), gpu_(gpu) {}
+  const backends::BackendDescriptor& descriptor() const override {
+    return descriptor_;
+  }
 
   v1::BackendProbe Probe(const DeviceTarget& target) override {
     v1::BackendProbe probe;
-    probe.set_name(info_->name);
+    probe.set_name(name_);
     if (!target.is_gpu()) {
       probe.set_reason(
           "GPU backend; this worker runs on the CPU (--device cpu)");
     } else {
       const gpu::BackendAvailability a =
-          gpu_->ProbeMoeBackend(info_->name, target.ordinal);
+          gpu_->ProbeMoeBackend(name_, target.ordinal);
       probe.set_available(a.available);
       probe.set_reason(a.reason);
     }
-    for (const Tile& tile : info_->tiles) {
-      v1::TileShape* shape = probe.add_tiles();
-      shape->set_block_n(tile.block_n);
-      shape->set_block_k(tile.block_k);
-    }
+    AddTiles(descriptor_, &probe);
     return probe;
   }
 
@@ -84,7 +84,7 @@ class GpuMoeBackend final : public Backend {
       return absl::InvalidArgumentError(
           "workload.region: GPU backends time MOE_LAYER only");
     }
-    const gpu::MoeRunOptions options = MakeOptions(in, info_->name);
+    const gpu::MoeRunOptions options = MakeOptions(in, name_);
     gpu::MoeRunResult result = gpu_->RunMoeLayer(MakeProblem(in), options);
     RETURN_IF_ERROR(GpuRunStatus(result));
     BackendRun run;
@@ -97,7 +97,8 @@ class GpuMoeBackend final : public Backend {
   }
 
  private:
-  const BackendInfo* info_;
+  const backends::BackendDescriptor& descriptor_;
+  const std::string name_;
   GpuApi* gpu_;
 };
 
@@ -120,10 +121,9 @@ absl::Status GpuRunStatus(const gpu::MoeRunResult& result) {
   return absl::InternalError("unknown GPU run status");
 }
 
-std::unique_ptr<Backend> MakeGpuBackend(const std::string& name, GpuApi* gpu) {
-  const BackendInfo* info = FindBackend(name);
-  if (info == nullptr) return nullptr;
-  return std::make_unique<GpuMoeBackend>(info, gpu);
+std::unique_ptr<Backend> MakeGpuBackend(
+    const backends::BackendDescriptor& descriptor, GpuApi* gpu) {
+  return std::make_unique<GpuMoeBackend>(descriptor, gpu);
 }
 
 }  // namespace moetune::worker

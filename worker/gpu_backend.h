@@ -1,6 +1,6 @@
-// The GPU MoE backends (dequant_cublas, fused_gemv, fused_gemv_fp8,
-// grouped_mma, native_fp4) as seen by the worker: thin adapters over GpuApi.
-// Whether one is available is the GPU library's probe, never this list.
+// The worker's side of a GPU backend: a thin adapter over GpuApi that times
+// the MOE_LAYER region (or a chain of them). Whether one is available is the
+// GPU library's probe of the device, never the registry's list.
 #pragma once
 
 #include <memory>
@@ -11,7 +11,8 @@
 
 namespace moetune::worker {
 
-std::unique_ptr<Backend> MakeGpuBackend(const std::string& name, GpuApi* gpu);
+std::unique_ptr<Backend> MakeGpuBackend(
+    const backends::BackendDescriptor& descriptor, GpuApi* gpu);
 
 // Maps a GPU run's status to the absl code the Backend contract names.
 absl::Status GpuRunStatus(const gpu::MoeRunResult& result);

@@ -4,8 +4,10 @@
 #include "absl/strings/str_format.h"
 #include "common/build_info.h"
 #include "common/stable_hash.h"
-#include "worker/cpu_backends.h"
-#include "worker/gpu_backends.h"
+#include "kernels/backends/cpu/cpu_registry.h"
+#include "kernels/backends/registry.h"
+#include "worker/cpu_backend.h"
+#include "worker/gpu_backend.h"
 
 namespace moetune::worker {
 namespace {
@@ -79,12 +81,10 @@ v1::Probe ProbeWorker(const DeviceTarget& target, BackendRegistry& registry,
 
 BackendRegistry MakeDefaultRegistry(const Clock* clock, GpuApi* gpu) {
   BackendRegistry registry;
-  registry.Register(MakeCpuReferenceBackend(clock));
-  registry.Register(MakeCpuBlockedBackend(clock));
-  for (const BackendInfo& info : BackendCatalog()) {
-    if (info.kind != BackendKind::kCpu) {
-      registry.Register(MakeGpuBackend(info.name, gpu));
-    }
+  for (const backends::BackendDescriptor* d : backends::AllBackends()) {
+    registry.Register(
+        d->is_gpu() ? MakeGpuBackend(*d, gpu)
+                    : MakeCpuBackend(*d, backends::FindCpuMoe(d->name), clock));
   }
   return registry;
 }

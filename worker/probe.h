@@ -1,4 +1,4 @@
-// Probing: what this worker really has (DESIGN.md §3). The device, its
+// Probing: what this worker really has (docs/design.md §3). The device, its
 // measured bandwidth, versions, and every registered backend with
 // available/reason. Pure function of its inputs; thread-compatible.
 #pragma once
@@ -25,8 +25,9 @@ v1::Probe ProbeWorker(const DeviceTarget& target, BackendRegistry& registry,
 // Hex digest over the identity fields (1-9) of a fingerprint.
 std::string FingerprintHash(const v1::Fingerprint& fingerprint);
 
-// Every backend of the catalog: the CPU ones, and the GPU ones as adapters
-// over `gpu` (which says "built without CUDA" when that is the case).
+// Every backend of the registry (kernels/backends): the CPU ones over their
+// MoE layers, the GPU ones as adapters over `gpu` (which says "built without
+// CUDA" when that is the case).
 BackendRegistry MakeDefaultRegistry(const Clock* clock, GpuApi* gpu);
 
 // "13.0" from CUDA's 13000-style integers.

@@ -6,14 +6,14 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/stats.h"
 #include "common/status_macros.h"
-#include "kernels/model_config.h"
+#include "kernels/model/model_config.h"
 #include "kernels/reference/decode_step.h"
 #include "kernels/reference/moe_reference.h"
 #include "kernels/reference/router.h"
-#include "tuner/stats.h"
 #include "worker/comm_model.h"
-#include "worker/cpu_backends.h"
+#include "worker/cpu_backend.h"
 
 namespace moetune::worker {
 namespace {
@@ -138,12 +138,9 @@ double WorstLayerError(const std::vector<float>& out,
   return worst;
 }
 
-double ErrorBound(const BackendInfo& info) {
-  return info.kind == BackendKind::kCpu ? 1e-4 : 2e-2;
-}
-
 // Checks the run against the reference and fills statistics and roofline.
-static void Judge(const TrialInputs& in, const BackendInfo& info,
+static void Judge(const TrialInputs& in,
+                  const backends::BackendDescriptor& backend,
                   const BackendRun& run, const v1::Probe& probe,
                   v1::TrialResult* result) {
   const std::vector<float> reference =
@@ -151,8 +148,8 @@ static void Judge(const TrialInputs& in, const BackendInfo& info,
   int layer = 0;
   result->set_max_rel_error(
       WorstLayerError(run.output, reference, run.layers, &layer));
-  result->set_error_bound(ErrorBound(info));
-  *result->mutable_stats() = tuner::Summarize(run.samples_us);
+  result->set_error_bound(backend.error_bound);
+  *result->mutable_stats() = stats::Summarize(run.samples_us);
   result->mutable_samples_us()->Add(run.samples_us.begin(),
                                     run.samples_us.end());
   AttachRoofline(in, run.bytes, probe.device().measured_read_gbps(), result);
@@ -193,7 +190,7 @@ v1::TrialResult TrialRunner::Run(const v1::TrialExecution& execution) {
     Fail(&result, v1::FAILED, run.status().ToString());
     return result;
   }
-  Judge(in, backend->info(), *run, execution.probe(), &result);
+  Judge(in, backend->descriptor(), *run, execution.probe(), &result);
   return result;
 }
 

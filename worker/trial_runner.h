@@ -26,11 +26,6 @@ double RelativeL2Error(const std::vector<float>& out,
 double WorstLayerError(const std::vector<float>& out,
                        const std::vector<float>& ref, int layers, int* layer);
 
-// The relative error a backend's output may have: float32 CPU backends
-// differ from the reference only in summation order; GPU backends carry BF16
-// activations between stages.
-double ErrorBound(const BackendInfo& info);
-
 class TrialRunner {
  public:
   explicit TrialRunner(BackendRegistry* registry) : registry_(registry) {}

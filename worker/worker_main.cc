@@ -26,6 +26,8 @@ ABSL_FLAG(std::string, device, "cpu",
 ABSL_FLAG(std::string, name, "", "worker name; default host:device");
 ABSL_FLAG(int, max_trials, 0, "exit after this many trials (0 = never)");
 ABSL_FLAG(bool, probe_only, false, "print the probe as JSON and exit");
+ABSL_FLAG(bool, count_gpus, false,
+          "print the number of CUDA devices this build sees and exit");
 ABSL_FLAG(std::string, trial_wrapper, "",
           "command prefix for each trial process, e.g. 'compute-sanitizer "
           "--tool memcheck' (split on spaces)");
@@ -69,23 +71,17 @@ std::vector<std::string> TrialCommand(const std::string& wrapper,
   return command;
 }
 
-int WorkerMain(int ordinal) {
-  RealClock* clock = RealClock::Get();
-  RealGpuApi gpu;
-  RealSystemInfo system;
-  BackendRegistry registry = MakeDefaultRegistry(clock, &gpu);
-  TrialRunner runner(&registry);
-  if (absl::GetFlag(FLAGS_run_trial)) return RunTrialChildMain(&runner);
-  const v1::Probe probe =
-      ProbeWorker(DeviceTarget{ordinal}, registry, {&system, &gpu, clock});
-  if (absl::GetFlag(FLAGS_probe_only)) {
-    std::string json;
-    google::protobuf::util::JsonPrintOptions print;
-    print.add_whitespace = true;
-    (void)google::protobuf::util::MessageToJsonString(probe, &json, print);
-    std::cout << json;
-    return 0;
-  }
+int PrintProbe(const v1::Probe& probe) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions print;
+  print.add_whitespace = true;
+  (void)google::protobuf::util::MessageToJsonString(probe, &json, print);
+  std::cout << json;
+  return 0;
+}
+
+// Registers with the coordinator and runs trials until a signal stops it.
+int ServeTrials(int ordinal, const v1::Probe& probe, SystemInfo& system) {
   std::string name = absl::GetFlag(FLAGS_name);
   if (name.empty())
     name = absl::StrCat(system.HostName(), ":", absl::GetFlag(FLAGS_device));
@@ -105,6 +101,23 @@ int WorkerMain(int ordinal) {
   g_agent = nullptr;
   if (!status.ok()) LogError("worker: ", status.ToString());
   return status.ok() ? 0 : 1;
+}
+
+int WorkerMain(int ordinal) {
+  RealClock* clock = RealClock::Get();
+  RealGpuApi gpu;
+  if (absl::GetFlag(FLAGS_count_gpus)) {
+    std::cout << gpu.DeviceCount() << "\n";
+    return 0;
+  }
+  RealSystemInfo system;
+  BackendRegistry registry = MakeDefaultRegistry(clock, &gpu);
+  TrialRunner runner(&registry);
+  if (absl::GetFlag(FLAGS_run_trial)) return RunTrialChildMain(&runner);
+  const v1::Probe probe =
+      ProbeWorker(DeviceTarget{ordinal}, registry, {&system, &gpu, clock});
+  if (absl::GetFlag(FLAGS_probe_only)) return PrintProbe(probe);
+  return ServeTrials(ordinal, probe, system);
 }
 
 }  // namespace

@@ -11,8 +11,8 @@
 #include "coordinator/cli/local_cluster.h"
 #include "coordinator/cli/spec_file.h"
 #include "coordinator/cli/views.h"
+#include "coordinator/cli/worker_binary.h"
 #include "proto/moetune.grpc.pb.h"
-#include "worker/probe.h"
 
 namespace moetune::cli {
 namespace {
@@ -33,10 +33,12 @@ int Fail(const absl::Status& status) {
   return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
 }
 
+// --gpus, or what the worker binary finds (none when it cannot run: a CPU
+// worker is started, and its own start reports the problem).
 int LocalGpuCount(const CommandOptions& options) {
   if (options.gpus >= 0) return options.gpus;
-  worker::RealGpuApi gpu;
-  return gpu.DeviceCount();
+  absl::StatusOr<int> count = CountGpus(WorkerBinary(options.worker_binary));
+  return count.ok() ? *count : 0;
 }
 
 absl::StatusOr<Session> Open(const CommandOptions& options, bool with_workers) {
@@ -278,43 +280,43 @@ int CmdCancel(const CommandOptions& options) {
   return 0;
 }
 
-absl::StatusOr<std::vector<int>> ProbeTargets(const CommandOptions& options) {
-  if (options.device == "cpu") return std::vector<int>{-1};
+// "cpu", an ordinal, or for "all" the CPU and every GPU the worker sees.
+absl::StatusOr<std::vector<std::string>> ProbeTargets(
+    const CommandOptions& options) {
   int ordinal = 0;
-  if (absl::SimpleAtoi(options.device, &ordinal) && ordinal >= 0) {
-    return std::vector<int>{ordinal};
+  if (options.device == "cpu" ||
+      (absl::SimpleAtoi(options.device, &ordinal) && ordinal >= 0)) {
+    return std::vector<std::string>{options.device};
   }
   if (options.device != "all") {
     return absl::InvalidArgumentError(
         absl::StrCat("--device: '", options.device,
                      "' is not allowed; allowed: cpu, all, 0, 1, ..."));
   }
-  std::vector<int> targets = {-1};
-  worker::RealGpuApi gpu;
-  for (int i = 0; i < gpu.DeviceCount(); ++i) targets.push_back(i);
+  absl::StatusOr<int> gpus = CountGpus(WorkerBinary(options.worker_binary));
+  if (!gpus.ok()) return gpus.status();
+  std::vector<std::string> targets = {"cpu"};
+  for (int i = 0; i < *gpus; ++i) targets.push_back(absl::StrCat(i));
   return targets;
 }
 
 int CmdProbe(const CommandOptions& options) {
-  absl::StatusOr<std::vector<int>> targets = ProbeTargets(options);
+  absl::StatusOr<std::vector<std::string>> targets = ProbeTargets(options);
   if (!targets.ok()) return Fail(targets.status());
-  worker::RealGpuApi gpu;
-  worker::RealSystemInfo system;
-  worker::BackendRegistry registry =
-      worker::MakeDefaultRegistry(RealClock::Get(), &gpu);
-  for (int ordinal : *targets) {
-    const v1::Probe probe =
-        worker::ProbeWorker(worker::DeviceTarget{ordinal}, registry,
-                            {&system, &gpu, RealClock::Get()});
+  for (const std::string& device : *targets) {
+    absl::StatusOr<v1::Probe> probe =
+        ProbeDevice(WorkerBinary(options.worker_binary), device);
+    if (!probe.ok()) return Fail(probe.status());
     if (options.format == OutputFormat::kJson) {
-      PrintJson(std::cout, probe);
+      PrintJson(std::cout, *probe);
       continue;
     }
-    std::cout << (ordinal < 0 ? "cpu" : absl::StrCat("gpu ", ordinal)) << ": "
-              << probe.fingerprint().device_name() << " ("
-              << probe.fingerprint().sm_arch() << "), read "
-              << FormatDouble(probe.device().measured_read_gbps()) << " GB/s\n";
-    ProbeTable(probe).Print(std::cout, options.format);
+    std::cout << (device == "cpu" ? "cpu" : absl::StrCat("gpu ", device))
+              << ": " << probe->fingerprint().device_name() << " ("
+              << probe->fingerprint().sm_arch() << "), read "
+              << FormatDouble(probe->device().measured_read_gbps())
+              << " GB/s\n";
+    ProbeTable(*probe).Print(std::cout, options.format);
   }
   return 0;
 }

@@ -4,12 +4,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "google/protobuf/util/json_util.h"
+#include "kernels/backends/descriptor.h"
+#include "tuner/config_key.h"
 
 namespace moetune::cli {
 namespace {
 
 std::string ConfigCells(const v1::TrialConfig& c) {
-  return absl::StrCat(c.moe_backend(), " ", TileText(c.tile()), " tp", c.tp(),
+  return absl::StrCat(c.moe_backend(), " ", tuner::TileText(c), " tp", c.tp(),
                       " ep", c.ep(), c.cuda_graph() ? " graph" : "");
 }
 
@@ -22,7 +24,7 @@ std::vector<std::string> TrialRow(const v1::Trial& t) {
   return {
       absl::StrCat(t.trial_id()),
       t.config().moe_backend(),
-      TileText(t.config().tile()),
+      tuner::TileText(t.config()),
       absl::StrCat(t.config().tp(), "x", t.config().ep()),
       t.config().cuda_graph() ? "on" : "off",
       absl::StrCat(t.workload().batch_size()),
@@ -42,11 +44,6 @@ std::vector<std::string> TrialRow(const v1::Trial& t) {
 }
 
 }  // namespace
-
-std::string TileText(const v1::TileShape& tile) {
-  if (tile.block_n() == 0 && tile.block_k() == 0) return "-";
-  return absl::StrCat(tile.block_n(), "x", tile.block_k());
-}
 
 Table TrialsTable(const v1::QueryTrialsResponse& trials) {
   Table table;
@@ -88,7 +85,8 @@ Table ProbeTable(const v1::Probe& probe) {
   for (const v1::BackendProbe& b : probe.backends()) {
     std::string tiles;
     for (const v1::TileShape& t : b.tiles()) {
-      absl::StrAppend(&tiles, tiles.empty() ? "" : ",", TileText(t));
+      absl::StrAppend(&tiles, tiles.empty() ? "" : ",",
+                      backends::TileText({t.block_n(), t.block_k()}));
     }
     table.rows.push_back({b.name(), b.available() ? "yes" : "no",
                           tiles.empty() ? "-" : tiles, b.reason()});

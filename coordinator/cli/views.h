@@ -12,8 +12,6 @@
 
 namespace moetune::cli {
 
-// "8x128" / "-" when the backend takes no tile.
-std::string TileText(const v1::TileShape& tile);
 Table TrialsTable(const v1::QueryTrialsResponse& trials);
 Table WorkersTable(const v1::ListWorkersResponse& workers);
 Table ProbeTable(const v1::Probe& probe);

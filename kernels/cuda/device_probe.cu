@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/backend_catalog.h"
-#include "kernels/cuda/backends.cuh"
+#include "kernels/backends/registry.h"
 #include "kernels/cuda/device_probe.cuh"
+#include "kernels/cuda/launcher.cuh"
 #include "kernels/cuda/moe_gpu.h"
 
 #ifndef MOETUNE_CUDA_ARCHS_STR
@@ -119,30 +119,48 @@ BackendAvailability DeviceCheck(int ordinal, int* sm) {
 
 std::string SmName(int sm) { return "sm_" + std::to_string(sm); }
 
-BackendAvailability ProbeSm90(const std::string& name, int ordinal, int sm) {
-  if (sm < 90) return {false, "needs sm_90+ (Hopper), device is " + SmName(sm)};
+std::string Needs(const backends::GpuNeeds& needs) {
+  return "needs sm_" + std::to_string(needs.min_sm) +
+         (needs.arch_specific ? "a" : "+") + " (" + std::string(needs.feature) +
+         ")";
+}
+
+// Whether this device has what `backend` needs, beyond being present.
+BackendAvailability CheckNeeds(const backends::BackendDescriptor& backend,
+                               int sm) {
+  const backends::GpuNeeds& needs = backend.gpu;
+  if (!needs.not_implemented.empty()) {
+    return {false, Needs(needs) + ": build targets sm_" + BuiltArchs() +
+                       " only and device is " + SmName(sm) + "; " +
+                       std::string(needs.not_implemented)};
+  }
+  if (sm < needs.min_sm || (needs.arch_specific && sm != needs.min_sm)) {
+    return {false, Needs(needs) + ", device is " + SmName(sm)};
+  }
   const std::vector<int> archs = CompiledArchs();
   if (std::find(archs.begin(), archs.end(), sm) == archs.end()) {
     return {false,
             "built for sm_" + BuiltArchs() + " only, device is " + SmName(sm)};
   }
-  if (name == "fused_gemv_fp8" && sm != 90) {
-    return {false,
-            "its FP8 product is Hopper's wgmma (sm_90a only), device is " +
-                SmName(sm)};
-  }
+  return {true, ""};
+}
+
+// The kernels load on `ordinal`, and a cuBLAS handle can be made where the
+// backend needs one.
+BackendAvailability CheckLoads(const backends::BackendDescriptor& backend,
+                               int ordinal, int sm) {
   int current = 0;
   cudaGetDevice(&current);
   cudaSetDevice(ordinal);
   cudaFuncAttributes attr;
   const cudaError_t e = cudaFuncGetAttributes(&attr, ReadSweepKernel);
-  BackendAvailability result{true,
-                             name + ": kernels for " + SmName(sm) + " load"};
+  BackendAvailability result{true, std::string(backend.name) +
+                                       ": kernels for " + SmName(sm) + " load"};
   if (e != cudaSuccess) {
     cudaGetLastError();
     result = {false, std::string("kernel image does not load: ") +
                          cudaGetErrorString(e)};
-  } else if (name == "dequant_cublas") {
+  } else if (backend.gpu.cublas) {
     cublasHandle_t handle = nullptr;
     const cublasStatus_t s = cublasCreate(&handle);
     if (s != CUBLAS_STATUS_SUCCESS) {
@@ -245,28 +263,24 @@ double MeasureReadBandwidthGBps(int ordinal, std::string* error) {
 std::string NcclVersion() { return ""; }
 
 BackendAvailability ProbeMoeBackend(const std::string& name, int ordinal) {
-  const BackendInfo* info = FindBackend(name);
-  if (info == nullptr) {
-    return {false,
-            "unknown backend '" + name + "'; known: " + KnownBackendNames()};
+  const backends::BackendDescriptor* backend = backends::FindBackend(name);
+  if (backend == nullptr) {
+    return {false, "unknown backend '" + name +
+                       "'; known: " + backends::KnownBackendNames()};
   }
-  if (info->kind == BackendKind::kCpu) {
+  if (!backend->is_gpu()) {
     return {false,
             "'" + name + "' is a CPU backend; the GPU library does not run it"};
   }
   int sm = 0;
   const BackendAvailability device = DeviceCheck(ordinal, &sm);
   if (!device.available) return device;
-  if (info->kind == BackendKind::kCudaSm100) {
-    return {false,
-            "needs sm_100+ FP4 tensor cores (tcgen05): build targets sm_" +
-                BuiltArchs() + " only and device is " + SmName(sm) +
-                "; no native FP4 kernel is implemented"};
-  }
-  if (FindBackendOps(name) == nullptr) {
+  const BackendAvailability needs = CheckNeeds(*backend, sm);
+  if (!needs.available) return needs;
+  if (FindLauncher(name) == nullptr) {
     return {false, "'" + name + "' is not built into this library"};
   }
-  return ProbeSm90(name, ordinal, sm);
+  return CheckLoads(*backend, ordinal, sm);
 }
 
 }  // namespace moetune::gpu

@@ -1,41 +1,35 @@
-// The GPU MoE backends behind one interface (CUTLASS-style): CanImplement /
-// WorkspaceBytes / Launch over plain structs. Launch enqueues the whole
-// layer (router, routing, experts, shared expert, combine) on a stream.
-// Tile shapes are template parameters instantiated only from the X-macro
-// lists of kernels/backend_catalog.h. Stateless; thread-safe to look up.
+// Launcher: the GPU half of a backend (CUTLASS style: WorkspaceBytes / Launch
+// over plain structs; CanImplement is the descriptor's, checked by the
+// runtime before either is called). Launch enqueues the whole layer (router,
+// routing, experts, shared expert, combine) on a stream. Each GPU backend's
+// folder defines name::Launcher() (kernels/backends/backend_list.h);
+// FindLauncher looks one up by name. Stateless; thread-safe to look up.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
-#include <string>
+#include <string_view>
 
+#include "kernels/backends/descriptor.h"
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/layer.cuh"
 
 namespace moetune::gpu {
 
-struct BackendOps {
-  const char* name;
-  bool has_tiles;
-  // false: Launch synchronises with the host mid-layer (no graph capture).
-  bool graph_capturable;
-  GpuStatus (*can_implement)(const LayerArgs& args);
-  size_t (*workspace_bytes)(const LayerArgs& args);
+struct Launcher {
+  const backends::BackendDescriptor* descriptor = nullptr;
+  size_t (*workspace_bytes)(const LayerArgs& args) = nullptr;
   GpuStatus (*launch)(const LayerArgs& args, void* workspace,
-                      cudaStream_t stream);
+                      cudaStream_t stream) = nullptr;
   // The bit layout its expert kernels read the weights in.
   WeightLayout weight_layout = WeightLayout::kFp16Bits;
 };
 
-const BackendOps& FusedGemvOps();
-const BackendOps& FusedGemvFp8Ops();
-const BackendOps& GroupedMmaOps();
-const BackendOps& DequantCublasOps();
-// nullptr when `name` is not a GPU MoE backend built into this library.
-const BackendOps* FindBackendOps(const std::string& name);
+// nullptr when `name` is not a GPU backend with a launcher in this build.
+const Launcher* FindLauncher(std::string_view name);
 
-// Shared pieces of the backends (backend_common.cu).
+// Shared pieces of the backends (layer_common.cu).
 // dst[p][:] = src[tok_list[p]][:] for every used position p (rows of
 // `hidden` 2-byte elements).
 GpuStatus LaunchGatherRows(const LayerArgs& args, const uint16_t* src,
@@ -44,13 +38,13 @@ GpuStatus LaunchGatherRows(const LayerArgs& args, const uint16_t* src,
 // yp[p][r] (times tok_w[p] when apply_weight): a fixed order, no atomics.
 GpuStatus LaunchCombine(const LayerArgs& args, const float* yp,
                         bool apply_weight, cudaStream_t stream);
-// Checks shared by every tensor-core backend: K and the row tiles.
-GpuStatus CheckTiledDims(const LayerArgs& args, int rows_per_unit,
-                         const char* backend);
-// "16x256, 16x512" for error messages.
-std::string TileList(const std::string& backend);
-// kCannotImplement naming the backend's tiles unless (block_n, block_k) is
-// one of them (kernels/backend_catalog.h).
-GpuStatus CheckTile(const LayerArgs& args, const char* backend);
+// WorkspaceBytes of a backend that needs none.
+size_t NoWorkspace(const LayerArgs& args);
 
 }  // namespace moetune::gpu
+
+// name::Launcher() for every GPU entry of kernels/backends/backend_list.h.
+#define MOETUNE_DECLARE_LAUNCHER(name)        \
+  namespace moetune::backends::name {         \
+  const ::moetune::gpu::Launcher& Launcher(); \
+  }

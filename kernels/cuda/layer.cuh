@@ -70,106 +70,11 @@ struct RunBuffers {
   float* x_fp8_inv = nullptr;  // [batch][hidden / 16]
   uint8_t* h_fp8 = nullptr;    // [max_positions][inter_local * 8]
   float* h_fp8_inv = nullptr;  // [max_positions][inter_local / 16]
-  // kTimelineSlots %globaltimer stamps (ns), written only by a
-  // -DMOETUNE_TIMELINE build (see below).
-  unsigned long long* timeline = nullptr;
 };
 
 inline constexpr int kMetaSlots = 0, kMetaRouted = 1, kMetaPositions = 2,
                      kMetaTiles = 3;
 inline constexpr int kGroupedTokens = 64;  // grouped_mma's token tile
-
-// Timeline probes of a -DMOETUNE_TIMELINE build (a measurement aid: where
-// the layer's time goes between router, gate_up and down; PERF.md version
-// 10). Slot i holds the earliest (TimelineIsMin) or latest stamp of: 0
-// router start, 1 logits done, 2 last block found, 3 top-k done, 4 slots
-// built, 5 router end, 6 gate_up start, 7 its shared expert done, 8 its
-// routed part released, 9 gate_up end, 10 down start, 11 down end, and the
-// spread of gate_up's warps: 12 last start, 13 last released, 14 first done
-// with the shared expert. Compiled out otherwise.
-inline constexpr int kTimelineSlots = 15;
-// Per gate_up warp (the first kTimelineGateUpWarps): start, shared expert
-// done, released into the routed part, end; after the kTimelineSlots stamps.
-// Then per router block (kTimelineRouterBlocks): start, its weights landed,
-// its scores written, its last-block ticket returned. fused_gemv_fp8's gate_up
-// diagnostics (its SM, units, last and first unit landed) take the records
-// from kTimelineGateUpDiag on, past the router's (at most 256 blocks).
-inline constexpr int kTimelineGateUpWarps = 2048, kTimelineRouterBlocks = 2048;
-inline constexpr int kTimelineWarps =
-    kTimelineGateUpWarps + kTimelineRouterBlocks;
-inline constexpr int kTimelineGateUpDiag = kTimelineGateUpWarps + 512;
-inline constexpr int kTimelineGateUpDiagWarps =
-    kTimelineWarps - kTimelineGateUpDiag;
-inline constexpr int kTimelineWarpFields = 4;
-// Then fused_gemv_fp8's stage landings: warp 0's lane 0 stamps each unit of
-// its block as the unit's bytes land (gate_up's blocks, then down's; the
-// first kTimelineLandingUnits units of the first kTimelineLandingBlocks
-// blocks), which the host bins into the rate the weights arrive at.
-inline constexpr int kTimelineLandingBlocks = 512, kTimelineLandingUnits = 32;
-// One kernel's (gate_up's or down's) unit stamps in one of the two regions.
-inline constexpr int kTimelineUnitStamps =
-    kTimelineLandingBlocks * kTimelineLandingUnits;
-inline constexpr int kTimelineLandings =
-    kTimelineSlots + kTimelineWarps * kTimelineWarpFields;
-// And when warp 0 finished computing each of those units (same layout).
-inline constexpr int kTimelineComputed =
-    kTimelineLandings + 2 * kTimelineUnitStamps;
-inline constexpr int kTimelineWords =
-    kTimelineComputed + 2 * kTimelineUnitStamps;
-constexpr bool TimelineIsMin(int i) {
-  return i == 0 || i == 6 || i == 8 || i == 10 || i == 14;
-}
-#if defined(MOETUNE_TIMELINE) && defined(__CUDACC__)
-__device__ __forceinline__ unsigned long long TimelineNow() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-#define TL_MIN(buf, i) atomicMin((buf).timeline + (i), TimelineNow())
-#define TL_MAX(buf, i) atomicMax((buf).timeline + (i), TimelineNow())
-// Record idx's field f (records after the kTimelineSlots stamps) = v.
-#define TL_RAW(buf, idx, f, v)                                                \
-  ((idx) < kTimelineWarps                                                     \
-       ? (void)((buf).timeline[kTimelineSlots + kTimelineWarpFields * (idx) + \
-                               (f)] = (v))                                    \
-       : (void)0)
-#define TL_WARP(buf, w, f) \
-  ((w) < kTimelineGateUpWarps ? TL_RAW(buf, w, f, TimelineNow()) : (void)0)
-#define TL_UNIT_STAMP(buf, region, mode, i)                                \
-  (blockIdx.x < kTimelineLandingBlocks && (i) < kTimelineLandingUnits      \
-       ? (void)((buf).timeline[(region) + (mode)*kTimelineUnitStamps +     \
-                               blockIdx.x * kTimelineLandingUnits + (i)] = \
-                    TimelineNow())                                         \
-       : (void)0)
-#define TL_LANDED(buf, mode, i) TL_UNIT_STAMP(buf, kTimelineLandings, mode, i)
-#define TL_COMPUTED(buf, mode, i) TL_UNIT_STAMP(buf, kTimelineComputed, mode, i)
-#define TL_ROUTER_BLOCK(buf, f)                                           \
-  (blockIdx.x < kTimelineRouterBlocks                                     \
-       ? TL_RAW(buf, kTimelineGateUpWarps + blockIdx.x, f, TimelineNow()) \
-       : (void)0)
-#else
-#define TL_MIN(buf, i) ((void)0)
-#define TL_MAX(buf, i) ((void)0)
-#define TL_WARP(buf, w, f) ((void)0)
-#define TL_ROUTER_BLOCK(buf, f) ((void)0)
-#define TL_LANDED(buf, mode, i) ((void)0)
-#define TL_COMPUTED(buf, mode, i) ((void)0)
-#define TL_RAW(buf, idx, f, v) ((void)0)
-#endif
-// gate_up's stamps (lane 0 of warp w): the earliest into slot `first`, the
-// latest into `last`, and the warp's own field `f`; at its start, and when
-// it is released into the routed part (after griddepcontrol.wait).
-#define TL_GATE_UP_STAMP(buf, w, lane, first, last, f) \
-  do {                                                 \
-    if ((lane) == 0) {                                 \
-      TL_MIN(buf, first);                              \
-      TL_MAX(buf, last);                               \
-      TL_WARP(buf, w, f);                              \
-    }                                                  \
-  } while (0)
-#define TL_GATE_UP_START(buf, w, lane) TL_GATE_UP_STAMP(buf, w, lane, 6, 12, 0)
-#define TL_GATE_UP_RELEASED(buf, w, lane) \
-  TL_GATE_UP_STAMP(buf, w, lane, 8, 13, 2)
 
 struct LayerArgs {
   Geometry geo;

@@ -1,9 +1,6 @@
-#include <cstdlib>
-#include <string>
-
-#include "kernels/backend_catalog.h"
-#include "kernels/cuda/backends.cuh"
-#include "kernels/cuda/expert_mma.cuh"
+// The pieces the GPU backends share: gathering token rows and combining
+// per-position outputs in a fixed order.
+#include "kernels/cuda/launcher.cuh"
 
 namespace moetune::gpu {
 namespace {
@@ -57,65 +54,6 @@ GpuStatus LaunchCombine(const LayerArgs& args, const float* yp,
   return OkStatus();
 }
 
-GpuStatus CheckTiledDims(const LayerArgs& args, int rows_per_unit,
-                         const char* backend) {
-  const Geometry& g = args.geo;
-  const std::string who = std::string(backend) + " tile " +
-                          std::to_string(args.block_n) + "x" +
-                          std::to_string(args.block_k) + ": ";
-  if (g.hidden % 64 != 0 || g.inter_local % 64 != 0) {
-    return Fail(
-        RunStatus::kCannotImplement,
-        who + "needs hidden and moe_inter / tp to be multiples of 64 (got " +
-            std::to_string(g.hidden) + ", " + std::to_string(g.inter_local) +
-            ")");
-  }
-  if ((2 * g.inter_local) % rows_per_unit != 0 ||
-      g.hidden % rows_per_unit != 0) {
-    return Fail(RunStatus::kCannotImplement,
-                who +
-                    "needs 2 * moe_inter / tp and hidden to be multiples of " +
-                    std::to_string(rows_per_unit) + " rows");
-  }
-  return OkStatus();
-}
-
-std::string TileList(const std::string& backend) {
-  const BackendInfo* info = FindBackend(backend);
-  std::string out;
-  if (info == nullptr) return out;
-  for (const Tile& t : info->tiles) {
-    if (!out.empty()) out += ", ";
-    out += std::to_string(t.block_n) + "x" + std::to_string(t.block_k);
-  }
-  return out;
-}
-
-GpuStatus CheckTile(const LayerArgs& args, const char* backend) {
-  const BackendInfo* info = FindBackend(backend);
-  if (info != nullptr) {
-    for (const Tile& t : info->tiles) {
-      if (t.block_n == args.block_n && t.block_k == args.block_k)
-        return OkStatus();
-    }
-  }
-  return Fail(
-      RunStatus::kCannotImplement,
-      std::string(backend) + " has no tile " + std::to_string(args.block_n) +
-          "x" + std::to_string(args.block_k) + "; tiles: " + TileList(backend));
-}
-
-bool PdlEnabled() {
-  const char* v = std::getenv("MOETUNE_PDL");
-  return v == nullptr || v[0] != '0';
-}
-
-const BackendOps* FindBackendOps(const std::string& name) {
-  for (const BackendOps* ops : {&DequantCublasOps(), &FusedGemvOps(),
-                                &FusedGemvFp8Ops(), &GroupedMmaOps()}) {
-    if (name == ops->name) return ops;
-  }
-  return nullptr;
-}
+size_t NoWorkspace(const LayerArgs&) { return 0; }
 
 }  // namespace moetune::gpu

@@ -53,9 +53,6 @@ struct MoeProblem {
   std::vector<float> input;        // [batch][hidden]
   MoeShard shard;
 };
-// The most layers MoeRunOptions::chain_layers takes (each keeps its weights
-// on the GPU); the sweep spec's workload.chain_layers has the same bound.
-inline constexpr int kMaxChainLayers = 16;
 struct MoeRunOptions {
   std::string backend;
   int block_n = 0, block_k = 0;
@@ -66,7 +63,8 @@ struct MoeRunOptions {
   bool compute_reference = false;  // also run the trusted GPU path
   // Time layers problem.layer .. + chain_layers - 1 (each its own weights,
   // all on the same input and router bias) back to back, as a decode step
-  // runs them (in one graph when cuda_graph), and report per layer. 1..16;
+  // runs them (in one graph when cuda_graph), and report per layer. 1 to
+  // backends::kMaxChainLayers (kernels/backends/limits.h);
   // output and reference hold every layer's, distinct_experts the first's.
   int chain_layers = 1;
 };

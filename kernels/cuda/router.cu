@@ -3,7 +3,7 @@
 #include <climits>
 #include <cmath>
 
-#include "kernels/cuda/act_fp8.cuh"
+#include "kernels/backends/expert_mma/act_fp8.cuh"
 #include "kernels/cuda/router.cuh"
 
 namespace moetune::gpu {
@@ -124,7 +124,6 @@ __device__ void Logits(const RouterParams& p, RouterShared& sh) {
       if (lane == 0) sh.red[warp][t] = part[t];
     }
     __syncthreads();
-    if (threadIdx.x == 0 && t0 == 0) TL_ROUTER_BLOCK(p.buf, 1);
     const int t = threadIdx.x;
     if (t < kTokGroup && t0 + t < p.batch) {
       float sum = 0.0f;
@@ -420,7 +419,6 @@ __device__ void OneTokenTail(const RouterParams& p, RouterShared& sh) {
     rank += (er >= p.e_lo && er < p.e_hi && er < e) ? 1 : 0;
   }
   const int n_owned = __popc(__ballot_sync(~0u, owned));
-  if (threadIdx.x == 0) TL_MAX(p.buf, 3);
   if (mine) {
     const float w = sh.sel_s[0][lane] / sum * p.scaling;
     const int pos = p.has_shared + rank;  // its slot, position and tile
@@ -449,22 +447,14 @@ __device__ void ManyTokenTail(const RouterParams& p, RouterShared& sh,
   for (int t = threadIdx.x / 32; t < p.batch; t += kThreads / 32)
     TopKToken(p, sh, t, bias);
   __syncthreads();
-  if (threadIdx.x == 0) TL_MAX(p.buf, 3);
   BuildSlots(p, sh);
-  if (threadIdx.x == 0) TL_MAX(p.buf, 4);
   FillPositions(p, sh);
-  // For the timeline's "router end" stamp; kept in every build so that the
-  // measured code (device runs 24-29) is the code that ships.
+  // The tail ends on a barrier: the measured router has it (PERF.md).
   __syncthreads();
-  if (threadIdx.x == 0) TL_MAX(p.buf, 5);
 }
 
 __global__ void __launch_bounds__(kThreads) RouterKernel(RouterParams p) {
   __shared__ RouterShared sh;
-  if (threadIdx.x == 0) {
-    TL_MIN(p.buf, 0);
-    TL_ROUTER_BLOCK(p.buf, 0);
-  }
   // The biases of this lane's experts for the last block's top-k, loaded
   // now so that they are not on its serial tail.
   float bias[kPerLane];
@@ -479,23 +469,13 @@ __global__ void __launch_bounds__(kThreads) RouterKernel(RouterParams p) {
   // needs nothing from here, and waits for this grid before the rest.
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   Logits(p, sh);
-  if (threadIdx.x == 0) {
-    TL_MAX(p.buf, 1);
-    TL_ROUTER_BLOCK(p.buf, 2);
-  }
   const bool last = IsLastBlock(p, sh);
-  if (threadIdx.x == 0) TL_ROUTER_BLOCK(p.buf, 3);
   if (!last) return;
-  if (threadIdx.x == 0) TL_MAX(p.buf, 2);
   if (threadIdx.x == 0) *p.buf.router_counter = 0;  // ready for the next run
   if (p.batch == 1) {
     BlockSelectTopK(p, sh, one_bias);
     if (threadIdx.x >= 32) return;
     OneTokenTail(p, sh);
-    if (threadIdx.x == 0) {
-      TL_MAX(p.buf, 4);
-      TL_MAX(p.buf, 5);
-    }
     return;
   }
   ManyTokenTail(p, sh, bias);

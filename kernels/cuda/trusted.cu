@@ -1,8 +1,8 @@
 #include <cmath>
 
 #include "kernels/cuda/trusted.cuh"
-#include "kernels/nvfp4_format.h"
-#include "kernels/weight_gen.h"
+#include "kernels/model/nvfp4_format.h"
+#include "kernels/model/weight_gen.h"
 
 namespace moetune::gpu {
 namespace {

@@ -1,4 +1,4 @@
-// The trusted GPU path: the oracle at full dims (DESIGN.md §3). Plain,
+// The trusted GPU path: the oracle at full dims (docs/design.md §3). Plain,
 // obviously-right kernels: one thread per output element, every weight
 // decoded straight from the hash functions (weights::*, nvfp4::*), float
 // accumulation in index order, no tiling, no stored weights, no fast math.

@@ -3,7 +3,7 @@
 #include "kernels/cuda/tiled_e4m3.h"
 #include "kernels/cuda/tiled_nvfp4.h"
 #include "kernels/cuda/weights.cuh"
-#include "kernels/weight_gen.h"
+#include "kernels/model/weight_gen.h"
 
 namespace moetune::gpu {
 namespace {

@@ -1,5 +1,5 @@
 // The rank's weights, generated on the device from the counter-based hash
-// (kernels/weight_gen.h) straight into the layouts the kernels read: the
+// (kernels/model/weight_gen.h) straight into the layouts the kernels read: the
 // BF16 router [experts][hidden] and, for every owned expert and the shared
 // one, gate_up [2 * inter_local, hidden] and down [hidden, inter_local] in the
 // tiled NVFP4 layout (tiled_nvfp4.h, or its E4M3 variant tiled_e4m3.h). A

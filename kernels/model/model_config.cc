@@ -1,4 +1,4 @@
-#include "kernels/model_config.h"
+#include "kernels/model/model_config.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -72,16 +72,33 @@ absl::Status Positive(std::string_view field, double value) {
 
 }  // namespace
 
+const std::vector<ModelConfig>& Presets() {
+  static const std::vector<ModelConfig>* presets =
+      new std::vector<ModelConfig>{Glm5(), Tiny()};
+  return *presets;
+}
+
+const ModelConfig* FindPreset(std::string_view name) {
+  for (const ModelConfig& preset : Presets()) {
+    if (preset.name == name) return &preset;
+  }
+  return nullptr;
+}
+
 absl::StatusOr<ModelConfig> PresetByName(std::string_view name) {
-  if (name == "glm5") return Glm5();
-  if (name == "tiny") return Tiny();
+  const ModelConfig* preset = FindPreset(name);
+  if (preset != nullptr) return *preset;
   return absl::InvalidArgumentError(
       absl::StrCat("model_preset: unknown preset '",
                    absl::string_view(name.data(), name.size()),
                    "'; allowed: ", absl::StrJoin(PresetNames(), ", ")));
 }
 
-std::vector<std::string> PresetNames() { return {"glm5", "tiny"}; }
+std::vector<std::string> PresetNames() {
+  std::vector<std::string> names;
+  for (const ModelConfig& preset : Presets()) names.push_back(preset.name);
+  return names;
+}
 
 bool IsMoeLayer(const ModelConfig& config, int layer) {
   return layer >= config.num_dense_layers;

@@ -1,6 +1,6 @@
-// Model dimensions of the decode step (DESIGN.md §2): the real GLM-5 preset
-// and a small preset with the same structure for CPU tests. Plain values and
-// pure functions; thread-safe.
+// Model dimensions of the decode step (docs/design.md §2): the real GLM-5
+// preset and a small preset with the same structure for CPU tests. Plain values
+// and pure functions; thread-safe.
 #pragma once
 
 #include <string>
@@ -41,11 +41,16 @@ struct ModelConfig {
   int dense_intermediate = 0;
 };
 
-// "glm5" (the real dims) or "tiny"; INVALID_ARGUMENT naming the allowed
-// presets otherwise.
+// The one table of presets: "glm5" (the real dims), then "tiny" (the same
+// structure, small enough for exhaustive CPU tests).
+const std::vector<ModelConfig>& Presets();
+// nullptr when `name` is not a preset.
+const ModelConfig* FindPreset(std::string_view name);
+// A copy of the preset; INVALID_ARGUMENT naming the allowed presets
+// otherwise.
 absl::StatusOr<ModelConfig> PresetByName(std::string_view name);
 
-// The preset names, in the order the error message lists them.
+// The preset names, in table order (the order error messages list them).
 std::vector<std::string> PresetNames();
 
 // True when decoder layer `layer` (0-based) has an MoE MLP, false when dense.

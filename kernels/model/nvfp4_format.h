@@ -1,4 +1,4 @@
-// The NVFP4 weight format (DESIGN.md §2), shared bit-for-bit by the CPU
+// The NVFP4 weight format (docs/design.md §2), shared bit-for-bit by the CPU
 // reference and the CUDA kernels.
 //
 //   w = e2m1(code) * e4m3(block_scale) * tensor_scale

@@ -1,8 +1,8 @@
 // Synthetic GLM-5 weights as pure functions of (seed, layer, tensor, index):
 // a counter-based hash, so the GPU generates a rank's shard in place and the
-// CPU reference regenerates exactly the rows it needs (DESIGN.md §2). Shared
-// bit-for-bit by host and device code; integer arithmetic only, except one
-// exactly-rounded multiply, so nvcc's FMA contraction cannot change a bit.
+// CPU reference regenerates exactly the rows it needs (docs/design.md §2).
+// Shared bit-for-bit by host and device code; integer arithmetic only, except
+// one exactly-rounded multiply, so nvcc's FMA contraction cannot change a bit.
 // Pure functions; thread-safe.
 #pragma once
 

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/model/weight_gen.h"
 #include "kernels/reference/model_weights.h"
 #include "kernels/reference/ops.h"
-#include "kernels/weight_gen.h"
 
 namespace moetune::ref {
 namespace {

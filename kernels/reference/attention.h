@@ -1,7 +1,7 @@
 // MLA attention of GLM-5 at decode, with absorbed weights over a latent KV
 // cache, and the DSA indexer that picks which cached tokens it attends to
-// (DESIGN.md §2). Per sequence; each sequence has its own synthetic cache of
-// `context` past tokens (model_weights.h) plus the new token's own entry at
+// (docs/design.md §2). Per sequence; each sequence has its own synthetic cache
+// of `context` past tokens (model_weights.h) plus the new token's own entry at
 // position `context`. Pure functions; thread-safe.
 #pragma once
 

@@ -4,12 +4,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "kernels/nvfp4_format.h"
+#include "kernels/model/nvfp4_format.h"
+#include "kernels/model/weight_gen.h"
 #include "kernels/reference/attention.h"
 #include "kernels/reference/model_weights.h"
 #include "kernels/reference/moe_reference.h"
 #include "kernels/reference/ops.h"
-#include "kernels/weight_gen.h"
 
 namespace moetune::ref {
 namespace {

@@ -1,4 +1,4 @@
-// One full decode step of GLM-5 on the CPU (DESIGN.md §2): token ids ->
+// One full decode step of GLM-5 on the CPU (docs/design.md §2): token ids ->
 // embedding -> `layers` decoder layers (RMSNorm, MLA attention with the DSA
 // indexer, residual, RMSNorm, dense MLP or MoE, residual) -> final RMSNorm
 // -> lm_head logits. Every sequence b of the batch has its own token id and

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <utility>
 
-#include "kernels/weight_gen.h"
+#include "kernels/model/weight_gen.h"
 
 namespace moetune::ref {
 namespace {

@@ -1,5 +1,5 @@
 // Where every tensor and synthetic input of the reference decode step comes
-// from: descriptors over the weight hash (kernels/weight_gen.h) for a
+// from: descriptors over the weight hash (kernels/model/weight_gen.h) for a
 // StepSpec, plus the synthetic token ids and KV caches. The `layer` of the
 // hash is the decoder layer index (0-based); model-global tensors
 // (embedding, final norm, lm_head, token ids) hash under layer 0 with their

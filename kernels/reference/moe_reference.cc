@@ -4,11 +4,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/nvfp4_format.h"
+#include "kernels/model/nvfp4_format.h"
+#include "kernels/model/weight_gen.h"
 #include "kernels/reference/model_weights.h"
 #include "kernels/reference/ops.h"
 #include "kernels/reference/router.h"
-#include "kernels/weight_gen.h"
 
 namespace moetune::ref {
 namespace {

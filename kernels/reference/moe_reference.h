@@ -1,4 +1,4 @@
-// The reference MoE layer of GLM-5 (DESIGN.md §2), the oracle every MoE
+// The reference MoE layer of GLM-5 (docs/design.md §2), the oracle every MoE
 // backend is checked against:
 //   y = sum_k w_k * Expert_k(x) + Shared(x),
 //   Expert(x) = down(SiLU(gate x) * (up x)),

@@ -5,9 +5,9 @@
 #include <numeric>
 #include <utility>
 
+#include "kernels/model/weight_gen.h"
 #include "kernels/reference/model_weights.h"
 #include "kernels/reference/ops.h"
-#include "kernels/weight_gen.h"
 
 namespace moetune::ref {
 namespace {

@@ -1,5 +1,5 @@
-// The MoE router of the reference (DESIGN.md §2): s = sigmoid(BF16 logits);
-// the top-k experts by s + e_score_correction_bias; weights from the
+// The MoE router of the reference (docs/design.md §2): s = sigmoid(BF16
+// logits); the top-k experts by s + e_score_correction_bias; weights from the
 // unbiased s, normalised to sum 1, times routed_scaling. The routing
 // distribution of a StepSpec acts through the bias. Pure functions;
 // thread-safe.

@@ -1,13 +1,13 @@
 // What one decode step (or one MoE layer) computes: the model, how many
 // layers, batch, context, routing distribution, seed and the rank's shard
-// (DESIGN.md §2). Plain values and pure functions; thread-safe.
+// (docs/design.md §2). Plain values and pure functions; thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "kernels/model_config.h"
+#include "kernels/model/model_config.h"
 
 namespace moetune::ref {
 

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "kernels/nvfp4_format.h"
-#include "kernels/weight_gen.h"
+#include "kernels/model/nvfp4_format.h"
+#include "kernels/model/weight_gen.h"
 
 namespace moetune::ref {
 namespace {

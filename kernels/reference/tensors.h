@@ -1,6 +1,6 @@
 // Weight tensors of the reference, as descriptors over the counter-based
-// hash of kernels/weight_gen.h (no tensor is ever stored whole), and the
-// packed NVFP4 bytes that kernels read (DESIGN.md §2).
+// hash of kernels/model/weight_gen.h (no tensor is ever stored whole), and the
+// packed NVFP4 bytes that kernels read (docs/design.md §2).
 //
 // BF16 tensor [rows, k]: element (row, col) = Bf16Weight(seed, layer, tensor,
 //   row * k + col, 1 / sqrt(k)): uniform(-1, 1) / sqrt(k), so an output has

@@ -1,4 +1,4 @@
-#include "tuner/stats.h"
+#include "common/stats.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 
-namespace moetune::tuner {
+namespace moetune::stats {
 namespace {
 
 TEST(PercentileTest, LinearInterpolationBetweenClosestRanks) {
@@ -194,4 +194,4 @@ TEST(IntervalsOverlapTest, ClosedIntervals) {
 }
 
 }  // namespace
-}  // namespace moetune::tuner
+}  // namespace moetune::stats

@@ -7,9 +7,11 @@
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "kernels/backends/cpu/cpu_registry.h"
+#include "kernels/backends/registry.h"
 #include "tests/coordinator/test_helpers.h"
 #include "worker/agent.h"
-#include "worker/cpu_backends.h"
+#include "worker/cpu_backend.h"
 
 namespace moetune::coordinator {
 namespace {
@@ -49,8 +51,11 @@ class ServiceTest : public ::testing::Test {
   // Runs a real agent (trials in-process) until `trials` have run.
   void RunWorker(int trials) {
     worker::BackendRegistry registry;
-    registry.Register(worker::MakeCpuReferenceBackend(RealClock::Get()));
-    registry.Register(worker::MakeCpuBlockedBackend(RealClock::Get()));
+    for (const char* name : {"cpu_reference", "cpu_blocked"}) {
+      registry.Register(worker::MakeCpuBackend(*backends::FindBackend(name),
+                                               backends::FindCpuMoe(name),
+                                               RealClock::Get()));
+    }
     worker::TrialRunner runner(&registry);
     worker::InProcessExecutor executor(&runner);
     worker::AgentOptions options;

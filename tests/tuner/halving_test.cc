@@ -12,6 +12,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using testing::Finish;
+using testing::ProposeFor;
 using testing::TinyLayerSpec;
 
 Knobs WithEta(int eta, int min_iterations = 0) {
@@ -85,7 +86,7 @@ TEST(HalvingTest, PromotesTheBestDoneOnesRungByRung) {
   std::vector<v1::Trial> history;
   int64_t id = 1;
   // Rung 3: all 9 points, 3 iterations.
-  std::vector<v1::Trial> batch = *halving.Propose(spec, history);
+  std::vector<v1::Trial> batch = *ProposeFor(halving, spec, history);
   ASSERT_EQ(batch.size(), 9u);
   for (const v1::Trial& t : batch) {
     EXPECT_EQ(t.rung(), 3);
@@ -96,13 +97,13 @@ TEST(HalvingTest, PromotesTheBestDoneOnesRungByRung) {
   std::vector<v1::Trial> head(partial.begin(), partial.end() - 1);
   FinishByIndex(head, id);
   head.push_back(partial.back());
-  EXPECT_TRUE(halving.Propose(spec, head)->empty());
+  EXPECT_TRUE(ProposeFor(halving, spec, head)->empty());
   id = 1;
   FinishByIndex(batch, id);
   history = batch;
   // Rung 2: 7 DONE (points 7 and 8 never advance), ceil(7/2) = 4: points
   // 6, 5, 4, 3 by median, 6 iterations.
-  batch = *halving.Propose(spec, history);
+  batch = *ProposeFor(halving, spec, history);
   EXPECT_THAT(Configs(batch),
               ElementsAre("cpu_blocked|8x128|1|1|0", "cpu_blocked|4x64|1|4|0",
                           "cpu_blocked|4x64|1|2|0", "cpu_blocked|4x64|1|1|0"));
@@ -113,28 +114,28 @@ TEST(HalvingTest, PromotesTheBestDoneOnesRungByRung) {
   FinishByIndex(batch, id);
   history.insert(history.end(), batch.begin(), batch.end());
   // Rung 1: ceil(4/2) = 2, 13 iterations; rung 0: ceil(2/2) = 1, 27.
-  batch = *halving.Propose(spec, history);
+  batch = *ProposeFor(halving, spec, history);
   EXPECT_THAT(Configs(batch),
               ElementsAre("cpu_blocked|8x128|1|1|0", "cpu_blocked|4x64|1|4|0"));
   EXPECT_EQ(batch[0].measurement().iterations(), 13);
   FinishByIndex(batch, id);
   history.insert(history.end(), batch.begin(), batch.end());
-  batch = *halving.Propose(spec, history);
+  batch = *ProposeFor(halving, spec, history);
   EXPECT_THAT(Configs(batch), ElementsAre("cpu_blocked|8x128|1|1|0"));
   EXPECT_EQ(batch[0].rung(), 0);
   EXPECT_EQ(batch[0].measurement().iterations(), 27);
   FinishByIndex(batch, id);
   history.insert(history.end(), batch.begin(), batch.end());
-  EXPECT_TRUE(halving.Propose(spec, history)->empty());
+  EXPECT_TRUE(ProposeFor(halving, spec, history)->empty());
 }
 
 TEST(HalvingTest, NothingDoneNothingPromoted) {
   const v1::SweepSpec spec = NineSpec();
   HalvingStrategy halving;
-  std::vector<v1::Trial> batch = *halving.Propose(spec, {});
+  std::vector<v1::Trial> batch = *ProposeFor(halving, spec, {});
   int64_t id = 1;
   for (v1::Trial& t : batch) Finish(t, id++, 0, v1::FAILED);
-  EXPECT_TRUE(halving.Propose(spec, batch)->empty());
+  EXPECT_TRUE(ProposeFor(halving, spec, batch)->empty());
 }
 
 }  // namespace

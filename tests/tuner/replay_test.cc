@@ -6,13 +6,13 @@
 #include <set>
 #include <string>
 
+#include "common/stats.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/tuner/strategy_test_util.h"
 #include "tuner/grid_strategy.h"
 #include "tuner/search.h"
 #include "tuner/spec.h"
-#include "tuner/stats.h"
 
 namespace moetune::tuner {
 namespace {
@@ -62,7 +62,7 @@ TEST_F(ReplayTest, TheRecordingIsAGridOfTwoWorkloads) {
   const absl::StatusOr<v1::SweepSpec> spec =
       SpecFromRecording(oracle_->recorded());
   ASSERT_TRUE(spec.ok()) << spec.status();
-  const std::vector<v1::Trial> grid = *ExpandSweep(*spec);
+  const std::vector<v1::Trial> grid = *testing::Expand(*spec);
   ASSERT_EQ(grid.size(), 48u);
   for (size_t i = 0; i < grid.size(); ++i) {
     EXPECT_EQ(grid[i].workload_hash(), runnable[i]->workload_hash()) << i;
@@ -87,7 +87,7 @@ TEST_F(ReplayTest, SimulateDrawsFromTheRecordedSamples) {
                               recorded.result().samples_us().end());
   for (double s : a.samples_us()) EXPECT_EQ(pool.count(s), 1u) << s;
   const std::vector<double> drawn(a.samples_us().begin(), a.samples_us().end());
-  EXPECT_DOUBLE_EQ(a.stats().median_us(), Summarize(drawn).median_us());
+  EXPECT_DOUBLE_EQ(a.stats().median_us(), stats::Summarize(drawn).median_us());
   EXPECT_EQ(a.fingerprint().hash(), recorded.result().fingerprint().hash());
   // Same seed, same draw; another seed, another draw.
   EXPECT_EQ(oracle_->Simulate(proposed, 3).SerializeAsString(),

@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
-#include "kernels/backend_catalog.h"
+#include "kernels/backends/registry.h"
 #include "tuner/spec.h"
 
 namespace moetune::tuner {
@@ -213,12 +213,12 @@ TEST(ValidateTest, Backends) {
   v1::SweepSpec spec = Base();
   spec.mutable_space()->clear_moe_backends();
   EXPECT_EQ(ErrorOf(spec), "space.moe_backends: must not be empty; allowed: " +
-                               KnownBackendNames());
+                               backends::KnownBackendNames());
   spec.mutable_space()->add_moe_backends("foo");
   EXPECT_EQ(ErrorOf(spec),
             "space.moe_backends[0]: unknown backend 'foo'; "
             "allowed: " +
-                KnownBackendNames());
+                backends::KnownBackendNames());
   EXPECT_THAT(ErrorOf(spec),
               HasSubstr("cpu_reference, cpu_blocked, dequant_cublas, "
                         "fused_gemv, fused_gemv_fp8, grouped_mma, native_fp4"));

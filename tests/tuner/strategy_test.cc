@@ -22,6 +22,7 @@ using testing::Drive;
 using testing::Driven;
 using ::testing::ElementsAre;
 using testing::Finish;
+using testing::ProposeFor;
 using testing::TinyLayerSpec;
 
 // 10 points per workload: cpu_reference x 4 (tp, ep), cpu_blocked 4x64 x 4
@@ -116,9 +117,9 @@ TEST(ProposalKeyTest, ByHand) {
 TEST(GridStrategyTest, WholeGridFirstThenNothing) {
   const v1::SweepSpec spec = SmallSpec();
   GridStrategy grid;
-  absl::StatusOr<std::vector<v1::Trial>> first = grid.Propose(spec, {});
+  absl::StatusOr<std::vector<v1::Trial>> first = ProposeFor(grid, spec, {});
   ASSERT_TRUE(first.ok()) << first.status();
-  absl::StatusOr<std::vector<v1::Trial>> expanded = ExpandSweep(spec);
+  absl::StatusOr<std::vector<v1::Trial>> expanded = testing::Expand(spec);
   ASSERT_TRUE(expanded.ok());
   ASSERT_EQ(first->size(), 10u);
   for (size_t i = 0; i < first->size(); ++i) {
@@ -129,19 +130,17 @@ TEST(GridStrategyTest, WholeGridFirstThenNothing) {
     EXPECT_EQ((*first)[i].measurement().iterations(), 9);
   }
   // Queued or finished, the grid adds nothing more (no confirmation asked).
-  EXPECT_TRUE(grid.Propose(spec, *first)->empty());
+  EXPECT_TRUE(ProposeFor(grid, spec, *first)->empty());
   const Driven driven = Drive(grid, spec, HandFinish);
   EXPECT_EQ(driven.batches.size(), 1u);
   EXPECT_EQ(driven.trials.size(), 10u);
-  // InitialTrials is Propose(spec, {}).
-  EXPECT_EQ(Keys(*grid.InitialTrials(spec)), Keys(*first));
 }
 
 TEST(GridStrategyTest, MaxTrialsIsSplitBetweenWorkloads) {
   v1::SweepSpec spec = SmallSpec("strategy { max_trials: 5 }");
   spec.mutable_workload()->add_batch_sizes(8);
   GridStrategy grid;
-  absl::StatusOr<std::vector<v1::Trial>> first = grid.Propose(spec, {});
+  absl::StatusOr<std::vector<v1::Trial>> first = ProposeFor(grid, spec, {});
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_EQ(first->size(), 5u);  // 3 for the first workload, 2 for the next
   for (int i = 0; i < 5; ++i) {
@@ -152,7 +151,7 @@ TEST(GridStrategyTest, MaxTrialsIsSplitBetweenWorkloads) {
 TEST(GridStrategyTest, BadSpecIsAnError) {
   GridStrategy grid;
   const absl::StatusOr<std::vector<v1::Trial>> trials =
-      grid.Propose(v1::SweepSpec(), {});
+      ProposeFor(grid, v1::SweepSpec(), {});
   EXPECT_EQ(trials.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(trials.status().message()),
               ::testing::StartsWith("workload.model_preset:"));
@@ -184,11 +183,11 @@ TEST(ConfirmationTest, InterleavedRoundsOfTheTopK) {
 TEST(ConfirmationTest, NotWhileSomethingIsInFlight) {
   const v1::SweepSpec spec = SmallSpec("strategy { confirm_top_k: 2 }");
   GridStrategy grid;
-  std::vector<v1::Trial> history = *grid.Propose(spec, {});
+  std::vector<v1::Trial> history = *ProposeFor(grid, spec, {});
   for (size_t i = 0; i + 1 < history.size(); ++i) HandFinish(history[i], i + 1);
-  EXPECT_TRUE(grid.Propose(spec, history)->empty());  // one still queued
+  EXPECT_TRUE(ProposeFor(grid, spec, history)->empty());  // one still queued
   HandFinish(history.back(), 10);
-  EXPECT_EQ(grid.Propose(spec, history)->size(), 4u);  // 2 configs x 2
+  EXPECT_EQ(ProposeFor(grid, spec, history)->size(), 4u);  // 2 configs x 2
 }
 
 TEST(ConfirmationTest, HeldBackFromTheTrialBudget) {
@@ -205,23 +204,24 @@ TEST(ConfirmationTest, HeldBackFromTheTrialBudget) {
 TEST(RandomStrategyTest, SeededPermutationOfTheGrid) {
   v1::SweepSpec spec = SmallSpec("strategy { kind: RANDOM seed: 7 }");
   RandomStrategy random;
-  const std::vector<v1::Trial> a = *random.Propose(spec, {});
-  const std::vector<v1::Trial> again = *random.Propose(spec, {});
+  const std::vector<v1::Trial> a = *ProposeFor(random, spec, {});
+  const std::vector<v1::Trial> again = *ProposeFor(random, spec, {});
   EXPECT_EQ(Keys(a), Keys(again));
   ASSERT_EQ(a.size(), 10u);
-  const std::vector<v1::Trial> grid = *GridStrategy().Propose(spec, {});
+  GridStrategy grid_strategy;
+  const std::vector<v1::Trial> grid = *ProposeFor(grid_strategy, spec, {});
   EXPECT_EQ(KeySet(a), KeySet(grid));
   EXPECT_NE(Keys(a), Keys(grid));
   spec.mutable_strategy()->set_seed(8);
-  EXPECT_NE(Keys(*random.Propose(spec, {})), Keys(a));
+  EXPECT_NE(Keys(*ProposeFor(random, spec, {})), Keys(a));
   // max_trials takes the head of the same order.
   spec.mutable_strategy()->set_seed(7);
   spec.mutable_strategy()->set_max_trials(5);
-  const std::vector<v1::Trial> head = *random.Propose(spec, {});
+  const std::vector<v1::Trial> head = *ProposeFor(random, spec, {});
   ASSERT_EQ(head.size(), 5u);
   for (int i = 0; i < 5; ++i)
     EXPECT_EQ(head[i].proposal_key(), a[i].proposal_key());
-  EXPECT_TRUE(random.Propose(spec, head)->empty());
+  EXPECT_TRUE(ProposeFor(random, spec, head)->empty());
 }
 
 TEST(RandomStrategyTest, GpuSecondBudgetKeepsFourInFlightAndStops) {
@@ -295,7 +295,7 @@ TEST_P(RecordedTest, ResumeFromAnyPrefixContinuesTheSame) {
   for (size_t r = 0; r < run.batches.size(); ++r) {
     // A coordinator restarted after round r: a fresh strategy, the history.
     std::unique_ptr<Strategy> fresh = *MakeStrategy(spec_.strategy());
-    EXPECT_EQ(Keys(*fresh->Propose(spec_, run.histories[r])),
+    EXPECT_EQ(Keys(*ProposeFor(*fresh, spec_, run.histories[r])),
               Keys(run.batches[r]))
         << "round " << r;
     // Restarted while round r was still queued: never a key twice.
@@ -303,14 +303,14 @@ TEST_P(RecordedTest, ResumeFromAnyPrefixContinuesTheSame) {
     queued.insert(queued.end(), run.batches[r].begin(), run.batches[r].end());
     const std::set<std::string> known = KeySet(queued);
     // Held in a named value: a range-for over *temporary would dangle.
-    const std::vector<v1::Trial> next = *fresh->Propose(spec_, queued);
+    const std::vector<v1::Trial> next = *ProposeFor(*fresh, spec_, queued);
     for (const v1::Trial& t : next) {
       EXPECT_EQ(known.count(t.proposal_key()), 0u) << t.proposal_key();
     }
   }
   // The end: a finished history proposes nothing.
   std::unique_ptr<Strategy> fresh = *MakeStrategy(spec_.strategy());
-  EXPECT_TRUE(fresh->Propose(spec_, run.trials)->empty());
+  EXPECT_TRUE(ProposeFor(*fresh, spec_, run.trials)->empty());
 }
 
 TEST_P(RecordedTest, GpuSecondBudget) {

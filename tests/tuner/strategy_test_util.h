@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "common/stats.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "proto/moetune.pb.h"
-#include "tuner/stats.h"
 #include "tuner/strategy.h"
 
 namespace moetune::tuner::testing {
@@ -58,7 +58,28 @@ inline void Finish(v1::Trial& trial, int64_t id, double median_us,
                       (1.0 + 0.01 * (i - (n - 1) / 2.0) / std::max(1, n)));
   }
   r.mutable_samples_us()->Assign(samples.begin(), samples.end());
-  *r.mutable_stats() = Summarize(samples);
+  *r.mutable_stats() = stats::Summarize(samples);
+}
+
+// Every point of `spec`'s plan, in grid order (INVALID_ARGUMENT for a bad
+// spec).
+inline absl::StatusOr<std::vector<v1::Trial>> Expand(
+    const v1::SweepSpec& spec) {
+  absl::StatusOr<std::shared_ptr<const SweepPlan>> plan =
+      SweepPlan::Create(spec);
+  if (!plan.ok()) return plan.status();
+  return (*plan)->AllPoints();
+}
+
+// Plans `spec` as the coordinator does at submission (validated, normalised,
+// expanded) and asks `strategy` for its proposals given `history`.
+inline absl::StatusOr<std::vector<v1::Trial>> ProposeFor(
+    Strategy& strategy, const v1::SweepSpec& spec,
+    const std::vector<v1::Trial>& history) {
+  absl::StatusOr<std::shared_ptr<const SweepPlan>> plan =
+      SweepPlan::Create(spec);
+  if (!plan.ok()) return plan.status();
+  return strategy.Propose(**plan, history);
 }
 
 // A run of a strategy to the end: every Propose call's (history, answer).
@@ -76,7 +97,7 @@ inline Driven Drive(Strategy& strategy, const v1::SweepSpec& spec,
   Driven driven;
   for (int round = 0; round < max_rounds; ++round) {
     absl::StatusOr<std::vector<v1::Trial>> batch =
-        strategy.Propose(spec, driven.trials);
+        ProposeFor(strategy, spec, driven.trials);
     EXPECT_TRUE(batch.ok()) << batch.status();
     if (!batch.ok() || batch->empty()) break;
     driven.histories.push_back(driven.trials);

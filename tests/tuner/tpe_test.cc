@@ -19,6 +19,7 @@ namespace {
 
 using testing::Driven;
 using testing::Finish;
+using testing::ProposeFor;
 using testing::TinyLayerSpec;
 
 // 8 points in grid order: cpu_reference then cpu_blocked 4x64, each with
@@ -56,7 +57,8 @@ WorkloadSearch HandSearch(const std::vector<v1::Trial>& grid,
 }
 
 TEST(TpeTest, ScoresByHand) {
-  const std::vector<v1::Trial> grid = *ExpandSweep(WithDefaults(EightSpec()));
+  const std::vector<v1::Trial> grid =
+      *testing::Expand(WithDefaults(EightSpec()));
   ASSERT_EQ(grid.size(), 8u);
   // DONE: blocked (1,1) 10 us, reference (1,1) 40 us, reference (2,1) 30
   // us; FAILED: blocked (2,2). Four observations: ceil(0.25 * 4) = 1 good
@@ -96,7 +98,7 @@ TEST(TpeTest, ScoresByHand) {
 // workloads on A (here = there / 2), so B is believed at 400 / 2 = 200 us.
 TEST(TpeTest, BeliefsTransferAcrossWorkloads) {
   v1::SweepSpec spec = WithDefaults(EightSpec(20));
-  const std::vector<v1::Trial> grid = *ExpandSweep(spec);
+  const std::vector<v1::Trial> grid = *testing::Expand(spec);
   std::vector<v1::Trial> own = {grid[0]};
   own[0].set_rung(1);
   own[0].mutable_measurement()->set_iterations(3);
@@ -146,13 +148,13 @@ TEST(TpeTest, ScreeningFidelity) {
 TEST(TpeTest, WarmStartScreensThenWaits) {
   const v1::SweepSpec spec = EightSpec(20);
   TpeStrategy tpe;
-  const std::vector<v1::Trial> first = *tpe.Propose(spec, {});
+  const std::vector<v1::Trial> first = *ProposeFor(tpe, spec, {});
   ASSERT_EQ(first.size(), 3u);  // initial_random: 3
   for (const v1::Trial& t : first) {
     EXPECT_EQ(t.rung(), 1);
     EXPECT_EQ(t.measurement().iterations(), 3);
   }
-  EXPECT_TRUE(tpe.Propose(spec, first)->empty());  // all three in flight
+  EXPECT_TRUE(ProposeFor(tpe, spec, first)->empty());  // all three in flight
 }
 
 TEST(TpeTest, DefaultInitialRandom) {
@@ -307,15 +309,15 @@ TEST_P(TpeRecordedTest, ResumesFromAnyPrefix) {
   for (size_t r = 0; r < run.batches.size(); ++r) {
     std::unique_ptr<Strategy> fresh = *MakeStrategy(spec_.strategy());
     if (r > 0) {
-      EXPECT_EQ(KeysOf(*fresh->Propose(spec_, run.histories[r - 1])),
+      EXPECT_EQ(KeysOf(*ProposeFor(*fresh, spec_, run.histories[r - 1])),
                 KeysOf(run.batches[r - 1]));
     }
-    EXPECT_EQ(KeysOf(*fresh->Propose(spec_, run.histories[r])),
+    EXPECT_EQ(KeysOf(*ProposeFor(*fresh, spec_, run.histories[r])),
               KeysOf(run.batches[r]))
         << "round " << r;
   }
   std::unique_ptr<Strategy> fresh = *MakeStrategy(spec_.strategy());
-  EXPECT_TRUE(fresh->Propose(spec_, run.trials)->empty());
+  EXPECT_TRUE(ProposeFor(*fresh, spec_, run.trials)->empty());
 }
 
 TEST_P(TpeRecordedTest, RespectsTrialBudget) {

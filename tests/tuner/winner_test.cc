@@ -3,9 +3,9 @@
 #include <string>
 #include <vector>
 
+#include "common/stats.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tuner/stats.h"
 
 namespace moetune::tuner {
 namespace {
@@ -213,7 +213,7 @@ v1::Trial Sampled(int64_t id, int tp, std::vector<double> samples, int rung = 0,
   r.set_outcome(v1::DONE);
   r.mutable_fingerprint()->set_hash(fingerprint);
   r.mutable_samples_us()->Assign(samples.begin(), samples.end());
-  *r.mutable_stats() = Summarize(samples);
+  *r.mutable_stats() = stats::Summarize(samples);
   return t;
 }
 

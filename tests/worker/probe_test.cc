@@ -2,6 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/backends/registry.h"
 #include "tests/worker/fakes.h"
 
 namespace moetune::worker {
@@ -26,9 +27,10 @@ class ProbeTest : public ::testing::Test {
   ProbeEnv env_{&system_, &gpu_, &clock_};
 };
 
-TEST_F(ProbeTest, EveryCatalogBackendIsProbed) {
+TEST_F(ProbeTest, EveryRegisteredBackendIsProbed) {
   const v1::Probe probe = ProbeWorker(DeviceTarget{-1}, registry_, env_);
-  EXPECT_EQ(probe.backends_size(), static_cast<int>(BackendCatalog().size()));
+  EXPECT_EQ(probe.backends_size(),
+            static_cast<int>(backends::AllBackends().size()));
   EXPECT_EQ(probe.probed_at_unix_ms(), clock_.NowUnixMs());
 }
 

@@ -6,12 +6,20 @@
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/backends/cpu/cpu_registry.h"
+#include "kernels/backends/registry.h"
 #include "tests/worker/fakes.h"
-#include "worker/cpu_backends.h"
-#include "worker/gpu_backends.h"
+#include "worker/cpu_backend.h"
+#include "worker/gpu_backend.h"
 
 namespace moetune::worker {
 namespace {
+
+// The worker side of a CPU backend of the registry.
+std::unique_ptr<Backend> CpuBackend(const char* name) {
+  return MakeCpuBackend(*backends::FindBackend(name),
+                        backends::FindCpuMoe(name), RealClock::Get());
+}
 
 using ::testing::HasSubstr;
 
@@ -20,8 +28,8 @@ class ScriptedBackend final : public Backend {
  public:
   explicit ScriptedBackend(absl::StatusOr<BackendRun> run)
       : run_(std::move(run)) {}
-  const BackendInfo& info() const override {
-    return *FindBackend("fused_gemv");
+  const backends::BackendDescriptor& descriptor() const override {
+    return *backends::FindBackend("fused_gemv");
   }
   v1::BackendProbe Probe(const DeviceTarget&) override { return {}; }
   absl::StatusOr<BackendRun> Run(const TrialInputs&) override { return run_; }
@@ -66,8 +74,8 @@ BackendRun Scripted(std::vector<float> output, std::vector<float> reference) {
 TEST(TrialRunnerTest, CpuBackendsAreCorrectAndTimedOnBothRegions) {
   FakeClock unused;
   BackendRegistry registry;
-  registry.Register(MakeCpuReferenceBackend(RealClock::Get()));
-  registry.Register(MakeCpuBlockedBackend(RealClock::Get()));
+  registry.Register(CpuBackend("cpu_reference"));
+  registry.Register(CpuBackend("cpu_blocked"));
   TrialRunner runner(&registry);
   for (const char* backend : {"cpu_reference", "cpu_blocked"}) {
     for (v1::Region region : {v1::MOE_LAYER, v1::DECODE_STEP}) {
@@ -175,7 +183,7 @@ TEST(TrialRunnerTest, BackendErrorsAndUnknownNamesAreFailures) {
 
 TEST(TrialRunnerTest, ShardedTrialsCarryAModelledCommFloor) {
   BackendRegistry registry;
-  registry.Register(MakeCpuBlockedBackend(RealClock::Get()));
+  registry.Register(CpuBackend("cpu_blocked"));
   TrialRunner runner(&registry);
   v1::TrialExecution execution = Execution("cpu_blocked", v1::MOE_LAYER);
   execution.mutable_trial()->mutable_config()->set_ep(2);
@@ -193,7 +201,8 @@ TEST(RelativeL2ErrorTest, HandComputed) {
 
 TEST(GpuBackendTest, AdaptsTheTrialAndMapsStatuses) {
   FakeGpuApi gpu;
-  std::unique_ptr<Backend> backend = MakeGpuBackend("fused_gemv", &gpu);
+  std::unique_ptr<Backend> backend =
+      MakeGpuBackend(*backends::FindBackend("fused_gemv"), &gpu);
   TrialInputs in;
   in.trial = Execution("fused_gemv", v1::MOE_LAYER, 3).trial();
   in.trial.mutable_config()->set_cuda_graph(true);

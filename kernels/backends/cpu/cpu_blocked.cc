@@ -1,4 +1,4 @@
-#include "kernels/cpu_moe.h"
+#include "kernels/backends/cpu/cpu_blocked.h"
 
 #include <algorithm>
 #include <array>
@@ -6,13 +6,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "kernels/backend_catalog.h"
-#include "kernels/nvfp4_format.h"
+#include "kernels/backends/cpu/cpu_registry.h"
+#include "kernels/backends/cpu/tiles.h"
+#include "kernels/backends/registry.h"
+#include "kernels/model/nvfp4_format.h"
+#include "kernels/model/weight_gen.h"
 #include "kernels/reference/model_weights.h"
 #include "kernels/reference/moe_reference.h"
 #include "kernels/reference/ops.h"
 #include "kernels/reference/router.h"
-#include "kernels/weight_gen.h"
 
 namespace moetune::cpu {
 namespace {
@@ -101,46 +103,18 @@ TileGemmFn FindKernel(int block_n, int block_k) {
   return nullptr;
 }
 
-std::string TileList() {
-  std::string list;
-#define MOETUNE_CPU_TILE_NAME(bn, bk) \
-  absl::StrAppend(&list, list.empty() ? "" : ", ", bn, "x", bk);
-  MOETUNE_CPU_BLOCKED_TILES(MOETUNE_CPU_TILE_NAME)
-#undef MOETUNE_CPU_TILE_NAME
-  return list;
-}
-
-absl::Status ShapeError(int block_n, int block_k, const std::string& why) {
-  return absl::FailedPreconditionError(
-      absl::StrCat("cpu_blocked: kernel cannot do this shape: tile ", block_n,
-                   "x", block_k, " ", why));
-}
-
 }  // namespace
 
 absl::Status CanImplementBlocked(const ref::StepSpec& spec, int block_n,
                                  int block_k) {
   RETURN_IF_ERROR(ref::ValidateStepSpec(spec));
-  if (FindKernel(block_n, block_k) == nullptr) {
-    return ShapeError(block_n, block_k,
-                      absl::StrCat("is not instantiated; tiles: ", TileList()));
-  }
-  if (block_k % nvfp4::kBlockSize != 0) {
-    return ShapeError(block_n, block_k, "needs block_k a multiple of 16");
-  }
-  const int hidden = spec.config.hidden;
-  const int slice = ref::InterSlice(spec.config, spec.shard);
-  if (hidden % block_k != 0 || slice % block_k != 0) {
-    return ShapeError(block_n, block_k,
-                      absl::StrCat("needs block_k to divide hidden (", hidden,
-                                   ") and moe_intermediate/tp (", slice, ")"));
-  }
-  if (hidden % block_n != 0 || slice % block_n != 0) {
-    return ShapeError(block_n, block_k,
-                      absl::StrCat("needs block_n to divide hidden (", hidden,
-                                   ") and moe_intermediate/tp (", slice, ")"));
-  }
-  return absl::OkStatus();
+  const backends::LayerShape shape{
+      spec.config.hidden, ref::InterSlice(spec.config, spec.shard), spec.batch};
+  const std::string why = backends::cpu_blocked::Descriptor().CanImplement(
+      shape, backends::Tile{block_n, block_k});
+  if (why.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("kernel cannot do this shape: ", why));
 }
 
 absl::StatusOr<std::unique_ptr<BlockedMoe>> BlockedMoe::Create(
@@ -266,3 +240,16 @@ std::map<int, std::vector<BlockedMoe::RoutedToken>> BlockedMoe::Bucket(
 }
 
 }  // namespace moetune::cpu
+
+namespace moetune::backends::cpu_blocked {
+
+absl::StatusOr<ref::MoeFn> MakeMoe(const ref::StepSpec& step,
+                                   const Tile& tile) {
+  ASSIGN_OR_RETURN(std::shared_ptr<cpu::BlockedMoe> blocked,
+                   cpu::BlockedMoe::Create(step, tile.block_n, tile.block_k));
+  return ref::MoeFn([blocked](int layer, const float* x, int batch, float* y) {
+    return blocked->Run(layer, x, batch, y);
+  });
+}
+
+}  // namespace moetune::backends::cpu_blocked

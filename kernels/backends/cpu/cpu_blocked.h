@@ -2,7 +2,7 @@
 // NVFP4 bytes, with a BN x BK tile of each weight matrix decoded once into a
 // small float buffer and applied to every token routed to that expert. Tile
 // shapes are template parameters instantiated from MOETUNE_CPU_BLOCKED_TILES
-// only (kernels/backend_catalog.h), the list the tuner sweeps.
+// only (kernels/backends/cpu/tiles.h), the list its descriptor gives the tuner.
 // BlockedMoe caches materialized weights and scratch buffers: one instance
 // must not be used from two threads at once; distinct instances are
 // independent. Memory: one packed TP slice per (layer, expert) ever routed

@@ -10,10 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/backends.cuh"
+#include "kernels/backends/registry.h"
+#include "kernels/cuda/launcher.cuh"
 #include "kernels/cuda/router.cuh"
 #include "kernels/cuda/tiled_nvfp4.h"
-#include "kernels/nvfp4_format.h"
+#include "kernels/model/nvfp4_format.h"
 
 namespace moetune::gpu {
 namespace {
@@ -181,16 +182,6 @@ GpuStatus ExpertGemms(const LayerArgs& a, const Workspace& ws,
   return OkStatus();
 }
 
-GpuStatus CanImplement(const LayerArgs& a) {
-  if (a.block_n != 0 || a.block_k != 0) {
-    return Fail(RunStatus::kCannotImplement,
-                "dequant_cublas takes no tile (block_n = block_k = 0); got " +
-                    std::to_string(a.block_n) + "x" +
-                    std::to_string(a.block_k));
-  }
-  return CheckTiledDims(a, 16, "dequant_cublas");
-}
-
 size_t WorkspaceBytes(const LayerArgs& a) {
   size_t used = 0;
   Carve(a, nullptr, &used);
@@ -211,11 +202,14 @@ GpuStatus Launch(const LayerArgs& a, void* workspace, cudaStream_t stream) {
 }
 
 }  // namespace
+}  // namespace moetune::gpu
 
-const BackendOps& DequantCublasOps() {
-  static const BackendOps ops{"dequant_cublas", false,           false,
-                              &CanImplement,    &WorkspaceBytes, &Launch};
-  return ops;
+namespace moetune::backends::dequant_cublas {
+
+const gpu::Launcher& Launcher() {
+  static const gpu::Launcher launcher{&Descriptor(), &gpu::WorkspaceBytes,
+                                      &gpu::Launch};
+  return launcher;
 }
 
-}  // namespace moetune::gpu
+}  // namespace moetune::backends::dequant_cublas

@@ -7,7 +7,7 @@
 // token tile, and every token routed to the expert shares it.
 // Each (mode, ragged K) pair is its own kernel, so a kernel holds only its
 // own pipelines; runs of <= 2 tokens take their activations from a ring
-// loaded two chunks ahead and across the units of a run (version 5, PERF.md).
+// loaded two chunks ahead and across the units of a run (kernels/PERF.md).
 //
 // Two schedules:
 //  - stream-K (fused_gemv): the (slot, row group, K step) units of all
@@ -60,18 +60,12 @@ struct MmaJob {
   int shared_first = 0;
   int shared_expert = 0;  // its index among the stored experts
   int round_units = 12;   // stream-K: units a warp takes per round
-  bool pdl = false;       // launch with programmatic serialization
 };
-
-// The environment switch MOETUNE_PDL=0 turns programmatic dependent launch
-// off (for measurements); it is on otherwise.
-bool PdlEnabled();
 
 // The job fields every expert launch fills the same way from the layer:
 // gate_up's or down's matrix, the run buffers, B's row length, the sizes,
 // out_scale = tensor scale x `decode_scale` (what the kernel's decode leaves
-// out), and programmatic dependent launch. Backends add their B source and
-// schedule fields.
+// out). Backends add their B source and schedule fields.
 inline MmaJob LayerJob(const LayerArgs& a, bool gate_up, float decode_scale) {
   MmaJob j;
   j.w = gate_up ? a.gate_up : a.down;
@@ -82,7 +76,6 @@ inline MmaJob LayerJob(const LayerArgs& a, bool gate_up, float decode_scale) {
   j.inter_local = a.geo.inter_local;
   j.hidden = a.geo.hidden;
   j.batch = a.geo.batch;
-  j.pdl = PdlEnabled();
   return j;
 }
 
@@ -112,7 +105,9 @@ GpuStatus BlocksPerSm(Kernel* kernel, int threads, int smem, int device,
 }
 
 // kernel<<<grid, threads, smem, stream>>>(job), with programmatic stream
-// serialization when job.pdl.
+// serialization: the kernel may start while its predecessor on the stream
+// still runs, and waits for it (GridDependencyWait) only where it needs its
+// results.
 template <class Kernel, class Job>
 GpuStatus LaunchJob(Kernel* kernel, const Job& job, int grid, int threads,
                     int smem, cudaStream_t stream) {
@@ -125,7 +120,7 @@ GpuStatus LaunchJob(Kernel* kernel, const Job& job, int grid, int threads,
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = attr;
-  config.numAttrs = job.pdl ? 1 : 0;
+  config.numAttrs = 1;
   MG_CUDA(cudaLaunchKernelEx(&config, kernel, job));
   return OkStatus();
 }

@@ -1,11 +1,12 @@
 // Definitions of the expert kernel templates declared by expert_mma.cuh.
 // Included only by the .cu files that instantiate them from the tile
-// X-macros of kernels/backend_catalog.h (fused_gemv.cu, grouped_mma.cu).
+// X-macros of kernels/backends/expert_mma/tiles.h (fused_gemv.cu,
+// grouped_mma.cu).
 #pragma once
 
 #include <string>
 
-#include "kernels/cuda/expert_mma.cuh"
+#include "kernels/backends/expert_mma/expert_mma.cuh"
 
 namespace moetune::gpu {
 namespace mma_detail {
@@ -149,14 +150,12 @@ __device__ __forceinline__ void LoadRaw(const uint16_t* p, uint32_t (&raw)[8]) {
 
 // The activation ring of the one-n-tile path: the raw words of the next two
 // chunks, loaded two chunks before their use and kept across the units of
-// one run (device run 6: the mma's long-scoreboard stalls on activations
-// loaded one chunk ahead, and at each unit's start not at all ahead, were
-// 21 % of gate_up's samples). Measured alone (device run 8, x1) it did not
-// shorten batch 1: the waits moved to the weights and the fences.
-// Runs of more tokens keep the four-chunks-at-once path (ComputeUnitFast):
-// with the ring for every run, 16x512 was 5 % slower at batch 8 (device run
-// 8, x0 against x3), likely the deeper loads of 8 activation rows through the
-// ~28 KB of L1 that 209 KB of shared memory leave.
+// one run: activations loaded one chunk ahead (and at a unit's start not at
+// all ahead) stalled the mma for a fifth of gate_up's time. Runs of more
+// tokens keep the four-chunks-at-once path (ComputeUnitFast): with the ring
+// for every run, 16x512 was 5 % slower at batch 8, likely the deeper loads
+// of 8 activation rows through the ~28 KB of L1 that 209 KB of shared memory
+// leave (kernels/PERF.md).
 inline constexpr int kRingMaxTokens = 2;
 
 struct BRing {
@@ -332,8 +331,8 @@ __device__ __forceinline__ void StartRun(
 }
 
 // Whether a kernel of mode k runs mode m, as a plain condition: this form
-// (kModeAny, -1, once named a kernel for both modes) is the one device run 8
-// measured; folding it into if constexpr reorders down's entry code.
+// (kModeAny, -1, names a kernel for both modes) is the measured one; folding
+// it into if constexpr reorders down's entry code.
 inline constexpr int kModeAny = -1;
 __device__ __forceinline__ bool IsMode(int k, const MmaJob& j, int m) {
   return k == kModeAny ? j.mode == m : k == m;
@@ -375,7 +374,7 @@ __device__ bool AddPartials(const MmaJob& j, const Run<kNT>& run,
     // The warp barrier orders every lane's partial adds before lane 0's
     // release; lane 0's acquire, then the barrier, orders the last warp's
     // reads after every other warp's adds. One acq_rel atomic instead of a
-    // warp-wide fence on both sides (6-13 % of gate_up's stalls, run 6/8).
+    // warp-wide fence on both sides (those were 6-13 % of gate_up's stalls).
     __syncwarp();
     int last = 0;
     if (lane == 0) {
@@ -629,7 +628,7 @@ constexpr int MinBlocks() {
 // kMode and kRagged (K not a multiple of the unit's K) are template
 // parameters so that each kernel holds only its own pipelines and epilogue:
 // one binary for every path made down stall on instruction fetch for a third
-// of its samples (device run 6).
+// of its samples.
 template <int kRT, int kCPS, int kNT, int kWarps, bool kStreamK, int kMode,
           bool kRagged>
 __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
@@ -645,7 +644,6 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
     const int W = gridDim.x * kWarps, w = blockIdx.x * kWarps + warp;
     const int per_slot = rgs * steps;
     if (IsMode(kMode, job, kModeDown)) {
-      if (lane == 0) TL_MIN(job.buf, 10);
       // Down's weights and slot list do not depend on gate_up: its first
       // copies go out before waiting for gate_up's h (the router finished
       // before gate_up started its routed part; read through L2).
@@ -654,12 +652,10 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
                            rgs, steps};
       RunUnits<kRT, kCPS, kNT, kMode, kRagged, true, false, false, true>(
           job, SlotSource<false, true>{&job, 0}, seq, ring, lane);
-      if (lane == 0) TL_MAX(job.buf, 11);
       return;
     }
     {
       int first = 0;
-      TL_GATE_UP_START(job.buf, w, lane);
       if (job.shared_first) {  // before the routing exists
         const StreamKSeq seq{WarpRange(per_slot, W, w, job.round_units), 0,
                              per_slot, rgs, steps};
@@ -667,19 +663,13 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
             job, SlotSource<true, true>{&job, 0}, seq, ring, lane);
         first = 1;
       }
-      if (lane == 0) TL_MAX(job.buf, 7);
-      if (lane == 0) TL_MIN(job.buf, 14);
-      if (lane == 0) TL_WARP(job.buf, w, 1);
       GridDependencyWait();
-      TL_GATE_UP_RELEASED(job.buf, w, lane);
       LaunchDependents();
       const int units = (__ldg(job.buf.meta + kMetaSlots) - first) * per_slot;
       const StreamKSeq seq{WarpRange(units, W, w, job.round_units), first,
                            per_slot, rgs, steps};
       RunUnits<kRT, kCPS, kNT, kMode, kRagged, true, false, false, false>(
           job, SlotSource<false, true>{&job, 0}, seq, ring, lane);
-      if (lane == 0) TL_MAX(job.buf, 9);
-      if (lane == 0) TL_WARP(job.buf, w, 3);
     }
   } else {
     GridDependencyWait();
@@ -693,8 +683,7 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
 }
 
 // Launches one instantiation: a persistent grid (stream-K) or one block per
-// (token tile bound, row block) (tiles); with programmatic serialization
-// when job.pdl.
+// (token tile bound, row block) (tiles); with programmatic serialization.
 namespace mma_detail {
 
 template <int kRT, int kCPS, int kNT, int kWarps, bool kStreamK, int kMode,

@@ -8,16 +8,16 @@
 // template parameters.
 #include <string>
 
-#include "kernels/backend_catalog.h"
-#include "kernels/cuda/backends.cuh"
-#include "kernels/cuda/expert_mma_impl.cuh"
+#include "kernels/backends/expert_mma/expert_mma_impl.cuh"
+#include "kernels/backends/expert_mma/tiles.h"
+#include "kernels/backends/registry.h"
+#include "kernels/cuda/launcher.cuh"
 #include "kernels/cuda/router.cuh"
 
 namespace moetune::gpu {
 namespace {
 
 constexpr int kFusedWarps = 4;
-constexpr int kFusedMaxBatch = 64;
 
 MmaJob BaseJob(const LayerArgs& a, bool gate_up) {
   MmaJob j = LayerJob(a, gate_up, kDecodeScale);
@@ -47,19 +47,6 @@ GpuStatus LaunchTile(const LayerArgs& a, cudaStream_t stream) {
   return LaunchExperts<kRT, kCPS, 8>(a, stream);
 }
 
-GpuStatus CanImplement(const LayerArgs& a) {
-  MG_RETURN_IF_ERROR(CheckTile(a, "fused_gemv"));
-  if (a.geo.batch > kFusedMaxBatch) {
-    return Fail(
-        RunStatus::kCannotImplement,
-        "fused_gemv takes at most 64 tokens (8 mma n-tiles); batch is " +
-            std::to_string(a.geo.batch) + " (use grouped_mma)");
-  }
-  return CheckTiledDims(a, a.block_n, "fused_gemv");
-}
-
-size_t WorkspaceBytes(const LayerArgs&) { return 0; }
-
 GpuStatus Launch(const LayerArgs& a, void*, cudaStream_t stream) {
   MG_RETURN_IF_ERROR(LaunchRouter(a, stream));
 #define MOETUNE_FUSED_LAUNCH(n, k)          \
@@ -71,11 +58,14 @@ GpuStatus Launch(const LayerArgs& a, void*, cudaStream_t stream) {
 }
 
 }  // namespace
+}  // namespace moetune::gpu
 
-const BackendOps& FusedGemvOps() {
-  static const BackendOps ops{"fused_gemv",    true,   true, &CanImplement,
-                              &WorkspaceBytes, &Launch};
-  return ops;
+namespace moetune::backends::fused_gemv {
+
+const gpu::Launcher& Launcher() {
+  static const gpu::Launcher launcher{&Descriptor(), &gpu::NoWorkspace,
+                                      &gpu::Launch};
+  return launcher;
 }
 
-}  // namespace moetune::gpu
+}  // namespace moetune::backends::fused_gemv

@@ -30,10 +30,11 @@
 // copies before waiting for gate_up, as in fused_gemv.
 #include <string>
 
-#include "kernels/backend_catalog.h"
-#include "kernels/cuda/act_fp8.cuh"
-#include "kernels/cuda/backends.cuh"
-#include "kernels/cuda/expert_mma_impl.cuh"
+#include "kernels/backends/expert_mma/act_fp8.cuh"
+#include "kernels/backends/expert_mma/expert_mma_impl.cuh"
+#include "kernels/backends/expert_mma/tiles.h"
+#include "kernels/backends/registry.h"
+#include "kernels/cuda/launcher.cuh"
 #include "kernels/cuda/router.cuh"
 #include "kernels/cuda/tiled_e4m3.h"
 
@@ -404,28 +405,6 @@ struct Fp8Copies {
   }
 };
 
-#ifdef MOETUNE_TIMELINE
-// gate_up's diagnostics (lane 0, as unit i of count lands): at the first
-// unit its SM, its unit count and the time, at the last the time.
-__device__ void GateUpUnitStamps(const MmaJob& j, int warp, int lane, int i,
-                                 int count) {
-  if (lane != 0 || (i != 0 && i != count - 1)) return;
-  const int idx = kTimelineGateUpDiag + blockIdx.x * kWarps + warp;
-  if (i == 0) {
-    unsigned smid;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-    TL_RAW(j.buf, idx, 0, smid);
-    TL_RAW(j.buf, idx, 1, count);
-    TL_RAW(j.buf, idx, 3, TimelineNow());
-  }
-  if (i == count - 1) TL_RAW(j.buf, idx, 2, TimelineNow());
-}
-#define TL_GATE_UP_UNIT(j, warp, lane, i, count) \
-  GateUpUnitStamps(j, warp, lane, i, count)
-#else
-#define TL_GATE_UP_UNIT(j, warp, lane, i, count) ((void)0)
-#endif
-
 // The block's stream-K units: warp w's row group of unit (s, wrg, ks) is
 // wrg * kWarps + w. A stage is refilled only after its unit's last wgmma:
 // a warpgroup op, so every warp has read its weights and the block's B by
@@ -472,14 +451,11 @@ __device__ void RunFp8Units(const MmaJob& j, const StreamKSeq& seq,
     }
     ++run.steps;
     MbarWait(full + i % kStages, (i / kStages) & 1);
-    if (kMode == kModeGateUp) TL_GATE_UP_UNIT(j, warp, lane, i, count);
-    if (warp == 0 && lane == 0) TL_LANDED(j.buf, kMode, i);
     uint8_t* stage = copies.StageAt(i);
     ComputeFp8Unit<kRT, kCPS>(
         stage + warp * S::kBytes, SmemAddr(stage + kWarps * S::kBytes),
         reinterpret_cast<const float*>(stage + kWarps * S::kBytes + F::kB),
         cur.ks, acc, lane);
-    if (warp == 0 && lane == 0) TL_COMPUTED(j.buf, kMode, i);
   }
 }
 
@@ -499,16 +475,10 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
   const int rgs = job.w.rows / tiled::kTileRows / kRT / kWarps;
   const int steps = job.w.chunks / kCPS;
   const int per_slot = rgs * steps;
-  const int w = blockIdx.x * kWarps + warp;  // for the timeline probes
   if (kMode == kModeGateUp) {
-    TL_GATE_UP_START(job.buf, w, lane);
     // Every slot, the shared expert's too, needs the router's x_fp8.
     GridDependencyWait();
-    if (lane == 0) TL_WARP(job.buf, w, 1);  // no shared-expert phase
-    TL_GATE_UP_RELEASED(job.buf, w, lane);
     LaunchDependents();
-  } else if (lane == 0) {
-    TL_MIN(job.buf, 10);
   }
   // down: gate_up started its dependents only after the router finished, so
   // the slot count is final (read through L2); with it, in the same round
@@ -519,9 +489,6 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
                        0, per_slot, rgs, steps};
   RunFp8Units<kRT, kCPS, kMode, kMode == kModeDown>(job, seq, smem, full, warp,
                                                     lane, lane_expert);
-  if (lane == 0) TL_MAX(job.buf, kMode == kModeGateUp ? 9 : 11);
-  if (kMode == kModeGateUp && lane == 0) TL_WARP(job.buf, w, 3);
-  (void)w;
 }
 
 template <int kRT, int kCPS, int kMode>
@@ -546,27 +513,6 @@ GpuStatus LaunchTile(const LayerArgs& a, cudaStream_t stream) {
                                          a.sm_count, stream);
 }
 
-GpuStatus CanImplement(const LayerArgs& a) {
-  MG_RETURN_IF_ERROR(CheckTile(a, "fused_gemv_fp8"));
-  if (a.geo.batch != 1) {
-    return Fail(RunStatus::kCannotImplement,
-                "fused_gemv_fp8 runs one token (its FP8 mma columns carry one "
-                "token's four scale blocks); batch is " +
-                    std::to_string(a.geo.batch) + " (use fused_gemv)");
-  }
-  if (a.geo.hidden % a.block_k != 0 || a.geo.inter_local % a.block_k != 0) {
-    return Fail(RunStatus::kCannotImplement,
-                "fused_gemv_fp8 tile " + std::to_string(a.block_n) + "x" +
-                    std::to_string(a.block_k) +
-                    ": block_k must divide hidden " +
-                    std::to_string(a.geo.hidden) + " and moe_inter / tp " +
-                    std::to_string(a.geo.inter_local));
-  }
-  return CheckTiledDims(a, a.block_n, "fused_gemv_fp8");
-}
-
-size_t WorkspaceBytes(const LayerArgs&) { return 0; }
-
 GpuStatus Launch(const LayerArgs& args, void*, cudaStream_t stream) {
   LayerArgs a = args;
   a.router_writes_x_fp8 = true;
@@ -580,16 +526,15 @@ GpuStatus Launch(const LayerArgs& args, void*, cudaStream_t stream) {
 }
 
 }  // namespace
+}  // namespace moetune::gpu
 
-const BackendOps& FusedGemvFp8Ops() {
-  static const BackendOps ops{"fused_gemv_fp8",
-                              true,
-                              true,
-                              &CanImplement,
-                              &WorkspaceBytes,
-                              &Launch,
-                              WeightLayout::kE4m3Bits};
-  return ops;
+namespace moetune::backends::fused_gemv_fp8 {
+
+const gpu::Launcher& Launcher() {
+  static const gpu::Launcher launcher{&Descriptor(), &gpu::NoWorkspace,
+                                      &gpu::Launch,
+                                      gpu::WeightLayout::kE4m3Bits};
+  return launcher;
 }
 
-}  // namespace moetune::gpu
+}  // namespace moetune::backends::fused_gemv_fp8

@@ -7,16 +7,16 @@
 // warp), block_k = K elements per pipeline stage.
 #include <string>
 
-#include "kernels/backend_catalog.h"
-#include "kernels/cuda/backends.cuh"
-#include "kernels/cuda/expert_mma_impl.cuh"
+#include "kernels/backends/expert_mma/expert_mma_impl.cuh"
+#include "kernels/backends/expert_mma/tiles.h"
+#include "kernels/backends/registry.h"
+#include "kernels/cuda/launcher.cuh"
 #include "kernels/cuda/router.cuh"
 
 namespace moetune::gpu {
 namespace {
 
 constexpr int kGroupedNt = kGroupedTokens / 8;
-constexpr int kGroupedMaxBatch = 4096;
 
 int TileBound(const Geometry& g) {
   return g.max_slots + (g.max_positions + kGroupedTokens - 1) / kGroupedTokens;
@@ -55,16 +55,6 @@ GpuStatus LaunchTile(const LayerArgs& a, const Workspace& ws,
       Job(a, ws, false), a.device, a.sm_count, stream);
 }
 
-GpuStatus CanImplement(const LayerArgs& a) {
-  MG_RETURN_IF_ERROR(CheckTile(a, "grouped_mma"));
-  if (a.geo.batch > kGroupedMaxBatch) {
-    return Fail(RunStatus::kCannotImplement,
-                "grouped_mma takes at most 4096 tokens; batch is " +
-                    std::to_string(a.geo.batch));
-  }
-  return CheckTiledDims(a, a.block_n, "grouped_mma");
-}
-
 size_t WorkspaceBytes(const LayerArgs& a) {
   const size_t n = static_cast<size_t>(a.geo.max_positions) * a.geo.hidden;
   return Align256(n * sizeof(__half)) + Align256(n * sizeof(float));
@@ -88,11 +78,14 @@ GpuStatus Launch(const LayerArgs& a, void* workspace, cudaStream_t stream) {
 }
 
 }  // namespace
+}  // namespace moetune::gpu
 
-const BackendOps& GroupedMmaOps() {
-  static const BackendOps ops{"grouped_mma",   true,   true, &CanImplement,
-                              &WorkspaceBytes, &Launch};
-  return ops;
+namespace moetune::backends::grouped_mma {
+
+const gpu::Launcher& Launcher() {
+  static const gpu::Launcher launcher{&Descriptor(), &gpu::WorkspaceBytes,
+                                      &gpu::Launch};
+  return launcher;
 }
 
-}  // namespace moetune::gpu
+}  // namespace moetune::backends::grouped_mma

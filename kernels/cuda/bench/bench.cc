@@ -4,12 +4,11 @@
 // the formula. Exits 1 on any wrong result, 2 on a setup failure.
 //
 //   moetune-kernel-bench [--batches=1,8,32] [--iterations=20] [--warmup=3]
-//       [--backends=dequant_cublas,fused_gemv,fused_gemv_fp8,grouped_mma]
-//       [--graph=both|on|off]
-//       [--tiles=16x256,...] [--pdl=on|off] [--tiny] [--seed=N] [--layer=L]
+//       [--backends=dequant_cublas,fused_gemv,...] [--graph=both|on|off]
+//       [--tiles=16x256,...] [--tiny] [--seed=N] [--layer=L]
 //       [--chain=N] [--device=D] [--cpu-threads=N] [--no-cpu-check]
-// --pdl=off sets MOETUNE_PDL=0 (no programmatic dependent launch) for a
-// comparison; --tiles keeps only the named tiles of tiled backends;
+// --backends defaults to every implemented GPU backend of the registry;
+// --tiles keeps only the named tiles of tiled backends;
 // --chain=N times layers L .. L + N - 1 (each its own weights) back to back,
 // in one graph when graph is on, as a decode step runs them, and prints the
 // figures per layer; every layer's output is checked against the trusted
@@ -23,10 +22,10 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/backend_catalog.h"
-#include "kernels/cuda/cpu_check.h"
+#include "kernels/backends/registry.h"
+#include "kernels/cuda/bench/cpu_check.h"
 #include "kernels/cuda/moe_gpu.h"
-#include "kernels/weight_gen.h"
+#include "kernels/model/weight_gen.h"
 
 namespace moetune::gpu {
 namespace {
@@ -37,15 +36,24 @@ constexpr double kTolerance = 2e-2;
 // The trusted path (float) against the CPU evaluation (double).
 constexpr double kTrustedTolerance = 1e-3;
 
+// Every GPU backend of the registry that has kernels.
+std::vector<std::string> ImplementedGpuBackends() {
+  std::vector<std::string> names;
+  for (const backends::BackendDescriptor* b : backends::AllBackends()) {
+    if (b->is_gpu() && b->gpu.not_implemented.empty())
+      names.emplace_back(b->name);
+  }
+  return names;
+}
+
 struct Flags {
   std::vector<int> batches = {1, 8, 32};
-  std::vector<std::string> backends = {"dequant_cublas", "fused_gemv",
-                                       "fused_gemv_fp8", "grouped_mma"};
+  std::vector<std::string> backends = ImplementedGpuBackends();
   int iterations = 20, warmup = 3, device = 0, layer = 3, chain = 1;
   int cpu_threads =
       static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   uint64_t seed = 42;
-  std::string graph = "both", pdl = "on";
+  std::string graph = "both";
   std::vector<std::string> tiles;  // empty: all
   bool tiny = false, cpu_check = true;
 };
@@ -91,8 +99,6 @@ bool ParseFlag(const std::string& arg, Flags* f) {
     f->graph = value;
   } else if (key == "--tiles") {
     f->tiles = Split(value);
-  } else if (key == "--pdl" && (value == "on" || value == "off")) {
-    f->pdl = value;
   } else if (key == "--tiny") {
     f->tiny = true;
   } else if (key == "--no-cpu-check") {
@@ -174,13 +180,12 @@ struct Config {
 std::vector<Config> Configs(const Flags& f) {
   std::vector<Config> out;
   for (const std::string& name : f.backends) {
-    const BackendInfo* info = FindBackend(name);
-    std::vector<Tile> tiles =
-        info != nullptr ? info->tiles : std::vector<Tile>{};
-    if (tiles.empty()) tiles.push_back(Tile{0, 0});
-    for (const Tile& t : tiles) {
-      const std::string name_nk =
-          std::to_string(t.block_n) + "x" + std::to_string(t.block_k);
+    const backends::BackendDescriptor* info = backends::FindBackend(name);
+    std::vector<backends::Tile> tiles;
+    if (info != nullptr) tiles.assign(info->tiles.begin(), info->tiles.end());
+    if (tiles.empty()) tiles.push_back(backends::Tile{});
+    for (const backends::Tile& t : tiles) {
+      const std::string name_nk = backends::TileText(t);
       if (t.block_n != 0 && !f.tiles.empty() &&
           std::find(f.tiles.begin(), f.tiles.end(), name_nk) == f.tiles.end()) {
         continue;
@@ -223,9 +228,7 @@ void RunConfig(const Flags& f, const MoeProblem& p, const Config& c,
   o.device = f.device;
   o.chain_layers = f.chain;
   const MoeRunResult r = RunMoeLayer(p, o);
-  const std::string tile = c.block_n == 0 ? "-"
-                                          : std::to_string(c.block_n) + "x" +
-                                                std::to_string(c.block_k);
+  const std::string tile = backends::TileText({c.block_n, c.block_k});
   if (r.status != RunStatus::kOk) {
     const bool error = r.status == RunStatus::kCudaError;
     totals->errors += error ? 1 : 0;
@@ -317,10 +320,11 @@ void PrintDevice(const DeviceInfo& d) {
       d.ordinal, d.name.c_str(), d.sm_major, d.sm_minor, d.sm_count,
       d.memory_bytes / 1073741824.0, d.sm_clock_mhz, d.mem_clock_mhz,
       d.driver_version, d.runtime_version);
-  for (const BackendInfo& b : BackendCatalog()) {
-    if (b.kind == BackendKind::kCpu) continue;
-    const BackendAvailability a = ProbeMoeBackend(b.name, d.ordinal);
-    std::printf("  probe %-15s %-11s %s\n", b.name.c_str(),
+  for (const backends::BackendDescriptor* b : backends::AllBackends()) {
+    if (!b->is_gpu()) continue;
+    const std::string name(b->name);
+    const BackendAvailability a = ProbeMoeBackend(name, d.ordinal);
+    std::printf("  probe %-15s %-11s %s\n", name.c_str(),
                 a.available ? "available" : "UNAVAILABLE", a.reason.c_str());
   }
 }
@@ -330,12 +334,12 @@ int Main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!ParseFlag(argv[i], &f)) {
       std::fprintf(
-          stderr, "unknown flag %s (see the header of kernels/cuda/bench.cc)\n",
+          stderr,
+          "unknown flag %s (see the header of kernels/cuda/bench/bench.cc)\n",
           argv[i]);
       return 2;
     }
   }
-  if (f.pdl == "off") setenv("MOETUNE_PDL", "0", 1);
   const DeviceInfo d = QueryDevice(f.device);
   if (!d.present) {
     std::printf("no GPU: %s\n", d.error.c_str());
@@ -376,7 +380,8 @@ int Main(int argc, char** argv) {
     if (!header) PrintHeader();
     header = true;
     for (const Config& c : Configs(f)) {
-      const BackendInfo* info = FindBackend(c.backend);
+      const backends::BackendDescriptor* info =
+          backends::FindBackend(c.backend);
       if (info != nullptr && info->max_batch > 0 && batch > info->max_batch)
         continue;  // fused_gemv_fp8: batch 1 only
       RunConfig(f, p, c, bw, ref, &totals);

@@ -1,12 +1,12 @@
-#include "kernels/cuda/cpu_check.h"
+#include "kernels/cuda/bench/cpu_check.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <thread>
 
-#include "kernels/nvfp4_format.h"
-#include "kernels/weight_gen.h"
+#include "kernels/model/nvfp4_format.h"
+#include "kernels/model/weight_gen.h"
 
 namespace moetune::gpu::cpu {
 namespace {

@@ -1,7 +1,8 @@
 // An independent CPU evaluation of the MoE layer formula, straight from
-// kernels/weight_gen.h and kernels/nvfp4_format.h in double precision: it
-// checks the trusted GPU path (at full dims, a handful of output elements;
-// at small dims, all of them). Plain C++; pure functions; thread-safe.
+// kernels/model/weight_gen.h and kernels/model/nvfp4_format.h in double
+// precision: it checks the trusted GPU path (at full dims, a handful of output
+// elements; at small dims, all of them). Plain C++; pure functions;
+// thread-safe.
 #pragma once
 
 #include <cstdint>

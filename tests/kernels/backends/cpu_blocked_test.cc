@@ -1,12 +1,12 @@
-#include "kernels/cpu_moe.h"
+#include "kernels/backends/cpu/cpu_blocked.h"
 
 #include <cmath>
 #include <string>
 
 #include "gtest/gtest.h"
-#include "kernels/backend_catalog.h"
+#include "kernels/backends/registry.h"
 #include "kernels/reference/moe_reference.h"
-#include "tests/kernels/step_spec_util.h"
+#include "tests/kernels/reference/step_spec_util.h"
 
 namespace moetune::cpu {
 namespace {
@@ -33,7 +33,12 @@ StepSpec WideSpec(int batch) {
   return spec;
 }
 
-std::vector<Tile> BlockedTiles() { return FindBackend("cpu_blocked")->tiles; }
+using backends::Tile;
+
+std::vector<Tile> BlockedTiles() {
+  const auto tiles = backends::FindBackend("cpu_blocked")->tiles;
+  return {tiles.begin(), tiles.end()};
+}
 
 double RelErr(const std::vector<float>& a, const std::vector<float>& b) {
   double err = 0.0, scale = 0.0;

@@ -13,15 +13,41 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/backend_catalog.h"
+#include "kernels/backends/registry.h"
+#include "kernels/cuda/bench/cpu_check.h"
 #include "kernels/cuda/chain_budget.h"
-#include "kernels/cuda/cpu_check.h"
-#include "kernels/weight_gen.h"
+#include "kernels/model/weight_gen.h"
 
 namespace moetune::gpu {
 namespace {
 
+using backends::BackendDescriptor;
+using backends::Tile;
 using ::testing::HasSubstr;
+
+// Every GPU backend of the registry that has kernels.
+std::vector<const BackendDescriptor*> GpuBackends() {
+  std::vector<const BackendDescriptor*> out;
+  for (const BackendDescriptor* b : backends::AllBackends()) {
+    if (b->is_gpu() && b->gpu.not_implemented.empty()) out.push_back(b);
+  }
+  return out;
+}
+
+// Whether the backend's descriptor says `tile` runs problem `p`.
+bool Fits(const BackendDescriptor& b, const MoeProblem& p, const Tile& tile) {
+  return b
+      .CanImplement({p.dims.hidden, p.dims.moe_inter / p.shard.tp, p.batch},
+                    tile)
+      .empty();
+}
+
+// Its tiles, or Tile{} for a backend without tiles.
+std::vector<Tile> TilesOf(const BackendDescriptor& b) {
+  std::vector<Tile> tiles(b.tiles.begin(), b.tiles.end());
+  if (tiles.empty()) tiles.push_back(Tile{});
+  return tiles;
+}
 
 #define SKIP_WITHOUT_GPU() \
   if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device"
@@ -248,25 +274,21 @@ TEST(MoeGpuTest, EveryBackendTileAndGraphModeMatchesTheTrustedPath) {
     ro.compute_reference = true;
     const MoeRunResult ref = RunMoeLayer(p, ro);
     ASSERT_EQ(ref.status, RunStatus::kOk) << ref.message;
-    for (const std::string name :
-         {"dequant_cublas", "fused_gemv", "fused_gemv_fp8", "grouped_mma"}) {
-      const BackendInfo& info = *FindBackend(name);
-      std::vector<Tile> tiles = info.tiles;
-      if (tiles.empty()) tiles.push_back({0, 0});
-      for (const Tile& t : tiles) {
+    for (const BackendDescriptor* backend : GpuBackends()) {
+      const BackendDescriptor& info = *backend;
+      const std::string name(info.name);
+      for (const Tile& t : TilesOf(info)) {
         for (const bool graph : {false, true}) {
-          SCOPED_TRACE(name + " " + std::to_string(t.block_n) + "x" +
-                       std::to_string(t.block_k) + (graph ? " graph" : "") +
-                       " batch " + std::to_string(batch));
+          SCOPED_TRACE(name + " " + backends::TileText(t) +
+                       (graph ? " graph" : "") + " batch " +
+                       std::to_string(batch));
           const MoeRunResult r =
               RunMoeLayer(p, Options(name, t.block_n, t.block_k, graph));
           // Out of a backend's reach: no graph capture (dequant_cublas), a
           // batch limit or a K it does not walk in whole steps
           // (fused_gemv_fp8 on these dims: only 128x128).
           const bool out_of_reach =
-              (!info.graph_capturable && graph) ||
-              (info.max_batch > 0 && batch > info.max_batch) ||
-              !TileMisfit(info, t, p.dims.hidden, p.dims.moe_inter).empty();
+              (!info.graph_capturable && graph) || !Fits(info, p, t);
           if (out_of_reach) {
             EXPECT_EQ(r.status, RunStatus::kCannotImplement) << r.message;
             continue;
@@ -295,12 +317,11 @@ TEST(MoeGpuTest, EveryFp8TileMatchesTheCpuWhereItFits) {
   dims.moe_inter = 512;
   const MoeProblem p = Small(1, 23, {}, dims);
   const std::vector<double> cpu = CpuOutput(p);
-  const BackendInfo& info = *FindBackend("fused_gemv_fp8");
+  const BackendDescriptor& info = *backends::FindBackend("fused_gemv_fp8");
   for (const Tile& t : info.tiles) {
-    ASSERT_EQ(TileMisfit(info, t, p.dims.hidden, p.dims.moe_inter), "");
+    ASSERT_TRUE(Fits(info, p, t)) << backends::TileText(t);
     for (const bool graph : {false, true}) {
-      SCOPED_TRACE(std::to_string(t.block_n) + "x" + std::to_string(t.block_k) +
-                   (graph ? " graph" : ""));
+      SCOPED_TRACE(backends::TileText(t) + (graph ? " graph" : ""));
       const MoeRunResult r = RunMoeLayer(
           p, Options("fused_gemv_fp8", t.block_n, t.block_k, graph));
       ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
@@ -440,17 +461,14 @@ TEST(MoeGpuTest, TiedRouterScoresPickTheLowerExpertOnEveryBackend) {
     int picked = 0, passed_over = 0;
     const MoeProblem p = TiedAtTheBoundary(batch, &picked, &passed_over);
     const std::vector<double> cpu = CpuOutput(p);
-    for (const std::string name :
-         {"dequant_cublas", "fused_gemv", "fused_gemv_fp8", "grouped_mma"}) {
-      const BackendInfo& info = *FindBackend(name);
-      if (info.max_batch > 0 && batch > info.max_batch) continue;
-      Tile tile{0, 0};
-      for (const Tile& t : info.tiles) {
-        if (TileMisfit(info, t, p.dims.hidden, p.dims.moe_inter).empty()) {
-          tile = t;
-          break;
-        }
+    for (const BackendDescriptor* backend : GpuBackends()) {
+      const std::string name(backend->name);
+      std::vector<Tile> fitting;
+      for (const Tile& t : TilesOf(*backend)) {
+        if (Fits(*backend, p, t)) fitting.push_back(t);
       }
+      if (fitting.empty()) continue;  // fused_gemv_fp8 at batch 2
+      const Tile tile = fitting.front();
       SCOPED_TRACE(name + " batch " + std::to_string(batch));
       const MoeRunResult r =
           RunMoeLayer(p, Options(name, tile.block_n, tile.block_k));

@@ -8,7 +8,7 @@
 #include <random>
 
 #include "gtest/gtest.h"
-#include "kernels/nvfp4_format.h"
+#include "kernels/model/nvfp4_format.h"
 
 namespace moetune::gpu::tiled_e4m3 {
 namespace {

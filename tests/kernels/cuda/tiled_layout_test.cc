@@ -9,7 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/tiled_nvfp4.h"
-#include "kernels/nvfp4_format.h"
+#include "kernels/model/nvfp4_format.h"
 
 namespace moetune::gpu::tiled {
 namespace {

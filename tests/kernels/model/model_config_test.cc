@@ -1,4 +1,4 @@
-#include "kernels/model_config.h"
+#include "kernels/model/model_config.h"
 
 #include "gtest/gtest.h"
 

@@ -4,11 +4,11 @@
 #include <cstring>
 
 #include "gtest/gtest.h"
-#include "kernels/nvfp4_format.h"
+#include "kernels/model/nvfp4_format.h"
+#include "kernels/model/weight_gen.h"
 #include "kernels/reference/model_weights.h"
 #include "kernels/reference/tensors.h"
-#include "kernels/weight_gen.h"
-#include "tests/kernels/step_spec_util.h"
+#include "tests/kernels/reference/step_spec_util.h"
 
 namespace moetune::ref {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/reference/moe_reference.h"
-#include "tests/kernels/step_spec_util.h"
+#include "tests/kernels/reference/step_spec_util.h"
 
 namespace moetune::ref {
 namespace {

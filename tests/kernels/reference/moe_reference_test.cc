@@ -11,7 +11,7 @@
 #include "kernels/reference/model_weights.h"
 #include "kernels/reference/ops.h"
 #include "kernels/reference/router.h"
-#include "tests/kernels/step_spec_util.h"
+#include "tests/kernels/reference/step_spec_util.h"
 
 namespace moetune::ref {
 namespace {

@@ -5,9 +5,9 @@
 #include <numeric>
 
 #include "gtest/gtest.h"
+#include "kernels/model/weight_gen.h"
 #include "kernels/reference/moe_reference.h"
-#include "kernels/weight_gen.h"
-#include "tests/kernels/step_spec_util.h"
+#include "tests/kernels/reference/step_spec_util.h"
 
 namespace moetune::ref {
 namespace {

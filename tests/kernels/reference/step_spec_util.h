@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "gtest/gtest.h"
-#include "kernels/model_config.h"
+#include "kernels/model/model_config.h"
 #include "kernels/reference/step_spec.h"
 
 namespace moetune::ref::testing {

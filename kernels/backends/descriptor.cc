@@ -1,0 +1,54 @@
+#include "kernels/backends/descriptor.h"
+
+#include <algorithm>
+
+#include "kernels/backends/limits.h"
+
+namespace moetune::backends {
+
+std::string TileText(const Tile& tile) {
+  if (tile == Tile{}) return "-";
+  return std::to_string(tile.block_n) + "x" + std::to_string(tile.block_k);
+}
+
+bool BackendDescriptor::HasTile(const Tile& tile) const {
+  return std::find(tiles.begin(), tiles.end(), tile) != tiles.end();
+}
+
+Tile BackendDescriptor::DefaultTile() const {
+  return tiles.empty() ? Tile{} : tiles.front();
+}
+
+std::string BackendDescriptor::TileList() const {
+  std::string out;
+  for (const Tile& tile : tiles) {
+    if (!out.empty()) out += ", ";
+    out += TileText(tile);
+  }
+  return out;
+}
+
+std::string BackendDescriptor::CanImplement(const LayerShape& shape,
+                                            const Tile& tile) const {
+  const std::string who(name);
+  if (tiles.empty() && !(tile == Tile{})) {
+    return who + " takes no tile (block_n = block_k = 0); got " +
+           TileText(tile);
+  }
+  if (!tiles.empty() && !HasTile(tile)) {
+    return who + " has no tile " + TileText(tile) + "; tiles: " + TileList();
+  }
+  const int most =
+      std::min(max_batch > 0 ? max_batch : kMaxBatchTokens, kMaxBatchTokens);
+  if (shape.batch < 1 || shape.batch > most) {
+    const std::string why =
+        max_batch_why.empty() ? "" : " (" + std::string(max_batch_why) + ")";
+    const std::string takes =
+        most == 1 ? " runs one token"
+                  : " takes at most " + std::to_string(most) + " tokens";
+    return who + takes + why + "; batch is " + std::to_string(shape.batch);
+  }
+  return shape_rules == nullptr ? "" : shape_rules(shape, tile);
+}
+
+}  // namespace moetune::backends

@@ -1,0 +1,91 @@
+// BackendDescriptor: everything the rest of moetune knows about one MoE
+// backend, declared once beside its launcher (kernels/backends/<family>/).
+// The tuner builds its search space from it, the worker probes and runs by
+// it, the GPU runtime checks shapes with it and the CLI prints it; no other
+// file lists backends or restates their rules (backend_list.h is the one
+// registration list). In the spirit of CUTLASS's operation manifest and
+// ggml's backend registry.
+//
+// Plain C++20 (no CUDA, abseil or gRPC headers), so that .cu files include
+// it too. Descriptors are immutable statics; everything here is thread-safe.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace moetune::backends {
+
+// A kernel's tile shape. block_n: output rows per unit of work; block_k:
+// reduction elements per step. Tile{} is "no tile" (backends without one).
+struct Tile {
+  int block_n = 0;
+  int block_k = 0;
+  friend bool operator==(const Tile&, const Tile&) = default;
+};
+
+// "16x256"; "-" for Tile{}. The one place a tile is written as text.
+std::string TileText(const Tile& tile);
+
+// Where a backend runs.
+enum class Placement { kCpu, kGpu };
+
+// What a GPU backend needs of the device, checked by the probe.
+struct GpuNeeds {
+  int min_sm = 0;              // e.g. 90: sm_90 or newer
+  bool arch_specific = false;  // uses min_sm's "a" features (sm_90a wgmma):
+                               // that arch exactly, not its successors
+  bool cublas = false;         // needs a cuBLAS handle
+  // What min_sm brings that it uses, for the probe's reason ("Hopper").
+  std::string_view feature;
+  // Non-empty: no kernel of it exists in this code base; why it is listed.
+  std::string_view not_implemented;
+};
+
+// One rank's MoE layer as the shape rules see it.
+struct LayerShape {
+  int hidden = 0;       // K of gate_up, rows of down
+  int inter_slice = 0;  // moe_intermediate / tp: K of down, half of gate_up
+  int batch = 1;        // tokens of the decode step
+};
+
+struct BackendDescriptor {
+  std::string_view name;
+  Placement placement = Placement::kCpu;
+  std::string_view description;
+  // The tile shapes it is instantiated for, the first its default; empty
+  // when it takes no tile.
+  std::span<const Tile> tiles;
+  // Its timed region can be captured in a CUDA graph (GPU backends).
+  bool graph_capturable = false;
+  // It can time the whole DECODE_STEP; otherwise MOE_LAYER only.
+  bool times_decode_step = false;
+  // The most tokens a step may have for it (0 or above: kMaxBatchTokens),
+  // and why, for the refusal ("8 mma n-tiles; use grouped_mma").
+  int max_batch = 0;
+  std::string_view max_batch_why;
+  GpuNeeds gpu;
+  // The relative L2 error its output may have against the reference:
+  // float32 CPU backends differ from it only in summation order; GPU
+  // backends carry BF16 activations between stages.
+  double error_bound = 1e-4;
+  // Its own shape rules: "" when `tile` (already one of `tiles`) runs
+  // `shape`, else why, naming the dims. Null: no rules beyond CanImplement's.
+  std::string (*shape_rules)(const LayerShape& shape,
+                             const Tile& tile) = nullptr;
+
+  bool is_gpu() const { return placement == Placement::kGpu; }
+  bool HasTile(const Tile& tile) const;
+  // tiles.front(), or Tile{} without tiles.
+  Tile DefaultTile() const;
+  // "16x256, 16x512" ("" without tiles).
+  std::string TileList() const;
+  // "" when this backend can run `tile` on `shape`: the tile is one of its
+  // own (Tile{} for a backend without tiles), the batch within max_batch,
+  // and shape_rules hold. Otherwise the reason, starting with its name.
+  // The tuner keeps a point in the space only when this is "", and the GPU
+  // runtime refuses a run with the same words.
+  std::string CanImplement(const LayerShape& shape, const Tile& tile) const;
+};
+
+}  // namespace moetune::backends

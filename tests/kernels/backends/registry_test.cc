@@ -1,0 +1,90 @@
+// The backends' one source of facts: every listed backend has a descriptor
+// that agrees with its own rules, CPU backends have an MoE layer, and the
+// shape rules say why, naming the backend.
+#include "kernels/backends/registry.h"
+
+#include <set>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/backends/cpu/cpu_registry.h"
+#include "kernels/backends/limits.h"
+
+namespace moetune::backends {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr LayerShape kGlm5{6144, 2048, 1};
+
+TEST(RegistryTest, EveryBackendIsListedOnceInListOrder) {
+  std::set<std::string_view> names;
+  for (const BackendDescriptor* backend : AllBackends()) {
+    EXPECT_TRUE(names.insert(backend->name).second) << backend->name;
+    EXPECT_EQ(FindBackend(backend->name), backend);
+    EXPECT_FALSE(backend->description.empty()) << backend->name;
+  }
+  EXPECT_EQ(KnownBackendNames(),
+            "cpu_reference, cpu_blocked, dequant_cublas, fused_gemv, "
+            "fused_gemv_fp8, grouped_mma, native_fp4");
+  EXPECT_EQ(FindBackend("no_such_backend"), nullptr);
+}
+
+TEST(RegistryTest, CpuBackendsHaveAnMoeLayerAndGpuBackendsDoNot) {
+  for (const BackendDescriptor* backend : AllBackends()) {
+    EXPECT_EQ(FindCpuMoe(backend->name) != nullptr, !backend->is_gpu())
+        << backend->name;
+    EXPECT_EQ(backend->times_decode_step, !backend->is_gpu()) << backend->name;
+    EXPECT_EQ(backend->error_bound, backend->is_gpu() ? 2e-2 : 1e-4);
+  }
+}
+
+TEST(RegistryTest, EveryDefaultTileRunsTheGlm5Layer) {
+  for (const BackendDescriptor* backend : AllBackends()) {
+    EXPECT_EQ(backend->CanImplement(kGlm5, backend->DefaultTile()), "")
+        << backend->name;
+  }
+}
+
+TEST(DescriptorTest, TileTextAndListsAreOneFormat) {
+  EXPECT_EQ(TileText({16, 256}), "16x256");
+  EXPECT_EQ(TileText({}), "-");
+  EXPECT_EQ(FindBackend("fused_gemv")->TileList(), "16x256, 16x512, 32x256");
+  EXPECT_EQ(FindBackend("dequant_cublas")->TileList(), "");
+  EXPECT_EQ(FindBackend("fused_gemv_fp8")->DefaultTile(), (Tile{128, 512}));
+}
+
+TEST(DescriptorTest, CanImplementNamesTheBackendAndTheReason) {
+  const BackendDescriptor& fused = *FindBackend("fused_gemv");
+  EXPECT_THAT(fused.CanImplement(kGlm5, {8, 64}),
+              HasSubstr("fused_gemv has no tile 8x64; tiles: 16x256"));
+  EXPECT_THAT(fused.CanImplement({6144, 2048, 65}, {16, 256}),
+              HasSubstr("at most 64 tokens (8 mma n-tiles; use grouped_mma)"));
+  EXPECT_THAT(fused.CanImplement({6144, 2048 / 64, 1}, {16, 256}),
+              HasSubstr("multiples of 64"));
+  const BackendDescriptor& fp8 = *FindBackend("fused_gemv_fp8");
+  EXPECT_THAT(fp8.CanImplement({6144, 2048, 2}, {128, 512}),
+              HasSubstr("runs one token"));
+  EXPECT_THAT(fp8.CanImplement({6144, 2048 / 8, 1}, {128, 512}),
+              HasSubstr("block_k must divide"));
+  EXPECT_THAT(FindBackend("dequant_cublas")->CanImplement(kGlm5, {16, 256}),
+              HasSubstr("takes no tile"));
+  EXPECT_THAT(
+      FindBackend("cpu_blocked")->CanImplement({256, 128, 1}, {16, 256}),
+      HasSubstr("needs block_k to divide"));
+  EXPECT_THAT(FindBackend("grouped_mma")
+                  ->CanImplement({6144, 2048, kMaxBatchTokens + 1}, {64, 64}),
+              HasSubstr("at most 4096 tokens"));
+}
+
+TEST(DescriptorTest, GpuNeedsSayWhatEachBackendUses) {
+  EXPECT_TRUE(FindBackend("fused_gemv_fp8")->gpu.arch_specific);
+  EXPECT_TRUE(FindBackend("dequant_cublas")->gpu.cublas);
+  EXPECT_FALSE(FindBackend("dequant_cublas")->graph_capturable);
+  EXPECT_EQ(FindBackend("native_fp4")->gpu.min_sm, 100);
+  EXPECT_FALSE(FindBackend("native_fp4")->gpu.not_implemented.empty());
+}
+
+}  // namespace
+}  // namespace moetune::backends

@@ -1,0 +1,27 @@
+// The identity of a point of the search space and of a proposal, and the
+// tile of a config as the backends name it. One definition each, used by the
+// strategies, the winner selection, the replay and the CLI. Pure functions;
+// thread-safe.
+#pragma once
+
+#include <string>
+
+#include "kernels/backends/descriptor.h"
+#include "proto/moetune.pb.h"
+
+namespace moetune::tuner {
+
+// The config's tile; Tile{} when it has none.
+backends::Tile TileOf(const v1::TrialConfig& config);
+// backends::TileText of the config's tile: "16x256", or "-".
+std::string TileText(const v1::TrialConfig& config);
+
+// "backend|tile|tp|ep|graph" of a config, e.g. "cpu_blocked|4x64|2|4|0"
+// ("-" for an unset tile): which configs are the same point of the space.
+std::string ConfigKey(const v1::TrialConfig& config);
+
+// "workload_hash|backend|tile|tp|ep|graph|rung|round", e.g.
+// "90d306c702e9773b|cpu_blocked|4x64|2|4|0|0|1".
+std::string ProposalKey(const v1::Trial& trial);
+
+}  // namespace moetune::tuner

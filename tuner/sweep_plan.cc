@@ -1,0 +1,173 @@
+#include "tuner/sweep_plan.h"
+
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "kernels/backends/registry.h"
+#include "kernels/model/model_config.h"
+#include "tuner/spec.h"
+
+namespace moetune::tuner {
+namespace {
+
+// The tiles a backend runs (see the header); std::nullopt is the single
+// entry of a backend without tiles, whose config leaves `tile` unset.
+std::vector<std::optional<backends::Tile>> TilesFor(
+    const backends::BackendDescriptor& backend, const v1::SearchSpace& space) {
+  if (backend.tiles.empty()) return {std::nullopt};
+  std::vector<std::optional<backends::Tile>> tiles;
+  for (const v1::TileShape& listed : space.tiles()) {
+    const backends::Tile tile{listed.block_n(), listed.block_k()};
+    if (backend.HasTile(tile)) tiles.push_back(tile);
+  }
+  if (tiles.empty()) tiles.push_back(backend.DefaultTile());
+  return tiles;
+}
+
+// Graph replay is a dimension of GPU backends whose region can be captured.
+std::vector<bool> GraphModesFor(const backends::BackendDescriptor& backend,
+                                const v1::SearchSpace& space) {
+  if (!backend.is_gpu() || !backend.graph_capturable) return {false};
+  return {space.cuda_graph().begin(), space.cuda_graph().end()};
+}
+
+v1::TrialConfig MakeConfig(const backends::BackendDescriptor& backend,
+                           const std::optional<backends::Tile>& tile, int tp,
+                           int ep, bool graph) {
+  v1::TrialConfig config;
+  config.set_moe_backend(std::string(backend.name));
+  if (tile.has_value()) {
+    config.mutable_tile()->set_block_n(tile->block_n);
+    config.mutable_tile()->set_block_k(tile->block_k);
+  }
+  config.set_tp(tp);
+  config.set_ep(ep);
+  config.set_cuda_graph(graph);
+  return config;
+}
+
+// Appends backend x tile x (tp, ep) x cuda_graph for one backend, keeping
+// what its descriptor can run at this batch.
+void AppendBackendConfigs(const backends::BackendDescriptor& backend,
+                          const v1::SearchSpace& space,
+                          const model::ModelConfig& preset, int batch,
+                          std::vector<v1::TrialConfig>& configs) {
+  for (const std::optional<backends::Tile>& tile : TilesFor(backend, space)) {
+    for (int tp : space.tp()) {
+      const backends::LayerShape shape{preset.hidden,
+                                       preset.moe_intermediate / tp, batch};
+      if (!backend.CanImplement(shape, tile.value_or(backends::Tile{}))
+               .empty()) {
+        continue;
+      }
+      for (int ep : space.ep()) {
+        if (space.world_size() != 0 && tp * ep != space.world_size()) continue;
+        for (bool graph : GraphModesFor(backend, space)) {
+          configs.push_back(MakeConfig(backend, tile, tp, ep, graph));
+        }
+      }
+    }
+  }
+}
+
+std::vector<v1::TrialConfig> ConfigsAt(const v1::SearchSpace& space,
+                                       const model::ModelConfig& preset,
+                                       int batch) {
+  std::vector<v1::TrialConfig> configs;
+  for (const std::string& name : space.moe_backends()) {
+    const backends::BackendDescriptor* backend = backends::FindBackend(name);
+    if (backend != nullptr) {
+      AppendBackendConfigs(*backend, space, preset, batch, configs);
+    }
+  }
+  return configs;
+}
+
+v1::Workload MakeWorkload(const v1::WorkloadSpace& space, int batch,
+                          int context) {
+  v1::Workload workload;
+  workload.set_model_preset(space.model_preset());
+  workload.set_layers(space.layers());
+  workload.set_batch_size(batch);
+  workload.set_context_length(context);
+  *workload.mutable_routing() = space.routing();
+  workload.set_seed(space.seed());
+  workload.set_region(space.region());
+  workload.set_chain_layers(space.chain_layers());
+  return CanonicalWorkload(workload);
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const SweepPlan>> SweepPlan::Create(
+    const v1::SweepSpec& spec) {
+  absl::StatusOr<v1::SweepSpec> normalized = NormalizeSpec(spec);
+  if (!normalized.ok()) return normalized.status();
+  std::shared_ptr<SweepPlan> plan(new SweepPlan(*std::move(normalized)));
+  plan->Expand();
+  return plan;
+}
+
+std::shared_ptr<const SweepPlan> SweepPlan::FromNormalized(
+    const v1::SweepSpec& spec) {
+  std::shared_ptr<SweepPlan> plan(new SweepPlan(WithDefaults(spec)));
+  plan->Expand();
+  return plan;
+}
+
+void SweepPlan::Expand() {
+  const model::ModelConfig* preset =
+      model::FindPreset(spec_.workload().model_preset());
+  std::map<int, int> list_of_batch;
+  for (int batch : spec_.workload().batch_sizes()) {
+    auto [it, fresh] =
+        list_of_batch.emplace(batch, static_cast<int>(config_lists_.size()));
+    if (fresh) {
+      config_lists_.push_back(preset == nullptr
+                                  ? std::vector<v1::TrialConfig>{}
+                                  : ConfigsAt(spec_.space(), *preset, batch));
+    }
+    for (int context : spec_.workload().context_lengths()) {
+      workloads_.push_back(MakeWorkload(spec_.workload(), batch, context));
+      hashes_.push_back(WorkloadHash(workloads_.back()));
+      config_list_of_.push_back(it->second);
+    }
+  }
+}
+
+const std::vector<v1::TrialConfig>& SweepPlan::configs(int i) const {
+  return config_lists_[config_list_of_[i]];
+}
+
+std::vector<v1::Trial> SweepPlan::Points(int i) const {
+  std::vector<v1::Trial> points;
+  points.reserve(configs(i).size());
+  for (const v1::TrialConfig& config : configs(i)) {
+    v1::Trial& trial = points.emplace_back();
+    *trial.mutable_workload() = workloads_[i];
+    *trial.mutable_config() = config;
+    *trial.mutable_measurement() = spec_.measurement();
+    trial.set_workload_hash(hashes_[i]);
+    trial.set_state(v1::QUEUED);
+  }
+  return points;
+}
+
+std::vector<v1::Trial> SweepPlan::AllPoints() const {
+  std::vector<v1::Trial> all;
+  for (int i = 0; i < workload_count(); ++i) {
+    std::vector<v1::Trial> points = Points(i);
+    all.insert(all.end(), std::make_move_iterator(points.begin()),
+               std::make_move_iterator(points.end()));
+  }
+  return all;
+}
+
+int64_t SweepPlan::point_count() const {
+  int64_t count = 0;
+  for (int i = 0; i < workload_count(); ++i) count += configs(i).size();
+  return count;
+}
+
+}  // namespace moetune::tuner

@@ -1,0 +1,76 @@
+// SweepPlan: one sweep's space, expanded once from its normalised spec and
+// kept for the sweep's life (the coordinator caches one a sweep), so that
+// proposing the next trials never re-validates, re-defaults or re-expands.
+//
+// The grid, in a deterministic, workload-major order:
+//   batch_sizes x context_lengths            (the workloads, in list order)
+//     x moe_backends                         (list order)
+//       x tile      backend without tiles: one config, tile unset;
+//                   with tiles: each space.tiles entry among ITS tiles (spec
+//                   order), or its first (default) tile when space.tiles
+//                   names none of them
+//         x (tp, ep)  tp-major, kept when world_size == 0 or tp * ep ==
+//                     world_size
+//           x cuda_graph  the list for GPU backends whose region can be
+//                         captured; false once for the others
+//   where a config is kept for a workload only when its backend's
+//   descriptor can run it (BackendDescriptor::CanImplement on the preset's
+//   layer at that tp and the workload's batch: tile shape rules, batch
+//   limits such as fused_gemv_fp8's one token).
+// Points are built when asked for, one workload at a time; the plan itself
+// holds the workloads and the distinct config lists, not the grid.
+//
+// Immutable once made; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/moetune.pb.h"
+
+namespace moetune::tuner {
+
+class SweepPlan {
+ public:
+  // Validates `spec` (INVALID_ARGUMENT naming the field and the allowed
+  // values), normalises it (NormalizeSpec) and plans it.
+  static absl::StatusOr<std::shared_ptr<const SweepPlan>> Create(
+      const v1::SweepSpec& spec);
+  // Plans a spec NormalizeSpec already produced (a stored sweep's): not
+  // validated again; WithDefaults is re-applied, which leaves a normalised
+  // spec as it is.
+  static std::shared_ptr<const SweepPlan> FromNormalized(
+      const v1::SweepSpec& spec);
+
+  // The normalised spec.
+  const v1::SweepSpec& spec() const { return spec_; }
+  int workload_count() const { return static_cast<int>(workloads_.size()); }
+  // Canonical workload `i` (CanonicalWorkload) and its WorkloadHash.
+  const v1::Workload& workload(int i) const { return workloads_[i]; }
+  const std::string& workload_hash(int i) const { return hashes_[i]; }
+  // Workload i's configs, in grid order.
+  const std::vector<v1::TrialConfig>& configs(int i) const;
+  // Workload i's points in grid order: QUEUED trials with workload, config,
+  // measurement and workload_hash set (ids, rung and keys left to the
+  // strategy).
+  std::vector<v1::Trial> Points(int i) const;
+  // Every point of every workload, in grid order.
+  std::vector<v1::Trial> AllPoints() const;
+  int64_t point_count() const;
+
+ private:
+  explicit SweepPlan(v1::SweepSpec spec) : spec_(std::move(spec)) {}
+  void Expand();
+
+  v1::SweepSpec spec_;
+  std::vector<v1::Workload> workloads_;
+  std::vector<std::string> hashes_;
+  // The configs of each distinct batch size, and which list workload i uses.
+  std::vector<std::vector<v1::TrialConfig>> config_lists_;
+  std::vector<int> config_list_of_;
+};
+
+}  // namespace moetune::tuner
