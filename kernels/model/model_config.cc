@@ -8,9 +8,12 @@
 namespace moetune::model {
 namespace {
 
-// GLM-5 (model_type glm_moe_dsa). rope_theta: 10000, the DeepSeek-V3 base
-// that GLM-5's MLA inherits; long-context scaling (YaRN) is not modelled,
-// it changes no byte or FLOP of a decode step.
+// GLM-5 (model_type glm_moe_dsa). Where each value comes from is listed in
+// docs/glm5_config.md: the checkpoint's config.json (rms_norm_eps 1e-5,
+// rope_parameters {rope_type default, rope_theta 1e6}: plain RoPE, no YaRN)
+// and Hugging Face transformers 5.17's GlmMoeDsa, whose latent norms take
+// their class default eps 1e-6 and whose indexer key norm is a LayerNorm
+// with a bias and eps 1e-6.
 ModelConfig Glm5() {
   ModelConfig c;
   c.name = "glm5";
@@ -19,7 +22,9 @@ ModelConfig Glm5() {
   c.num_dense_layers = 3;
   c.vocab = 154880;
   c.rms_eps = 1e-5f;
-  c.rope_theta = 10000.0f;
+  c.latent_norm_eps = 1e-6f;
+  c.index_norm_eps = 1e-6f;
+  c.rope_theta = 1.0e6f;
   c.q_lora_rank = 2048;
   c.num_heads = 64;
   c.qk_nope_dim = 192;
@@ -122,6 +127,8 @@ absl::Status ValidatePositive(const ModelConfig& c) {
       {"num_layers", c.num_layers},
       {"vocab", c.vocab},
       {"rms_eps", c.rms_eps},
+      {"latent_norm_eps", c.latent_norm_eps},
+      {"index_norm_eps", c.index_norm_eps},
       {"rope_theta", c.rope_theta},
       {"q_lora_rank", c.q_lora_rank},
       {"num_heads", c.num_heads},

@@ -18,8 +18,14 @@ struct ModelConfig {
   int num_layers = 0;
   int num_dense_layers = 0;  // the first layers are dense, the rest MoE
   int vocab = 0;
-  float rms_eps = 0.0f;
-  float rope_theta = 0.0f;  // RoPE base; see ApplyRope for the convention
+  float rms_eps = 0.0f;  // the hidden-size RMSNorms (layer input, MLP, final)
+  // The RMSNorms of the q and kv latents (q_a_layernorm, kv_a_layernorm).
+  float latent_norm_eps = 0.0f;
+  // The indexer key's LayerNorm (with a bias).
+  float index_norm_eps = 0.0f;
+  // RoPE base (plain RoPE, no long-context scaling); interleaved pairs, see
+  // ApplyRope (kernels/reference/ops.h).
+  float rope_theta = 0.0f;
   // MLA attention.
   int q_lora_rank = 0;
   int num_heads = 0;

@@ -32,16 +32,17 @@ enum TensorId : uint32_t {
   kIndexerQB = 20,  // [idx_heads * idx_dim, q_lora]
   kIndexerK = 21,   // [idx_dim, hidden]
   kIndexerKNorm = 22,
-  kIndexerWeights = 23,  // [idx_heads, hidden]
-  kRouter = 30,          // [experts, hidden]
-  kRouterBias = 31,      // [experts] e_score_correction_bias
-  kSharedGateUp = 32,    // [2 * moe_inter, hidden]
-  kSharedDown = 33,      // [hidden, moe_inter]
-  kDenseGateUp = 34,     // [2 * dense_inter, hidden]
-  kDenseDown = 35,       // [hidden, dense_inter]
-  kKvCache = 40,         // synthetic past latent KV (index = token * dim + d)
-  kIndexerKCache = 41,   // synthetic past indexer keys
-  kInput = 42,           // token ids of the step
+  kIndexerWeights = 23,    // [idx_heads, hidden]
+  kIndexerKNormBias = 24,  // the indexer key LayerNorm's bias
+  kRouter = 30,            // [experts, hidden]
+  kRouterBias = 31,        // [experts] e_score_correction_bias
+  kSharedGateUp = 32,      // [2 * moe_inter, hidden]
+  kSharedDown = 33,        // [hidden, moe_inter]
+  kDenseGateUp = 34,       // [2 * dense_inter, hidden]
+  kDenseDown = 35,         // [hidden, dense_inter]
+  kKvCache = 40,           // synthetic past latent KV (index = token * dim + d)
+  kIndexerKCache = 41,     // synthetic past indexer keys
+  kInput = 42,             // token ids of the step
   kExpertBase = 1024,
 };
 inline constexpr uint32_t kScaleFlag = 0x80000000u;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 #include "kernels/model/weight_gen.h"
 #include "kernels/reference/model_weights.h"
@@ -30,8 +31,8 @@ Query ComputeQuery(const StepSpec& spec, int layer, const float* x_normed) {
   query.q_a_normed = Gemv(spec, layer, weights::kQA, x_normed);
   const std::vector<float> gamma =
       NormGamma(spec, layer, weights::kQANorm, c.q_lora_rank);
-  RmsNorm(query.q_a_normed.data(), gamma.data(), c.q_lora_rank, c.rms_eps,
-          query.q_a_normed.data());
+  RmsNorm(query.q_a_normed.data(), gamma.data(), c.q_lora_rank,
+          c.latent_norm_eps, query.q_a_normed.data());
   query.q = Gemv(spec, layer, weights::kQB, query.q_a_normed.data());
   const int head_dim = c.qk_nope_dim + c.qk_rope_dim;
   for (int h = 0; h < c.num_heads; ++h) {
@@ -49,7 +50,8 @@ std::vector<float> NewLatentEntry(const StepSpec& spec, int layer,
   std::vector<float> kv = Gemv(spec, layer, weights::kKVA, x_normed);
   const std::vector<float> gamma =
       NormGamma(spec, layer, weights::kKVANorm, c.kv_lora_rank);
-  RmsNorm(kv.data(), gamma.data(), c.kv_lora_rank, c.rms_eps, kv.data());
+  RmsNorm(kv.data(), gamma.data(), c.kv_lora_rank, c.latent_norm_eps,
+          kv.data());
   ApplyRope(kv.data() + c.kv_lora_rank, c.qk_rope_dim, spec.context,
             c.rope_theta);
   return kv;
@@ -127,10 +129,13 @@ void AbsorbedAttentionHead(const float* q_lat, const float* q_rope,
 
 float IndexerScore(const float* q, const float* w, int heads, int dim,
                    const float* k) {
+  const double weight_scale = 1.0 / std::sqrt(static_cast<double>(heads));
+  const double dot_scale = 1.0 / std::sqrt(static_cast<double>(dim));
   double score = 0.0;
   for (int h = 0; h < heads; ++h) {
     const double dot = Dot(q + static_cast<size_t>(h) * dim, k, dim);
-    score += static_cast<double>(w[h]) * std::max(dot, 0.0);
+    score += static_cast<double>(w[h]) * weight_scale *
+             std::max(dot * dot_scale, 0.0);
   }
   return static_cast<float>(score);
 }
@@ -149,18 +154,25 @@ std::vector<int> TopKIndices(const std::vector<float>& scores, int k) {
   return order;
 }
 
-std::vector<int> IndexerKeep(const StepSpec& spec, int layer, int sequence,
-                             const float* x_normed, const float* q_a_normed) {
+std::vector<float> IndexerScores(const StepSpec& spec, int layer, int sequence,
+                                 const float* x_normed,
+                                 const float* q_a_normed) {
   const model::ModelConfig& c = spec.config;
-  const std::vector<float> q =
-      Gemv(spec, layer, weights::kIndexerQB, q_a_normed);
+  std::vector<float> q = Gemv(spec, layer, weights::kIndexerQB, q_a_normed);
+  for (int h = 0; h < c.index_heads; ++h) {
+    ApplyRope(q.data() + static_cast<size_t>(h) * c.index_head_dim,
+              c.qk_rope_dim, spec.context, c.rope_theta);
+  }
   const std::vector<float> w =
       Gemv(spec, layer, weights::kIndexerWeights, x_normed);
   std::vector<float> key = Gemv(spec, layer, weights::kIndexerK, x_normed);
   const std::vector<float> gamma =
       NormGamma(spec, layer, weights::kIndexerKNorm, c.index_head_dim);
-  LayerNorm(key.data(), gamma.data(), nullptr, c.index_head_dim, c.rms_eps,
-            key.data());
+  const std::vector<float> beta =
+      NormBias(spec, layer, weights::kIndexerKNormBias, c.index_head_dim);
+  LayerNorm(key.data(), gamma.data(), beta.data(), c.index_head_dim,
+            c.index_norm_eps, key.data());
+  ApplyRope(key.data(), c.qk_rope_dim, spec.context, c.rope_theta);
   std::vector<float> scores(static_cast<size_t>(spec.context) + 1);
   std::vector<float> past(static_cast<size_t>(c.index_head_dim));
   for (int t = 0; t < spec.context; ++t) {
@@ -170,15 +182,29 @@ std::vector<int> IndexerKeep(const StepSpec& spec, int layer, int sequence,
   }
   scores[spec.context] = IndexerScore(q.data(), w.data(), c.index_heads,
                                       c.index_head_dim, key.data());
-  return TopKIndices(scores, c.index_topk);
+  return scores;
+}
+
+std::vector<int> IndexerKeep(const StepSpec& spec, int layer, int sequence,
+                             const float* x_normed, const float* q_a_normed) {
+  return TopKIndices(IndexerScores(spec, layer, sequence, x_normed, q_a_normed),
+                     spec.config.index_topk);
 }
 
 void MlaAttention(const StepSpec& spec, int layer, int sequence,
-                  const float* x_normed, float* out) {
+                  const float* x_normed, float* out, AttentionTrace* trace) {
   const model::ModelConfig& c = spec.config;
   const Query query = ComputeQuery(spec, layer, x_normed);
+  std::vector<float> scores =
+      IndexerScores(spec, layer, sequence, x_normed, query.q_a_normed.data());
   const std::vector<int> kept =
-      IndexerKeep(spec, layer, sequence, x_normed, query.q_a_normed.data());
+      trace != nullptr && trace->forced_kept != nullptr
+          ? *trace->forced_kept
+          : TopKIndices(scores, c.index_topk);
+  if (trace != nullptr) {
+    trace->scores = std::move(scores);
+    trace->kept = kept;
+  }
   const std::vector<float> entries = GatherEntries(
       spec, layer, sequence, kept, NewLatentEntry(spec, layer, x_normed));
   const Bf16TensorDesc kv_b = Bf16Desc(spec, layer, weights::kKVB);

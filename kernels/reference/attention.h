@@ -19,27 +19,53 @@ void AbsorbedAttentionHead(const float* q_lat, const float* q_rope,
                            const float* entries, int tokens, int kv_lora,
                            int rope, float scale, float* out_lat);
 
-// DSA index score of one key: sum_h w[h] * ReLU(q_h . k), q [heads][dim].
+// DSA index score of one key, as GLM-5 scales it:
+//   sum_h (w[h] / sqrt(heads)) * ReLU((q_h . k) / sqrt(dim)),  q [heads][dim].
+// The weights have either sign, so scores do too, and a key that every head's
+// ReLU zeroes scores exactly 0.
 float IndexerScore(const float* q, const float* w, int heads, int dim,
                    const float* k);
 
-// Indices of the k highest scores (ties: the lower index wins), ascending;
-// every index when scores.size() <= k.
+// Indices of the k highest scores, ascending; every index when
+// scores.size() <= k. Ties at the boundary (exact zeros are common) keep
+// the lower index: the reference's documented rule. Other implementations
+// may break them otherwise (torch.topk leaves the order unspecified), so
+// comparisons treat a kept set that differs only in tied tokens as equal.
 std::vector<int> TopKIndices(const std::vector<float>& scores, int k);
 
-// The tokens (0..context, where `context` is the new token) that sequence
-// `sequence` attends to at `layer`: the top index_topk of the DSA scores.
-// The indexer reads q from wq_b(q_a_normed) [index_heads][index_head_dim],
-// head weights from weights_proj(x_normed), past keys from the cache and
-// the new key from LayerNorm(wk x_normed) (gamma from the hash, no bias).
-// The real indexer also rotates part of q and k; that changes no byte or
-// FLOP and is left out.
+// The DSA scores of tokens 0..context (`context` is the new token) for
+// sequence `sequence` at `layer`. The indexer reads q from
+// wq_b(q_a_normed) [index_heads][index_head_dim] and rotates each head's
+// first qk_rope dims (RoPE at position `context`, ApplyRope's layout); head
+// weights from weights_proj(x_normed); past keys from the cache
+// (LayerNorm-ed and rotated already); the new key is LayerNorm(wk x_normed)
+// (gamma and bias from the hash, index_norm_eps) with its first qk_rope
+// dims rotated the same way.
+std::vector<float> IndexerScores(const StepSpec& spec, int layer, int sequence,
+                                 const float* x_normed,
+                                 const float* q_a_normed);
+
+// The tokens sequence `sequence` attends to at `layer`: the top index_topk
+// of IndexerScores.
 std::vector<int> IndexerKeep(const StepSpec& spec, int layer, int sequence,
                              const float* x_normed, const float* q_a_normed);
 
+// What one attention block chose, for checks against another
+// implementation; and, when `forced_kept` is set, the kept set to use
+// instead of the indexer's own (to follow an implementation that broke a
+// tie the other way).
+struct AttentionTrace {
+  const std::vector<int>* forced_kept = nullptr;
+  std::vector<float> scores;  // IndexerScores
+  std::vector<int> kept;      // the set attended to, ascending
+};
+
 // The attention block of decoder layer `layer` for one sequence: x_normed is
 // the attention-RMSNormed hidden [hidden], out the o_proj output [hidden].
+// The q and kv latents are RMS-normed with latent_norm_eps; RoPE is
+// ApplyRope's (interleaved) on q's rope dims and on the new rope key.
 void MlaAttention(const StepSpec& spec, int layer, int sequence,
-                  const float* x_normed, float* out);
+                  const float* x_normed, float* out,
+                  AttentionTrace* trace = nullptr);
 
 }  // namespace moetune::ref

@@ -44,24 +44,45 @@ absl::Status Mlp(const StepSpec& spec, int layer, const MoeFn& moe,
   return moe(layer, normed.data(), spec.batch, out.data());
 }
 
+// The attention block of every sequence, added to the residual stream h;
+// with a trace, what its indexer chose (or the forced kept sets).
+void AttentionBlock(const StepSpec& spec, int layer, int first_sequence,
+                    std::vector<float>& h, StepTrace* trace) {
+  const model::ModelConfig& c = spec.config;
+  const std::vector<float> gamma =
+      NormGamma(spec, layer, weights::kAttnNorm, c.hidden);
+  std::vector<float> normed(static_cast<size_t>(c.hidden));
+  std::vector<float> out(h.size());
+  for (int b = 0; b < spec.batch; ++b) {
+    const size_t row = static_cast<size_t>(b) * c.hidden;
+    RmsNorm(h.data() + row, gamma.data(), c.hidden, c.rms_eps, normed.data());
+    AttentionTrace seen;
+    if (trace != nullptr &&
+        layer < static_cast<int>(trace->forced_kept.size()) &&
+        b < static_cast<int>(trace->forced_kept[layer].size()) &&
+        !trace->forced_kept[layer][b].empty()) {
+      seen.forced_kept = &trace->forced_kept[layer][b];
+    }
+    MlaAttention(spec, layer, first_sequence + b, normed.data(),
+                 out.data() + row, &seen);
+    if (trace != nullptr) {
+      trace->layers[layer].index_scores.push_back(std::move(seen.scores));
+      trace->layers[layer].kept.push_back(std::move(seen.kept));
+    }
+  }
+  for (size_t i = 0; i < h.size(); ++i) h[i] += out[i];
+}
+
 // One decoder layer over the residual stream h [batch][hidden], in place.
 absl::Status DecoderLayer(const StepSpec& spec, int layer, int first_sequence,
-                          const MoeFn& moe, std::vector<float>& h) {
+                          const MoeFn& moe, std::vector<float>& h,
+                          StepTrace* trace) {
   const model::ModelConfig& c = spec.config;
-  const std::vector<float> attn_gamma =
-      NormGamma(spec, layer, weights::kAttnNorm, c.hidden);
+  AttentionBlock(spec, layer, first_sequence, h, trace);
   const std::vector<float> ffn_gamma =
       NormGamma(spec, layer, weights::kFfnNorm, c.hidden);
   std::vector<float> normed(h.size());
   std::vector<float> out(h.size());
-  for (int b = 0; b < spec.batch; ++b) {
-    const size_t row = static_cast<size_t>(b) * c.hidden;
-    RmsNorm(h.data() + row, attn_gamma.data(), c.hidden, c.rms_eps,
-            normed.data() + row);
-    MlaAttention(spec, layer, first_sequence + b, normed.data() + row,
-                 out.data() + row);
-  }
-  for (size_t i = 0; i < h.size(); ++i) h[i] += out[i];
   for (int b = 0; b < spec.batch; ++b) {
     const size_t row = static_cast<size_t>(b) * c.hidden;
     RmsNorm(h.data() + row, ffn_gamma.data(), c.hidden, c.rms_eps,
@@ -69,6 +90,10 @@ absl::Status DecoderLayer(const StepSpec& spec, int layer, int first_sequence,
   }
   RETURN_IF_ERROR(Mlp(spec, layer, moe, normed, out));
   for (size_t i = 0; i < h.size(); ++i) h[i] += out[i];
+  if (trace != nullptr) {
+    trace->layers[layer].mlp_out = std::move(out);
+    trace->layers[layer].hidden = h;
+  }
   return absl::OkStatus();
 }
 
@@ -95,9 +120,10 @@ int64_t AttentionWeightBytes(const StepSpec& spec, int layer) {
     const Bf16TensorDesc desc = Bf16Desc(spec, layer, tensor);
     elements += desc.rows * desc.k;
   }
-  // Gammas: attention norm, q_a norm, kv_a norm, indexer-key norm, ffn norm.
-  elements +=
-      2 * int64_t{c.hidden} + c.q_lora_rank + c.kv_lora_rank + c.index_head_dim;
+  // Gammas: attention norm, q_a norm, kv_a norm, indexer-key norm (and its
+  // bias), ffn norm.
+  elements += 2 * int64_t{c.hidden} + c.q_lora_rank + c.kv_lora_rank +
+              2 * int64_t{c.index_head_dim};
   return 2 * elements;
 }
 
@@ -114,16 +140,9 @@ int64_t Nvfp4Bytes(const Nvfp4TensorDesc& desc) {
          nvfp4::ScaleBytes(desc.rows, desc.k);
 }
 
-}  // namespace
-
-absl::StatusOr<std::vector<float>> DecodeStep(const StepSpec& spec,
-                                              const MoeFn& moe) {
-  return DecodeSequences(spec, 0, moe);
-}
-
-absl::StatusOr<std::vector<float>> DecodeSequences(const StepSpec& spec,
-                                                   int first_sequence,
-                                                   const MoeFn& moe) {
+absl::StatusOr<std::vector<float>> Decode(const StepSpec& spec,
+                                          int first_sequence, const MoeFn& moe,
+                                          StepTrace* trace) {
   RETURN_IF_ERROR(ValidateStepSpec(spec));
   if (first_sequence < 0) {
     return absl::InvalidArgumentError(
@@ -138,10 +157,29 @@ absl::StatusOr<std::vector<float>> DecodeSequences(const StepSpec& spec,
       h[static_cast<size_t>(b) * c.hidden + i] = embedding.Weight(token, i);
     }
   }
+  if (trace != nullptr) trace->layers.assign(spec.layers, LayerTrace{});
   for (int layer = 0; layer < spec.layers; ++layer) {
-    RETURN_IF_ERROR(DecoderLayer(spec, layer, first_sequence, moe, h));
+    RETURN_IF_ERROR(DecoderLayer(spec, layer, first_sequence, moe, h, trace));
   }
   return Logits(spec, h);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<float>> DecodeStep(const StepSpec& spec,
+                                              const MoeFn& moe) {
+  return DecodeSequences(spec, 0, moe);
+}
+
+absl::StatusOr<std::vector<float>> DecodeSequences(const StepSpec& spec,
+                                                   int first_sequence,
+                                                   const MoeFn& moe) {
+  return Decode(spec, first_sequence, moe, nullptr);
+}
+
+absl::StatusOr<std::vector<float>> DecodeStepTraced(const StepSpec& spec,
+                                                    StepTrace* trace) {
+  return Decode(spec, 0, nullptr, trace);
 }
 
 int64_t DecodeStepBytes(const StepSpec& spec) {

@@ -37,6 +37,28 @@ absl::StatusOr<std::vector<float>> DecodeSequences(const StepSpec& spec,
                                                    int first_sequence,
                                                    const MoeFn& moe);
 
+// What one decoder layer computed, for checks against another
+// implementation of the model (tests/kernels/reference/hf_golden_test.cc).
+struct LayerTrace {
+  std::vector<float> hidden;   // [batch][hidden] the residual stream after it
+  std::vector<float> mlp_out;  // [batch][hidden] its MLP block's output
+  // Per sequence: the indexer's scores of tokens 0..context and the kept
+  // set attended to (ascending).
+  std::vector<std::vector<float>> index_scores;
+  std::vector<std::vector<int>> kept;
+};
+struct StepTrace {
+  std::vector<LayerTrace> layers;  // filled by DecodeStepTraced
+  // [layer][sequence]: kept sets to attend to instead of the indexer's
+  // own (empty: the indexer decides), to follow an implementation that
+  // broke an indexer tie the other way.
+  std::vector<std::vector<std::vector<int>>> forced_kept;
+};
+
+// DecodeStep (null moe: the reference MoE), filling trace->layers.
+absl::StatusOr<std::vector<float>> DecodeStepTraced(const StepSpec& spec,
+                                                    StepTrace* trace);
+
 // Bytes the rank's decode step must at least move (assumes a valid spec):
 // every BF16 attention and indexer weight and norm gamma of the run layers;
 // per sequence and layer, the indexer keys of all `context` past tokens and

@@ -125,6 +125,16 @@ std::vector<float> NormGamma(const StepSpec& spec, int layer, uint32_t tensor,
   return gamma;
 }
 
+std::vector<float> NormBias(const StepSpec& spec, int layer, uint32_t tensor,
+                            int n) {
+  std::vector<float> beta(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    beta[i] = weights::Bf16Weight(spec.seed, static_cast<uint32_t>(layer),
+                                  tensor, static_cast<uint64_t>(i), 0.1f);
+  }
+  return beta;
+}
+
 int TokenId(const StepSpec& spec, int sequence) {
   const uint64_t h = weights::Hash(spec.seed, 0, weights::kInput,
                                    static_cast<uint64_t>(sequence));

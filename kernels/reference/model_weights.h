@@ -32,6 +32,10 @@ Bf16TensorDesc Bf16Desc(const StepSpec& spec, int layer, uint32_t tensor);
 // A norm's gamma: 1 + uniform(-0.1, 0.1), BF16-rounded noise, n values.
 std::vector<float> NormGamma(const StepSpec& spec, int layer, uint32_t tensor,
                              int n);
+// A norm's bias (the indexer key LayerNorm's): uniform(-0.1, 0.1),
+// BF16-rounded, n values.
+std::vector<float> NormBias(const StepSpec& spec, int layer, uint32_t tensor,
+                            int n);
 
 // Token id decoded by sequence b (hash of tensor kInput, index b).
 int TokenId(const StepSpec& spec, int sequence);
@@ -40,9 +44,13 @@ int TokenId(const StepSpec& spec, int sequence);
 // token t (0 <= t < context); hash index (b << 40) + t * dim + d, so each
 // sequence has its own cache and a longer context extends it.
 // Latent cache: kv_lora values with unit mean square (already RMS-normed),
-// then qk_rope values uniform(-1, 1) (already rotated; the scale of a
-// kv_a output). Indexer keys: index_head_dim values, unit mean square
-// (already LayerNorm-ed).
+// then qk_rope values uniform(-1, 1) (already rotated at their position, in
+// place: ApplyRope's interleaved layout; the scale of a kv_a output).
+// Indexer keys: index_head_dim values, unit mean square (already
+// LayerNorm-ed, and their first qk_rope values rotated in the same layout).
+// Being synthetic, the values do not depend on the layout; the layout says
+// how another implementation must read them (Hugging Face's cache holds the
+// rotated part de-interleaved: evens, then odds).
 void LatentCacheEntry(const StepSpec& spec, int layer, int sequence, int t,
                       float* out);
 void IndexerKeyCacheEntry(const StepSpec& spec, int layer, int sequence, int t,

@@ -39,17 +39,16 @@ void LayerNorm(const float* x, const float* gamma, const float* beta, int n,
 }
 
 void ApplyRope(float* x, int dim, int position, float theta) {
-  const int half = dim / 2;
-  for (int i = 0; i < half; ++i) {
+  for (int i = 0; i < dim / 2; ++i) {
     const double inv_freq =
         std::pow(static_cast<double>(theta), -2.0 * i / dim);
     const double angle = position * inv_freq;
     const double c = std::cos(angle);
     const double s = std::sin(angle);
-    const double first = x[i];
-    const double second = x[i + half];
-    x[i] = static_cast<float>(first * c - second * s);
-    x[i + half] = static_cast<float>(second * c + first * s);
+    const double even = x[2 * i];
+    const double odd = x[2 * i + 1];
+    x[2 * i] = static_cast<float>(even * c - odd * s);
+    x[2 * i + 1] = static_cast<float>(odd * c + even * s);
   }
 }
 

@@ -17,12 +17,14 @@ void RmsNorm(const float* x, const float* gamma, int n, float eps, float* out);
 void LayerNorm(const float* x, const float* gamma, const float* beta, int n,
                float eps, float* out);
 
-// Rotary embedding in place, HALF-SPLIT convention (GPT-NeoX
-// "rotate_half"): element i pairs with i + dim/2 for i < dim/2, rotated by
-// angle position * theta^(-2i/dim):
-//   x'[i]         = x[i] cos a - x[i+dim/2] sin a
-//   x'[i+dim/2]   = x[i+dim/2] cos a + x[i] sin a
-// dim must be even.
+// Rotary embedding in place, INTERLEAVED convention (GLM-5's, as Hugging
+// Face's GlmMoeDsa and DeepSeek's reference apply it): adjacent elements
+// (2i, 2i+1) form pair i, rotated by angle position * theta^(-2i/dim):
+//   x'[2i]   = x[2i] cos a - x[2i+1] sin a
+//   x'[2i+1] = x[2i+1] cos a + x[2i] sin a
+// The pairs stay where they are ("in place"); Hugging Face writes the same
+// values de-interleaved (the 2i results, then the 2i+1 results), which
+// gives the same dot products when q and k share a layout. dim must be even.
 void ApplyRope(float* x, int dim, int position, float theta);
 
 // In place, max-subtracted; n >= 1.

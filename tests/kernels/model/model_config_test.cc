@@ -14,7 +14,9 @@ TEST(ModelConfigTest, Glm5HasTheRealDims) {
   EXPECT_EQ(c->num_dense_layers, 3);
   EXPECT_EQ(c->vocab, 154880);
   EXPECT_FLOAT_EQ(c->rms_eps, 1e-5f);
-  EXPECT_FLOAT_EQ(c->rope_theta, 10000.0f);
+  EXPECT_FLOAT_EQ(c->latent_norm_eps, 1e-6f);
+  EXPECT_FLOAT_EQ(c->index_norm_eps, 1e-6f);
+  EXPECT_FLOAT_EQ(c->rope_theta, 1.0e6f);
   EXPECT_EQ(c->q_lora_rank, 2048);
   EXPECT_EQ(c->num_heads, 64);
   EXPECT_EQ(c->qk_nope_dim, 192);

@@ -43,13 +43,18 @@ TEST(AttentionTest, OneHeadTwoTokensByHand) {
   EXPECT_NEAR(out[1], 0.13262201f, 1e-6);
 }
 
+// Two heads of dim 2: the weights scale by 1/sqrt(2), the dots by 1/sqrt(2).
 TEST(AttentionTest, IndexerScoreByHand) {
   const float q[4] = {1, 0, 0, 1};  // head 0 = (1, 0), head 1 = (0, 1)
   const float w[2] = {2, 3};
-  const float k1[2] = {1, -2};  // dots 1 and -2 (ReLU -> 0): 2 * 1
-  EXPECT_FLOAT_EQ(IndexerScore(q, w, 2, 2, k1), 2.0f);
-  const float k2[2] = {0.5f, 0.5f};  // 2 * .5 + 3 * .5
-  EXPECT_FLOAT_EQ(IndexerScore(q, w, 2, 2, k2), 2.5f);
+  const float k1[2] = {1, -2};  // dots 1 and -2 (ReLU -> 0): 2 * 1 / 2
+  EXPECT_FLOAT_EQ(IndexerScore(q, w, 2, 2, k1), 1.0f);
+  const float k2[2] = {0.5f, 0.5f};  // (2 * .5 + 3 * .5) / 2
+  EXPECT_FLOAT_EQ(IndexerScore(q, w, 2, 2, k2), 1.25f);
+  const float w_signed[2] = {-2, 3};  // weights of either sign
+  EXPECT_FLOAT_EQ(IndexerScore(q, w_signed, 2, 2, k2), 0.25f);
+  const float k0[2] = {-1, -1};  // every ReLU zero: exactly 0, a tie
+  EXPECT_EQ(IndexerScore(q, w, 2, 2, k0), 0.0f);
 }
 
 TEST(AttentionTest, TopKKeepsBestAscendingWithLowerIndexOnTies) {
@@ -68,7 +73,7 @@ TestQuery QueryOf(const StepSpec& spec, int layer, const float* x) {
   TestQuery tq;
   tq.q_a_normed = Gemv(spec, layer, weights::kQA, x);
   const auto gamma = NormGamma(spec, layer, weights::kQANorm, c.q_lora_rank);
-  RmsNorm(tq.q_a_normed.data(), gamma.data(), c.q_lora_rank, c.rms_eps,
+  RmsNorm(tq.q_a_normed.data(), gamma.data(), c.q_lora_rank, c.latent_norm_eps,
           tq.q_a_normed.data());
   tq.q = Gemv(spec, layer, weights::kQB, tq.q_a_normed.data());
   for (int h = 0; h < c.num_heads; ++h) {
@@ -88,7 +93,7 @@ std::vector<std::vector<float>> EntriesOf(const StepSpec& spec, int layer,
   }
   std::vector<float> kv = Gemv(spec, layer, weights::kKVA, x);
   const auto gamma = NormGamma(spec, layer, weights::kKVANorm, 64);
-  RmsNorm(kv.data(), gamma.data(), 64, c.rms_eps, kv.data());
+  RmsNorm(kv.data(), gamma.data(), 64, c.latent_norm_eps, kv.data());
   ApplyRope(kv.data() + 64, 16, spec.context, c.rope_theta);
   entries.push_back(kv);
   return entries;
@@ -163,12 +168,18 @@ TEST(AttentionTest, IndexerKeepsTheTopScoringTokens) {
       IndexerKeep(spec, layer, 0, x.data(), tq.q_a_normed.data());
   ASSERT_EQ(kept.size(), 16u);
   ASSERT_TRUE(std::is_sorted(kept.begin(), kept.end()));
-  const auto q = Gemv(spec, layer, weights::kIndexerQB, tq.q_a_normed.data());
+  const model::ModelConfig& c = spec.config;
+  auto q = Gemv(spec, layer, weights::kIndexerQB, tq.q_a_normed.data());
+  for (int h = 0; h < 4; ++h) {  // each head's first 16 dims rotated
+    ApplyRope(q.data() + h * 32, 16, spec.context, c.rope_theta);
+  }
   const auto w = Gemv(spec, layer, weights::kIndexerWeights, x.data());
   auto key = Gemv(spec, layer, weights::kIndexerK, x.data());
   const auto gamma = NormGamma(spec, layer, weights::kIndexerKNorm, 32);
-  LayerNorm(key.data(), gamma.data(), nullptr, 32, spec.config.rms_eps,
+  const auto beta = NormBias(spec, layer, weights::kIndexerKNormBias, 32);
+  LayerNorm(key.data(), gamma.data(), beta.data(), 32, c.index_norm_eps,
             key.data());
+  ApplyRope(key.data(), 16, spec.context, c.rope_theta);
   std::vector<float> scores;
   std::vector<float> past(32);
   for (int t = 0; t < 40; ++t) {

@@ -93,6 +93,31 @@ TEST(DecodeStepTest, LayersLimitsTheLayersRun) {
   EXPECT_FALSE(DecodeStep(spec, must_not_run).ok());
 }
 
+// The trace records what each layer computed, the same logits as an
+// untraced step; forcing a layer's kept set changes what it attends to.
+TEST(DecodeStepTest, TraceRecordsEachLayerAndFollowsForcedKeptSets) {
+  const StepSpec spec = TinySpec(2);
+  StepTrace trace;
+  absl::StatusOr<std::vector<float>> traced = DecodeStepTraced(spec, &trace);
+  ASSERT_TRUE(traced.ok()) << traced.status();
+  EXPECT_EQ(*traced, *DecodeStep(spec, nullptr));
+  ASSERT_EQ(trace.layers.size(), 4u);
+  for (const LayerTrace& layer : trace.layers) {
+    EXPECT_EQ(layer.hidden.size(), 2u * 256u);
+    EXPECT_EQ(layer.mlp_out.size(), 2u * 256u);
+    ASSERT_EQ(layer.kept.size(), 2u);
+    EXPECT_EQ(layer.kept[0].size(), 16u);  // index_topk of 41 tokens
+    EXPECT_EQ(layer.index_scores[0].size(), 41u);
+  }
+  StepTrace forced;
+  forced.forced_kept = {{{0, 1, 2}, {}}};  // layer 0, sequence 0 only
+  absl::StatusOr<std::vector<float>> other = DecodeStepTraced(spec, &forced);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(forced.layers[0].kept[0], (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(forced.layers[0].kept[1], trace.layers[0].kept[1]);
+  EXPECT_NE(forced.layers[0].hidden, trace.layers[0].hidden);
+}
+
 TEST(DecodeStepTest, BadSpecsNameTheField) {
   StepSpec spec = TinySpec(1);
   spec.layers = 0;
@@ -120,24 +145,25 @@ TEST(DecodeStepTest, BadSpecsNameTheField) {
 // tiny, one (dense) layer, batch 1, no context:
 //   attention weights: q_a 128x256 + q_b 192x128 + kv_a 80x256 + kv_b
 //   256x64 + o 256x128 + idx_q 128x128 + idx_k 32x256 + idx_w 4x256 =
-//   152576, gammas 256+128+64+32+256 = 736 -> 2 * 153312 = 306624 bytes;
+//   152576, gammas 256+128+64+32+256 and the indexer-key bias 32 = 768 ->
+//   2 * 153344 = 306688 bytes;
 //   dense NVFP4: gate_up 1024x256 -> 131072 + 16384, down 256x512 ->
 //   65536 + 8192 = 221184; embedding row 256, final norm 256, lm_head
 //   512x256, logits 512, all BF16 -> 2 * 132096 = 264192.
 TEST(DecodeStepTest, BytesByHand) {
   StepSpec spec = TinySpec(1, 0);
   spec.layers = 1;
-  EXPECT_EQ(DecodeStepBytes(spec), 306624 + 221184 + 264192);
+  EXPECT_EQ(DecodeStepBytes(spec), 306688 + 221184 + 264192);
   // 40 past tokens, batch 2: + 2 * (40 * 32 + 16 * 80) * 2 bytes of KV,
   // and 2 more embedding rows and logits rows: 2 * (256 + 512).
   spec = TinySpec(2, 40);
   spec.layers = 1;
   EXPECT_EQ(DecodeStepBytes(spec),
-            306624 + 221184 + 264192 + 10240 + 2 * (256 + 512));
+            306688 + 221184 + 264192 + 10240 + 2 * (256 + 512));
   // An MoE layer adds its MoeLayerBytes on the synthetic layer input.
   spec.layers = 2;
   const std::vector<float> x = MoeLayerInput(spec, 1);
-  EXPECT_EQ(DecodeStepBytes(spec), 306624 * 2 + 221184 + 264192 + 10240 * 2 +
+  EXPECT_EQ(DecodeStepBytes(spec), 306688 * 2 + 221184 + 264192 + 10240 * 2 +
                                        2 * (256 + 512) +
                                        MoeLayerBytes(spec, 1, x.data(), 2));
 }

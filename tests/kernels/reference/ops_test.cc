@@ -56,25 +56,25 @@ TEST(OpsTest, LayerNormByHand) {
   EXPECT_NEAR(out[3], 2 * 1.34164079f, 1e-6);
 }
 
-// Half-split convention, dim 4: pairs (0, 2) and (1, 3); frequencies
-// theta^(-0/4) = 1 and 10000^(-2/4) = 0.01.
-TEST(OpsTest, RopeIsHalfSplitByHand) {
+// Interleaved convention (GLM-5's), dim 4: pairs (0, 1) and (2, 3);
+// frequencies theta^(-0/4) = 1 and 10000^(-2/4) = 0.01.
+TEST(OpsTest, RopeIsInterleavedByHand) {
   float e0[4] = {1.0f, 0.0f, 0.0f, 0.0f};
   ApplyRope(e0, 4, 1, 10000.0f);
   EXPECT_NEAR(e0[0], 0.54030231f, 1e-7);  // cos 1
-  EXPECT_EQ(e0[1], 0.0f);                 // interleaved would put sin 1 here
-  EXPECT_NEAR(e0[2], 0.84147098f, 1e-7);  // sin 1
+  EXPECT_NEAR(e0[1], 0.84147098f, 1e-7);  // sin 1: half-split puts it at [2]
+  EXPECT_EQ(e0[2], 0.0f);
   EXPECT_EQ(e0[3], 0.0f);
-  float e1[4] = {0.0f, 1.0f, 0.0f, 0.0f};
-  ApplyRope(e1, 4, 1, 10000.0f);
-  EXPECT_NEAR(e1[1], 0.99995000f, 1e-7);  // cos 0.01
-  EXPECT_NEAR(e1[3], 0.00999983f, 1e-7);  // sin 0.01
+  float e2[4] = {0.0f, 0.0f, 1.0f, 0.0f};
+  ApplyRope(e2, 4, 1, 10000.0f);
+  EXPECT_NEAR(e2[2], 0.99995000f, 1e-7);  // cos 0.01
+  EXPECT_NEAR(e2[3], 0.00999983f, 1e-7);  // sin 0.01
   float x[4] = {1.0f, 2.0f, 3.0f, 4.0f};
   ApplyRope(x, 4, 2, 10000.0f);           // angles 2 and 0.02
-  EXPECT_NEAR(x[0], -3.14403912f, 1e-6);  // 1 cos2 - 3 sin2
-  EXPECT_NEAR(x[1], 1.91960535f, 1e-6);   // 2 cos.02 - 4 sin.02
-  EXPECT_NEAR(x[2], -0.33914308f, 1e-6);  // 3 cos2 + 1 sin2
-  EXPECT_NEAR(x[3], 4.03919736f, 1e-6);   // 4 cos.02 + 2 sin.02
+  EXPECT_NEAR(x[0], -2.23474169f, 1e-6);  // 1 cos2 - 2 sin2
+  EXPECT_NEAR(x[1], 0.07700375f, 1e-6);   // 2 cos2 + 1 sin2
+  EXPECT_NEAR(x[2], 2.91940535f, 1e-6);   // 3 cos.02 - 4 sin.02
+  EXPECT_NEAR(x[3], 4.05919603f, 1e-6);   // 4 cos.02 + 3 sin.02
 }
 
 TEST(OpsTest, RopeAtPositionZeroIsIdentity) {
