@@ -17,6 +17,14 @@ namespace moetune::tuner::testing {
 
 // A sweep of tiny's MoE layer at batch 1, context 64, with `rest` (text
 // format: space, strategy, measurement, ...) parsed after that workload.
+// A spec from text format.
+inline v1::SweepSpec Parse(const std::string& text) {
+  v1::SweepSpec spec;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec))
+      << text;
+  return spec;
+}
+
 inline v1::SweepSpec TinyLayerSpec(const std::string& rest) {
   v1::SweepSpec spec;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(

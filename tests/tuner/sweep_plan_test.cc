@@ -15,14 +15,9 @@
 namespace moetune::tuner {
 namespace {
 
+using testing::Parse;
 using testing::TinyLayerSpec;
 
-v1::SweepSpec Parse(const std::string& text) {
-  v1::SweepSpec spec;
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec))
-      << text;
-  return spec;
-}
 
 // ------------------------------------------------------------- expansion --
 
