@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/log.h"
 
 namespace moetune::db {
@@ -143,12 +144,44 @@ void Connection::Closer::operator()(sqlite3* db) const {
   sqlite3_close_v2(db);
 }
 
-absl::StatusOr<Connection> Connection::Open(const std::string& path) {
+bool Connection::IsReadOnly() const {
+  return sqlite3_db_readonly(db_.get(), "main") == 1;
+}
+
+absl::StatusOr<Connection> Connection::Open(const std::string& path,
+                                            bool read_only) {
   sqlite3* raw = nullptr;
-  const int flags =
-      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+  const int flags = (read_only ? SQLITE_OPEN_READONLY
+                               : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+                    SQLITE_OPEN_NOMUTEX;
   const int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   Connection conn(raw);  // owns the handle even when opening failed
+  if (rc != SQLITE_OK) {
+    if (raw == nullptr) {
+      return absl::ResourceExhaustedError("sqlite3_open_v2: out of memory");
+    }
+    return conn.Error(rc, absl::StrCat("opening database '", path, "'"));
+  }
+  sqlite3_extended_result_codes(raw, 1);
+  return conn;
+}
+
+absl::StatusOr<Connection> Connection::OpenImmutable(const std::string& path) {
+  // A URI: '%', '?' and '#' in the path must be escaped.
+  std::string uri = "file:";
+  for (const char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      absl::StrAppend(&uri, absl::StrFormat("%%%02X", c));
+    } else {
+      uri += c;
+    }
+  }
+  uri += "?immutable=1";
+  sqlite3* raw = nullptr;
+  const int rc = sqlite3_open_v2(
+      uri.c_str(), &raw,
+      SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
+  Connection conn(raw);
   if (rc != SQLITE_OK) {
     if (raw == nullptr) {
       return absl::ResourceExhaustedError("sqlite3_open_v2: out of memory");

@@ -98,7 +98,16 @@ class Connection {
  public:
   // Opens (creating if needed) the database at `path`; ":memory:" gives a
   // private in-memory database. No pragmas are set here: the caller decides.
-  static absl::StatusOr<Connection> Open(const std::string& path);
+  // `read_only`: open an existing database without writing to it.
+  static absl::StatusOr<Connection> Open(const std::string& path,
+                                         bool read_only = false);
+  // Opens a database nobody can be writing (it sits on a read-only file
+  // system), read-only and without the WAL's shared-memory file, which
+  // SQLite could not create there.
+  static absl::StatusOr<Connection> OpenImmutable(const std::string& path);
+  // True when SQLite opened the database read-only (the file or its
+  // directory is not writable, or read_only was asked).
+  bool IsReadOnly() const;
 
   Connection(Connection&&) noexcept = default;
   Connection& operator=(Connection&&) noexcept = default;

@@ -1,6 +1,10 @@
 // Store: opening the database (pragmas, migrations) and reading its settings.
 #include "db/store.h"
 
+#include <sys/statvfs.h>
+
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -19,6 +23,66 @@ namespace {
 constexpr int kBusyTimeoutMs = 5000;
 
 // --------------------------------------------------------------- opening --
+
+absl::Status Refuse(const std::string& path, const absl::Status& cause) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("db: cannot open '", path, "': ", cause.message()));
+}
+
+bool OnReadOnlyFileSystem(const std::string& path) {
+  struct statvfs fs;
+  return statvfs(path.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY) != 0;
+}
+
+// The directory must exist (SQLite would say only "unable to open"); a
+// reader needs the file itself.
+absl::Status CheckLocation(const std::string& path, bool writer) {
+  const std::filesystem::path file(path);
+  const std::filesystem::path dir =
+      file.has_parent_path() ? file.parent_path() : ".";
+  std::error_code error;
+  if (!std::filesystem::is_directory(dir, error)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("db: cannot open '", path, "': directory '", dir.string(),
+                     "' does not exist"));
+  }
+  if (!writer && !std::filesystem::exists(file, error)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("db: cannot open '", path, "': no such file"));
+  }
+  return absl::OkStatus();
+}
+
+// Reads the schema version without writing: refuses a file that is not a
+// database, a schema newer than this build, and (for a writer) a database
+// SQLite could only open read-only.
+absl::StatusOr<int> CheckReadable(Connection& conn, const std::string& path,
+                                  bool writer) {
+  absl::StatusOr<int64_t> tables =
+      conn.QueryInt64("SELECT count(*) FROM sqlite_master");
+  if (!tables.ok()) {
+    return Refuse(path, absl::Status(tables.status().code(),
+                                     absl::StrCat("not a moetune database, or "
+                                                  "a corrupt one (",
+                                                  tables.status().message(),
+                                                  "); left as it is")));
+  }
+  ASSIGN_OR_RETURN(const int version, ReadUserVersion(conn));
+  if (version > LatestMigrationVersion()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "db: cannot open '", path, "': its schema is version ", version,
+        " and this build knows up to ", LatestMigrationVersion(),
+        " (written by a newer moetune); left as it is"));
+  }
+  if (writer && conn.IsReadOnly()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("db: cannot open '", path,
+                     "' for writing: it is read-only (file permissions or a "
+                     "read-only file system); the coordinator is the "
+                     "database's writer"));
+  }
+  return version;
+}
 
 // Pragmas are per connection and must be set outside a transaction.
 absl::Status Configure(Connection& conn) {
@@ -46,11 +110,37 @@ absl::Status Configure(Connection& conn) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
-  ASSIGN_OR_RETURN(Connection conn, Connection::Open(path));
-  RETURN_IF_ERROR(Configure(conn));
-  ASSIGN_OR_RETURN(const int version, Migrate(conn, ShippedMigrations()));
-  return std::unique_ptr<Store>(new Store(std::move(conn), version));
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
+                                                   const OpenOptions& options) {
+  const bool file = path != ":memory:";
+  if (file) RETURN_IF_ERROR(CheckLocation(path, options.writer));
+  std::optional<WriterLock> lock;
+  if (file && options.writer) {
+    ASSIGN_OR_RETURN(lock, WriterLock::Acquire(path, options.owner));
+  }
+  absl::StatusOr<Connection> conn = Connection::Open(path, !options.writer);
+  // A reader on a read-only file system: the WAL's shared memory cannot be
+  // made there, and nobody can be writing the file.
+  if (file && !options.writer && OnReadOnlyFileSystem(path)) {
+    conn = Connection::OpenImmutable(path);
+  }
+  if (!conn.ok()) return Refuse(path, conn.status());
+  // Read before anything is written: not a database, a newer schema and a
+  // read-only file are refused with the file as it was.
+  absl::StatusOr<int> version = CheckReadable(*conn, path, options.writer);
+  if (!version.ok()) return version.status();
+  if (!options.writer) {
+    return std::unique_ptr<Store>(
+        new Store(*std::move(conn), *version, std::nullopt));
+  }
+  RETURN_IF_ERROR(Configure(*conn));
+  ASSIGN_OR_RETURN(const int migrated, Migrate(*conn, ShippedMigrations()));
+  return std::unique_ptr<Store>(
+      new Store(*std::move(conn), migrated, std::move(lock)));
+}
+
+absl::Status Store::SetOwner(const std::string& owner) {
+  return lock_.has_value() ? lock_->SetOwner(owner) : absl::OkStatus();
 }
 
 int Store::LatestSchemaVersion() { return LatestMigrationVersion(); }

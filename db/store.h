@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,9 +38,33 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "db/sqlite.h"
+#include "db/writer_lock.h"
 #include "proto/moetune.pb.h"
 
 namespace moetune::db {
+
+// One page of a listing, and the token of the next ("" at the end).
+struct TrialPage {
+  std::vector<v1::Trial> trials;
+  std::string next_page_token;
+};
+struct SweepPage {
+  std::vector<v1::Sweep> sweeps;
+  std::string next_page_token;
+};
+
+// A registration as the coordinator needs it after a restart.
+struct WorkerIdentity {
+  std::string worker_id;
+  std::string name;
+  std::string token_sha256;  // hex; "" for registrations before tokens
+  int64_t last_heartbeat_ms = 0;
+  v1::Probe probe;
+};
+
+// Pages: default and largest sizes (QueryTrialPage, ListSweepPage).
+inline constexpr int kDefaultTrialPage = 1000, kMaxTrialPage = 10000;
+inline constexpr int kDefaultSweepPage = 100, kMaxSweepPage = 1000;
 
 // The connection settings as SQLite reports them (not as requested).
 struct StoreSettings {
@@ -49,15 +74,33 @@ struct StoreSettings {
   int busy_timeout_ms = 0;
 };
 
+struct OpenOptions {
+  // The coordinator: the database's one writer. Takes the writer lock
+  // (writer_lock.h), refuses a database it cannot write, creates a missing
+  // file and applies missing migrations. Otherwise (tools that read a
+  // recording) the file is opened read-only: no lock, no migration, no write.
+  bool writer = true;
+  // Recorded in the writer lock: who holds the database.
+  std::string owner;
+};
+
 class Store {
  public:
-  // Opens or creates the database at `path` (":memory:" for a private
-  // in-memory one) and applies missing migrations. FAILED_PRECONDITION when
-  // the file's schema is newer than this build knows.
-  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
+  // Opens the database at `path` (":memory:" for a private in-memory one).
+  // Every refusal is FAILED_PRECONDITION with one line naming the path and
+  // the cause, and leaves the file as it was: a missing directory, a file
+  // that is not a SQLite database, a schema newer than this build knows, a
+  // read-only file or file system (for a writer), a database another
+  // coordinator is writing (naming it), a missing file (for a reader).
+  static absl::StatusOr<std::unique_ptr<Store>> Open(
+      const std::string& path, const OpenOptions& options = {});
 
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
+
+  // Replaces the writer lock's recorded owner (e.g. with the address the
+  // coordinator listens on, once it is bound). No-op for readers.
+  absl::Status SetOwner(const std::string& owner);
 
   // The schema version of the open database (== LatestSchemaVersion()).
   int SchemaVersion() const { return schema_version_; }
@@ -72,7 +115,12 @@ class Store {
   // probe.probed_at_unix_ms, or now_ms when that is 0.
   absl::Status UpsertWorker(const std::string& worker_id,
                             const std::string& name, const v1::Probe& probe,
-                            int64_t now_ms);
+                            int64_t now_ms,
+                            const std::string& token_sha256 = "");
+  // Registrations whose last heartbeat is at or after `since_ms`, with
+  // their token digests: what a restarted coordinator still honours.
+  absl::StatusOr<std::vector<WorkerIdentity>> WorkerIdentities(
+      int64_t since_ms);
   // NOT_FOUND when the worker never registered.
   absl::Status TouchWorker(const std::string& worker_id, int64_t now_ms);
   // Ordered by worker_id. `alive` is left false (the registry decides
@@ -89,9 +137,15 @@ class Store {
   // trial_id, sweep_id, state, attempt and updated_at of every *trials entry
   // and returns the sweep id; on failure *trials is unchanged. A trial
   // without its own measurement gets spec.measurement.
+  // A non-empty request_id is stored with the sweep (unique: a second sweep
+  // with it fails with ALREADY_EXISTS; see SweepForRequest).
   absl::StatusOr<int64_t> CreateSweep(const v1::SweepSpec& spec,
                                       std::vector<v1::Trial>* trials,
-                                      int64_t now_ms);
+                                      int64_t now_ms,
+                                      const std::string& request_id = "");
+  // The sweep a submit with `request_id` created, if any.
+  absl::StatusOr<std::optional<int64_t>> SweepForRequest(
+      const std::string& request_id);
   // Appends trials a strategy proposed later to a RUNNING sweep, in one
   // transaction (QUEUED, attempt 0; the sweep's measurement when a trial has
   // none). Fills ids as CreateSweep does. FAILED_PRECONDITION when the sweep
@@ -103,6 +157,12 @@ class Store {
   absl::StatusOr<v1::Sweep> GetSweep(int64_t sweep_id);
   // Newest first; limit 0 = all.
   absl::StatusOr<std::vector<v1::Sweep>> ListSweeps(int limit);
+  // One page, newest first: at most page_size (0 = kDefaultSweepPage, at
+  // most kMaxSweepPage) sweeps after page_token, and at most `limit` (0 =
+  // no limit) over all pages. INVALID_ARGUMENT naming the field for a bad
+  // size or a token this store did not issue.
+  absl::StatusOr<SweepPage> ListSweepPage(int limit, int page_size,
+                                          const std::string& page_token);
   // Any SweepState but UNSPECIFIED; finished_at becomes now_ms for FINISHED
   // and ABORTED and is cleared for RUNNING.
   absl::Status SetSweepState(int64_t sweep_id, v1::SweepState state,
@@ -118,6 +178,21 @@ class Store {
   // matches everything.
   absl::StatusOr<std::vector<v1::Trial>> QueryTrials(
       const v1::TrialFilter& filter);
+  // One page of QueryTrials for the API: filter.page_size (0 =
+  // kDefaultTrialPage, at most kMaxTrialPage) trials after
+  // filter.page_token, at most filter.limit over all pages, raw samples only
+  // with filter.include_samples.
+  absl::StatusOr<TrialPage> QueryTrialPage(const v1::TrialFilter& filter);
+  // The sweep's trials in a final state whose updated_at is >= since_ms,
+  // without raw samples: what a watcher has not seen yet.
+  absl::StatusOr<std::vector<v1::Trial>> FinalTrialsSince(int64_t sweep_id,
+                                                          int64_t since_ms);
+  // The oldest QUEUED trial (lowest id) whose backend is one of `backends`,
+  // if any: what a worker that can run those is given next.
+  absl::StatusOr<std::optional<int64_t>> FirstQueuedTrial(
+      const std::vector<std::string>& backends);
+  // The backends of the QUEUED trials, each once.
+  absl::StatusOr<std::vector<std::string>> QueuedBackends();
   // Ordered by trial_id. For recovery after a coordinator restart.
   absl::StatusOr<std::vector<v1::Trial>> TrialsInStates(
       const std::vector<v1::TrialState>& states);
@@ -151,6 +226,8 @@ class Store {
   // FAILED_PRECONDITION: it cannot come from a real lease.
   absl::StatusOr<bool> RecordResult(const v1::TrialResult& result,
                                     int64_t now_ms);
+  // True when a result of (trial_id, attempt) is recorded.
+  absl::StatusOr<bool> HasResult(int64_t trial_id, int attempt);
 
   // ---------------------------------------------------------- incumbents --
   // Records `trial_id` as the accepted best for (workload, fingerprint); the
@@ -169,12 +246,15 @@ class Store {
   void InjectFaultForTesting(std::string sql_substring, int skip = 0);
 
  private:
-  Store(Connection conn, int schema_version)
-      : conn_(std::move(conn)), schema_version_(schema_version) {}
+  Store(Connection conn, int schema_version, std::optional<WriterLock> lock)
+      : conn_(std::move(conn)),
+        schema_version_(schema_version),
+        lock_(std::move(lock)) {}
 
   absl::Mutex mu_;
   Connection conn_ ABSL_GUARDED_BY(mu_);
   const int schema_version_;
+  std::optional<WriterLock> lock_;  // held for the writer's life
 };
 
 }  // namespace moetune::db

@@ -1,8 +1,13 @@
 // Store: sweeps, their trials at creation, their state and cancellation.
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "db/codec.h"
+#include "db/paging.h"
 #include "db/store.h"
 #include "db/sweep_rows.h"
 #include "db/trial_rows.h"
@@ -14,14 +19,21 @@ using v1::TrialState;
 
 absl::StatusOr<int64_t> Store::CreateSweep(const v1::SweepSpec& spec,
                                            std::vector<v1::Trial>* trials,
-                                           int64_t now_ms) {
+                                           int64_t now_ms,
+                                           const std::string& request_id) {
   RETURN_IF_ERROR(CheckTrialsToInsert(trials));
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(conn_));
-  RETURN_IF_ERROR(conn_.Execute(
-      "INSERT INTO sweeps (name, spec, state, created_at) VALUES (?, ?, ?, ?)",
+  const absl::Status inserted = conn_.Execute(
+      "INSERT INTO sweeps (name, spec, state, created_at, request_id) "
+      "VALUES (?, ?, ?, ?, NULLIF(?, ''))",
       spec.name(), BlobRef{SerializeMessage(spec)},
-      static_cast<int>(v1::RUNNING), now_ms));
+      static_cast<int>(v1::RUNNING), now_ms, request_id);
+  if (!inserted.ok() && absl::StrContains(inserted.message(), "UNIQUE")) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("request_id: '", request_id, "' already created a sweep"));
+  }
+  RETURN_IF_ERROR(inserted);
   const int64_t sweep_id = conn_.LastInsertRowId();
   ASSIGN_OR_RETURN(const std::vector<int64_t> ids,
                    InsertTrials(conn_, sweep_id, spec, *trials, now_ms));
@@ -115,6 +127,46 @@ absl::Status Store::CancelSweep(int64_t sweep_id, int64_t now_ms) {
       conn_.Execute("UPDATE sweeps SET state = ?, finished_at = ? WHERE id = ?",
                     static_cast<int>(v1::ABORTED), now_ms, sweep_id));
   return txn.Commit();
+}
+
+absl::StatusOr<std::optional<int64_t>> Store::SweepForRequest(
+    const std::string& request_id) {
+  if (request_id.empty()) return std::optional<int64_t>();
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Statement stmt,
+                   conn_.Prepare("SELECT id FROM sweeps WHERE request_id = ?"));
+  RETURN_IF_ERROR(stmt.BindAll(request_id));
+  ASSIGN_OR_RETURN(const bool found, stmt.Step());
+  if (!found) return std::optional<int64_t>();
+  return std::optional<int64_t>(stmt.Int64(0));
+}
+
+absl::StatusOr<SweepPage> Store::ListSweepPage(int limit, int page_size,
+                                               const std::string& page_token) {
+  RETURN_IF_ERROR(CheckLimit(limit, "limit"));
+  ASSIGN_OR_RETURN(const int size, PageSize(page_size, kDefaultSweepPage,
+                                            kMaxSweepPage, "page_size"));
+  ASSIGN_OR_RETURN(const PageCursor cursor,
+                   ParsePageToken(page_token, 's', "page_token", limit));
+  const int64_t take =
+      cursor.remaining > 0 ? std::min<int64_t>(size, cursor.remaining) : size;
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(
+      std::vector<v1::Sweep> sweeps,
+      SelectSweeps(
+          conn_, absl::StrCat("WHERE id < ? ORDER BY id DESC LIMIT ", take + 1),
+          cursor.after > 0 ? cursor.after
+                           : std::numeric_limits<int64_t>::max()));
+  SweepPage page;
+  const bool more = static_cast<int64_t>(sweeps.size()) > take;
+  if (more) sweeps.pop_back();
+  if (more && !(cursor.remaining > 0 && cursor.remaining <= take)) {
+    page.next_page_token =
+        PageToken('s', sweeps.back().sweep_id(),
+                  cursor.remaining > 0 ? cursor.remaining - take : 0);
+  }
+  page.sweeps = std::move(sweeps);
+  return page;
 }
 
 }  // namespace moetune::db

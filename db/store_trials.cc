@@ -1,8 +1,11 @@
 // Store: trials, their state machine (lease, requeue, finish) and results.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "db/codec.h"
+#include "db/paging.h"
 #include "db/store.h"
 #include "db/sweep_rows.h"
 #include "db/trial_rows.h"
@@ -11,6 +14,36 @@ namespace moetune::db {
 
 using v1::SweepState;
 using v1::TrialState;
+
+namespace {
+
+// The WHERE conditions of a filter's fields (sweep, state, backend,
+// workload).
+absl::Status FilterConditions(const v1::TrialFilter& filter,
+                              std::vector<std::string>* conditions,
+                              std::vector<Param>* params_out) {
+  std::vector<Param>& params = *params_out;
+  if (filter.sweep_id() != 0) {
+    conditions->push_back("t.sweep_id = ?");
+    params.push_back(filter.sweep_id());
+  }
+  if (filter.state() != v1::TRIAL_STATE_UNSPECIFIED) {
+    RETURN_IF_ERROR(CheckTrialStateFilter(filter.state(), "filter.state"));
+    conditions->push_back("t.state = ?");
+    params.push_back(int64_t{filter.state()});
+  }
+  if (!filter.moe_backend().empty()) {
+    conditions->push_back("t.moe_backend = ?");
+    params.push_back(filter.moe_backend());
+  }
+  if (!filter.workload_hash().empty()) {
+    conditions->push_back("t.workload_hash = ?");
+    params.push_back(filter.workload_hash());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<v1::Trial> Store::GetTrial(int64_t trial_id) {
   absl::MutexLock lock(&mu_);
@@ -26,23 +59,7 @@ absl::StatusOr<std::vector<v1::Trial>> Store::QueryTrials(
     const v1::TrialFilter& filter) {
   std::vector<std::string> conditions;
   std::vector<Param> params;
-  if (filter.sweep_id() != 0) {
-    conditions.push_back("t.sweep_id = ?");
-    params.push_back(filter.sweep_id());
-  }
-  if (filter.state() != v1::TRIAL_STATE_UNSPECIFIED) {
-    RETURN_IF_ERROR(CheckTrialStateFilter(filter.state(), "filter.state"));
-    conditions.push_back("t.state = ?");
-    params.push_back(int64_t{filter.state()});
-  }
-  if (!filter.moe_backend().empty()) {
-    conditions.push_back("t.moe_backend = ?");
-    params.push_back(filter.moe_backend());
-  }
-  if (!filter.workload_hash().empty()) {
-    conditions.push_back("t.workload_hash = ?");
-    params.push_back(filter.workload_hash());
-  }
+  RETURN_IF_ERROR(FilterConditions(filter, &conditions, &params));
   RETURN_IF_ERROR(CheckLimit(filter.limit(), "filter.limit"));
   absl::MutexLock lock(&mu_);
   return SelectTrials(conn_, conditions, params, filter.limit());
@@ -62,6 +79,40 @@ absl::StatusOr<std::vector<v1::Trial>> Store::TrialsInStates(
       absl::StrCat("t.state IN (", absl::StrJoin(placeholders, ", "), ")");
   absl::MutexLock lock(&mu_);
   return SelectTrials(conn_, {in}, params, 0);
+}
+
+absl::StatusOr<std::optional<int64_t>> Store::FirstQueuedTrial(
+    const std::vector<std::string>& backends) {
+  if (backends.empty()) return std::optional<int64_t>();
+  std::vector<std::string> placeholders(backends.size(), "?");
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(
+      Statement query,
+      conn_.Prepare(absl::StrCat(
+          "SELECT id FROM trials WHERE state = ? AND moe_backend IN (",
+          absl::StrJoin(placeholders, ", "), ") ORDER BY id LIMIT 1")));
+  RETURN_IF_ERROR(query.Bind(1, int64_t{v1::QUEUED}));
+  for (size_t i = 0; i < backends.size(); ++i) {
+    RETURN_IF_ERROR(query.Bind(static_cast<int>(i) + 2, backends[i]));
+  }
+  ASSIGN_OR_RETURN(const bool row, query.Step());
+  if (!row) return std::optional<int64_t>();
+  return std::optional<int64_t>(query.Int64(0));
+}
+
+absl::StatusOr<std::vector<std::string>> Store::QueuedBackends() {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Statement query,
+                   conn_.Prepare("SELECT DISTINCT moe_backend FROM trials "
+                                 "WHERE state = ? ORDER BY moe_backend"));
+  RETURN_IF_ERROR(query.BindAll(int64_t{v1::QUEUED}));
+  std::vector<std::string> backends;
+  while (true) {
+    ASSIGN_OR_RETURN(const bool row, query.Step());
+    if (!row) break;
+    backends.push_back(query.Text(0));
+  }
+  return backends;
 }
 
 absl::StatusOr<std::vector<v1::Trial>> Store::DoneTrialsForWorkload(
@@ -148,6 +199,58 @@ absl::StatusOr<bool> Store::RecordResult(const v1::TrialResult& result,
   }
   RETURN_IF_ERROR(txn.Commit());
   return true;
+}
+
+absl::StatusOr<bool> Store::HasResult(int64_t trial_id, int attempt) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Statement query,
+                   conn_.Prepare("SELECT 1 FROM results "
+                                 "WHERE trial_id = ? AND attempt = ?"));
+  RETURN_IF_ERROR(query.BindAll(trial_id, attempt));
+  return query.Step();
+}
+
+absl::StatusOr<TrialPage> Store::QueryTrialPage(const v1::TrialFilter& filter) {
+  ASSIGN_OR_RETURN(const int size,
+                   PageSize(filter.page_size(), kDefaultTrialPage,
+                            kMaxTrialPage, "filter.page_size"));
+  RETURN_IF_ERROR(CheckLimit(filter.limit(), "filter.limit"));
+  ASSIGN_OR_RETURN(const PageCursor cursor,
+                   ParsePageToken(filter.page_token(), 't', "filter.page_token",
+                                  filter.limit()));
+  const int64_t take =
+      cursor.remaining > 0 ? std::min<int64_t>(size, cursor.remaining) : size;
+  std::vector<std::string> conditions;
+  std::vector<Param> params;
+  RETURN_IF_ERROR(FilterConditions(filter, &conditions, &params));
+  conditions.push_back("t.id > ?");
+  params.push_back(cursor.after);
+  TrialPage page;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(page.trials, SelectTrials(conn_, conditions, params,
+                                               static_cast<int>(take + 1),
+                                               filter.include_samples()));
+  }
+  const bool more = static_cast<int64_t>(page.trials.size()) > take;
+  if (more) page.trials.pop_back();
+  if (more && !(cursor.remaining > 0 && cursor.remaining <= take)) {
+    page.next_page_token =
+        PageToken('t', page.trials.back().trial_id(),
+                  cursor.remaining > 0 ? cursor.remaining - take : 0);
+  }
+  return page;
+}
+
+absl::StatusOr<std::vector<v1::Trial>> Store::FinalTrialsSince(
+    int64_t sweep_id, int64_t since_ms) {
+  absl::MutexLock lock(&mu_);
+  return SelectTrials(
+      conn_,
+      {"t.sweep_id = ?", "t.updated_at >= ?",
+       absl::StrCat("t.state NOT IN (", static_cast<int>(v1::QUEUED), ", ",
+                    static_cast<int>(v1::LEASED), ")")},
+      {sweep_id, since_ms}, 0, /*with_samples=*/false);
 }
 
 }  // namespace moetune::db

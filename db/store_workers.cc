@@ -44,19 +44,22 @@ absl::Status AppendProbeRows(Connection& conn, const std::string& worker_id,
 
 absl::Status Store::UpsertWorker(const std::string& worker_id,
                                  const std::string& name,
-                                 const v1::Probe& probe, int64_t now_ms) {
+                                 const v1::Probe& probe, int64_t now_ms,
+                                 const std::string& token_sha256) {
   RETURN_IF_ERROR(CheckNonEmpty(worker_id, "worker_id"));
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Transaction txn, Transaction::Begin(conn_));
   RETURN_IF_ERROR(InsertFingerprint(conn_, probe.fingerprint()));
   RETURN_IF_ERROR(conn_.Execute(
       "INSERT INTO workers (worker_id, name, registered_at, last_heartbeat, "
-      "fingerprint_hash, probe) VALUES (?, ?, ?, ?, NULLIF(?, ''), ?) "
+      "fingerprint_hash, probe, token_sha256) "
+      "VALUES (?, ?, ?, ?, NULLIF(?, ''), ?, ?) "
       "ON CONFLICT(worker_id) DO UPDATE SET name = excluded.name, "
       "last_heartbeat = excluded.last_heartbeat, "
-      "fingerprint_hash = excluded.fingerprint_hash, probe = excluded.probe",
+      "fingerprint_hash = excluded.fingerprint_hash, probe = excluded.probe, "
+      "token_sha256 = excluded.token_sha256",
       worker_id, name, now_ms, now_ms, probe.fingerprint().hash(),
-      BlobRef{SerializeMessage(probe)}));
+      BlobRef{SerializeMessage(probe)}, token_sha256));
   RETURN_IF_ERROR(AppendProbeRows(conn_, worker_id, probe, now_ms));
   return txn.Commit();
 }
@@ -117,6 +120,30 @@ absl::StatusOr<std::vector<v1::BackendProbe>> Store::LatestProbes(
       stmt.Blob(0), absl::StrCat("probe of worker '", worker_id, "'"), &probe));
   return std::vector<v1::BackendProbe>(probe.backends().begin(),
                                        probe.backends().end());
+}
+
+absl::StatusOr<std::vector<WorkerIdentity>> Store::WorkerIdentities(
+    int64_t since_ms) {
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(
+      Statement stmt,
+      conn_.Prepare("SELECT worker_id, name, token_sha256, "
+                    "last_heartbeat, probe FROM workers "
+                    "WHERE last_heartbeat >= ? ORDER BY worker_id"));
+  RETURN_IF_ERROR(stmt.BindAll(since_ms));
+  std::vector<WorkerIdentity> identities;
+  while (true) {
+    ASSIGN_OR_RETURN(const bool has_row, stmt.Step());
+    if (!has_row) return identities;
+    WorkerIdentity& w = identities.emplace_back();
+    w.worker_id = stmt.Text(0);
+    w.name = stmt.Text(1);
+    w.token_sha256 = stmt.Text(2);
+    w.last_heartbeat_ms = stmt.Int64(3);
+    RETURN_IF_ERROR(ParseMessage(
+        stmt.Blob(4), absl::StrCat("probe of worker '", w.worker_id, "'"),
+        &w.probe));
+  }
 }
 
 }  // namespace moetune::db

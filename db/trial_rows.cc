@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "common/status_macros.h"
 #include "db/codec.h"
 
@@ -12,7 +13,7 @@ namespace {
 constexpr std::string_view kSelectTrials =
     "SELECT t.id, t.sweep_id, t.state, t.attempt, t.worker_id, t.reason, "
     "t.workload_hash, t.workload, t.config, t.measurement, t.updated_at, "
-    "r.result, r.samples, t.rung, t.confirm_round, t.proposal_key "
+    "r.result, %SAMPLES%, t.rung, t.confirm_round, t.proposal_key "
     "FROM trials AS t LEFT JOIN results AS r "
     "ON r.trial_id = t.id AND r.attempt = "
     "(SELECT MAX(attempt) FROM results WHERE trial_id = t.id)";
@@ -204,6 +205,7 @@ absl::Status ResultFromRow(const Statement& row, int64_t trial_id,
                            v1::TrialResult* result) {
   RETURN_IF_ERROR(ParseMessage(
       row.Blob(11), absl::StrCat("result of trial ", trial_id), result));
+  if (row.IsNull(12)) return absl::OkStatus();  // samples not asked for
   ASSIGN_OR_RETURN(const std::vector<double> samples,
                    DecodeSamples(row.Blob(12)));
   result->mutable_samples_us()->Assign(samples.begin(), samples.end());
@@ -241,8 +243,10 @@ absl::StatusOr<v1::Trial> TrialFromRow(const Statement& row) {
 // bound from params in order), ordered by id; limit 0 = all.
 absl::StatusOr<std::vector<v1::Trial>> SelectTrials(
     Connection& conn, const std::vector<std::string>& conditions,
-    const std::vector<Param>& params, int limit) {
-  std::string sql(kSelectTrials);
+    const std::vector<Param>& params, int limit, bool with_samples) {
+  std::string sql = absl::StrReplaceAll(
+      absl::string_view(kSelectTrials.data(), kSelectTrials.size()),
+      {{"%SAMPLES%", with_samples ? "r.samples" : "NULL"}});
   if (!conditions.empty()) {
     absl::StrAppend(&sql, " WHERE ", absl::StrJoin(conditions, " AND "));
   }

@@ -73,10 +73,11 @@ absl::StatusOr<v1::Trial> TrialFromRow(const Statement& row);
 using Param = std::variant<int64_t, std::string>;
 
 // Trials matching every condition (SQL over alias t, with ? placeholders
-// bound from params in order), ordered by id; limit 0 = all.
+// bound from params in order), ordered by id; limit 0 = all. Without
+// samples, results carry their statistics but not the raw samples.
 absl::StatusOr<std::vector<v1::Trial>> SelectTrials(
     Connection& conn, const std::vector<std::string>& conditions,
-    const std::vector<Param>& params, int limit);
+    const std::vector<Param>& params, int limit, bool with_samples = true);
 
 // Sets a trial's state, reason and updated_at (and nothing else).
 absl::Status UpdateTrialState(Connection& conn, int64_t trial_id,

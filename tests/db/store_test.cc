@@ -11,6 +11,7 @@
 #include "db/sqlite.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/db/store_test_util.h"
 
 namespace moetune::db {
 namespace {
@@ -19,71 +20,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 using ::testing::UnorderedElementsAre;
-
-constexpr int64_t kT0 = 1'700'000'000'000;  // ms since the epoch
-
-// ---------------------------------------------------------------- helpers --
-
-v1::Trial MakeTrial(const std::string& backend, const std::string& hash,
-                    int batch = 1) {
-  v1::Trial trial;
-  trial.mutable_workload()->set_model_preset("tiny");
-  trial.mutable_workload()->set_batch_size(batch);
-  trial.mutable_config()->set_moe_backend(backend);
-  trial.mutable_config()->set_tp(1);
-  trial.set_workload_hash(hash);
-  return trial;
-}
-
-v1::SweepSpec MakeSpec(const std::string& name) {
-  v1::SweepSpec spec;
-  spec.set_name(name);
-  spec.mutable_measurement()->set_iterations(20);
-  spec.mutable_measurement()->set_max_attempts(3);
-  return spec;
-}
-
-v1::Fingerprint MakeFingerprint(const std::string& hash) {
-  v1::Fingerprint fp;
-  fp.set_device_name("NVIDIA H200");
-  fp.set_sm_arch("sm_90");
-  fp.set_sm_count(132);
-  fp.set_build_hash("abc123");
-  fp.set_hash(hash);
-  return fp;
-}
-
-v1::TrialResult MakeResult(int64_t trial_id, int attempt,
-                           v1::TrialState outcome, double median_us) {
-  v1::TrialResult result;
-  result.set_trial_id(trial_id);
-  result.set_attempt(attempt);
-  result.set_outcome(outcome);
-  result.mutable_stats()->set_median_us(median_us);
-  result.mutable_stats()->set_samples(3);
-  result.add_samples_us(median_us - 1);
-  result.add_samples_us(median_us);
-  result.add_samples_us(median_us + 1);
-  result.set_worker_id("w1");
-  *result.mutable_fingerprint() = MakeFingerprint("fp1");
-  return result;
-}
-
-v1::Probe MakeProbe(const std::vector<std::pair<std::string, bool>>& backends,
-                    int64_t probed_at = 0) {
-  v1::Probe probe;
-  *probe.mutable_fingerprint() = MakeFingerprint("fp1");
-  probe.mutable_device()->set_is_gpu(true);
-  for (const auto& [name, available] : backends) {
-    v1::BackendProbe* backend = probe.add_backends();
-    backend->set_name(name);
-    backend->set_available(available);
-    if (!available) backend->set_reason("needs sm_100+, device is sm_90");
-    backend->add_tiles()->set_block_n(64);
-  }
-  probe.set_probed_at_unix_ms(probed_at);
-  return probe;
-}
 
 class StoreTest : public ::testing::Test {
  protected:
@@ -166,41 +102,6 @@ TEST_F(StoreTest, ReopenKeepsDataAndDoesNotRerunMigrations) {
   EXPECT_EQ(sweep->name(), "kept");
   EXPECT_EQ(sweep->total_trials(), 1);
   EXPECT_EQ(Get(trials[0].trial_id()).config().moe_backend(), "a");
-}
-
-TEST_F(StoreTest, NewerSchemaIsRefusedNamingBothVersions) {
-  store_.reset();
-  const int newer = Store::LatestSchemaVersion() + 1;
-  {
-    absl::StatusOr<Connection> conn = Connection::Open(path_);
-    ASSERT_TRUE(conn.ok());
-    ASSERT_TRUE(
-        conn->Exec("PRAGMA user_version = " + std::to_string(newer)).ok());
-  }
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path_);
-  ASSERT_FALSE(store.ok());
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(store.status().message(),
-              HasSubstr("version " + std::to_string(newer)));
-  EXPECT_THAT(
-      store.status().message(),
-      HasSubstr("latest " + std::to_string(Store::LatestSchemaVersion())));
-}
-
-TEST_F(StoreTest, AFileThatIsNotADatabaseIsDataLoss) {
-  store_.reset();
-  RemoveFiles();
-  {
-    std::FILE* file = std::fopen(path_.c_str(), "wb");
-    ASSERT_NE(file, nullptr);
-    const std::string junk(4096, 'x');
-    std::fwrite(junk.data(), 1, junk.size(), file);
-    std::fclose(file);
-  }
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path_);
-  ASSERT_FALSE(store.ok());
-  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(store.status().message(), HasSubstr("not a database"));
 }
 
 TEST_F(StoreTest, WalAndFullSyncAreInEffect) {
