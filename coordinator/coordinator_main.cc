@@ -1,5 +1,6 @@
-// moetune-coordinator --listen ADDR --db PATH: the gRPC coordinator, the
-// database's only writer. Stops cleanly on SIGTERM / SIGINT.
+// moetune-coordinator --listen ADDR --worker_listen ADDR --db PATH: the gRPC
+// coordinator, the database's only writer. Stops cleanly within about a
+// second on SIGTERM / SIGINT, whatever the load.
 #include <signal.h>
 
 #include <atomic>
@@ -13,36 +14,61 @@
 #include "common/log.h"
 #include "coordinator/server.h"
 
-ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "host:port to serve on");
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "host:port of the public API (CLI, dashboards)");
+ABSL_FLAG(std::string, worker_listen, "127.0.0.1:50052",
+          "host:port of the WorkerControl service (workers)");
 ABSL_FLAG(std::string, db, "moetune.db", "SQLite database file");
 ABSL_FLAG(int, lease_ms, 10000,
           "a worker's lease lapses this long after its last heartbeat (ms)");
 ABSL_FLAG(int, heartbeat_ms, 1000, "heartbeat interval asked of workers (ms)");
+ABSL_FLAG(std::string, tokens_file, "",
+          "bearer tokens, lines \"ROLE TOKEN\" (read, write, worker); empty: "
+          "every call allowed");
+ABSL_FLAG(std::string, tls_cert, "", "server certificate chain (PEM): TLS");
+ABSL_FLAG(std::string, tls_key, "", "server private key (PEM)");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "CA (PEM) that must sign workers' client certificates (mutual TLS)");
 
 namespace {
+
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop = true; }
-}  // namespace
 
-int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("moetune-coordinator --listen ADDR --db PATH");
-  absl::ParseCommandLine(argc, argv);
-  signal(SIGPIPE, SIG_IGN);
+moetune::coordinator::ServerOptions OptionsFromFlags() {
   moetune::coordinator::ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
+  options.worker_listen = absl::GetFlag(FLAGS_worker_listen);
   options.db_path = absl::GetFlag(FLAGS_db);
   options.scheduler.lease_ms = absl::GetFlag(FLAGS_lease_ms);
   options.scheduler.heartbeat_interval_ms = absl::GetFlag(FLAGS_heartbeat_ms);
-  auto server = moetune::coordinator::CoordinatorServer::Start(
-      options, moetune::RealClock::Get());
-  if (!server.ok()) {
-    std::cerr << "moetune-coordinator: " << server.status().message() << "\n";
-    return 1;
-  }
-  std::cout << "listening on " << (*server)->address() << std::endl;
+  options.tokens_file = absl::GetFlag(FLAGS_tokens_file);
+  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "moetune-coordinator --listen ADDR --worker_listen ADDR --db PATH");
+  absl::ParseCommandLine(argc, argv);
+  signal(SIGPIPE, SIG_IGN);
+  // Installed before anything slow, so that a signal during start-up is
+  // honoured as soon as the server is up.
   signal(SIGTERM, OnSignal);
   signal(SIGINT, OnSignal);
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto server = moetune::coordinator::CoordinatorServer::Start(
+      OptionsFromFlags(), moetune::RealClock::Get());
+  if (!server.ok()) {
+    std::cerr << "moetune-coordinator: " << server.status().message() << "\n";
+    return absl::IsInvalidArgument(server.status()) ? 2 : 1;
+  }
+  std::cout << "listening on " << (*server)->address() << " (workers on "
+            << (*server)->worker_address() << ")" << std::endl;
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   moetune::LogInfo("shutting down");
   (*server)->Shutdown();
   return 0;

@@ -1,8 +1,11 @@
-// WorkerRegistry: the coordinator's in-memory view of live workers — probe,
-// last heartbeat, current trial — with liveness judged against a lease on
-// an injected Clock. Worker ids are derived from the worker's name
-// (host:device), so a worker that re-registers after a coordinator restart
-// keeps its id and the trials leased to it. Thread-safe.
+// WorkerRegistry: the coordinator's in-memory view of its workers -- each
+// registration's id, token digest, probe, last heartbeat and the trial its
+// heartbeats say it runs -- with liveness judged against a lease on an
+// injected Clock. Every registration gets a fresh id and token
+// (identity.h); a call is honoured only with the token of its id. A
+// restarted coordinator reloads the recent registrations from the database
+// (Restore), so a worker mid-trial keeps its lease and its report counts.
+// Thread-safe.
 #pragma once
 
 #include <map>
@@ -12,6 +15,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "db/store.h"
 #include "proto/moetune.pb.h"
 
 namespace moetune::coordinator {
@@ -19,27 +23,46 @@ namespace moetune::coordinator {
 struct WorkerEntry {
   std::string worker_id;
   std::string name;
+  std::string token_sha256;
   v1::Probe probe;
   int64_t last_heartbeat_ms = 0;
+  // When this coordinator last heard a heartbeat from it (0: not yet, e.g.
+  // restored after a restart), and the trial that heartbeat said it runs.
+  int64_t last_heard_ms = 0;
   int64_t current_trial_id = 0;
+};
+
+// A new registration: its id and token (the token is shown once).
+struct Registration {
+  std::string worker_id;
+  std::string token;
 };
 
 class WorkerRegistry {
  public:
   WorkerRegistry(const Clock* clock, int64_t lease_ms);
 
-  static std::string WorkerIdFor(const std::string& name);
-  // Adds or refreshes a worker; returns its id.
-  std::string Register(const std::string& name, const v1::Probe& probe);
-  // False when the worker is unknown (it must register again).
-  bool Heartbeat(const std::string& worker_id, int64_t current_trial_id);
+  // A fresh id and token for a worker called `name`.
+  Registration Register(const std::string& name, const v1::Probe& probe);
+  // Registrations a restarted coordinator still honours.
+  void Restore(const std::vector<db::WorkerIdentity>& identities);
+  // True when `token` is the token of registration `worker_id`.
+  bool Authenticate(const std::string& worker_id,
+                    const std::string& token) const;
+  // Drops a registration (its worker registered again).
+  void Forget(const std::string& worker_id);
+  // Records a heartbeat; false when the id and token are not a registration
+  // (the worker must register again).
+  bool Heartbeat(const std::string& worker_id, const std::string& token,
+                 int64_t current_trial_id);
   std::optional<WorkerEntry> Get(const std::string& worker_id) const;
   // A worker is alive while its last heartbeat is within the lease. Unknown
   // workers count as alive for one lease after the coordinator started: they
-  // may be mid-trial and about to re-register.
+  // may be mid-trial and about to call in.
   bool IsAlive(const std::string& worker_id) const;
   std::vector<WorkerEntry> AliveWorkers() const;
   int64_t lease_ms() const { return lease_ms_; }
+  int64_t started_ms() const { return started_ms_; }
 
  private:
   bool IsAliveLocked(const WorkerEntry& entry) const

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "coordinator/identity.h"
 #include "tuner/search.h"
 #include "tuner/strategy.h"
 #include "tuner/sweep_plan.h"
@@ -34,6 +35,16 @@ absl::Status CheckProposesWork(const tuner::SweepPlan& plan,
       " is split evenly between workloads)"));
 }
 
+// Trials of the sweep still QUEUED or LEASED.
+int64_t OpenTrials(const v1::Sweep& sweep) {
+  int64_t open = 0;
+  for (const char* state : {"QUEUED", "LEASED"}) {
+    auto it = sweep.trial_counts().find(state);
+    if (it != sweep.trial_counts().end()) open += it->second;
+  }
+  return open;
+}
+
 }  // namespace
 
 Scheduler::Scheduler(db::Store* store, WorkerRegistry* registry,
@@ -44,8 +55,29 @@ Scheduler::Scheduler(db::Store* store, WorkerRegistry* registry,
       options_(options),
       started_ms_(clock->NowUnixMs()) {}
 
+absl::StatusOr<std::optional<v1::SubmitSweepResponse>>
+Scheduler::ExistingSubmit(const std::string& request_id) {
+  if (request_id.size() > 128) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request_id: ", request_id.size(),
+                     " characters; allowed: at most 128"));
+  }
+  ASSIGN_OR_RETURN(const std::optional<int64_t> sweep_id,
+                   store_->SweepForRequest(request_id));
+  if (!sweep_id.has_value()) return std::optional<v1::SubmitSweepResponse>();
+  ASSIGN_OR_RETURN(const v1::Sweep sweep, store_->GetSweep(*sweep_id));
+  v1::SubmitSweepResponse response;
+  response.set_sweep_id(sweep.sweep_id());
+  response.set_trial_count(sweep.total_trials());
+  return std::optional<v1::SubmitSweepResponse>(response);
+}
+
 absl::StatusOr<v1::SubmitSweepResponse> Scheduler::Submit(
-    const v1::SweepSpec& spec) {
+    const v1::SweepSpec& spec, const std::string& request_id) {
+  // A retried submit gets the sweep its first attempt created.
+  ASSIGN_OR_RETURN(std::optional<v1::SubmitSweepResponse> existing,
+                   ExistingSubmit(request_id));
+  if (existing.has_value()) return *existing;
   // Validated, defaulted and expanded once, here: a rejected spec records
   // nothing, and the plan serves the sweep for its life.
   ASSIGN_OR_RETURN(std::shared_ptr<const tuner::SweepPlan> plan,
@@ -55,9 +87,13 @@ absl::StatusOr<v1::SubmitSweepResponse> Scheduler::Submit(
   std::vector<v1::Trial> trials = strategy->Propose(*plan, {});
   RETURN_IF_ERROR(CheckProposesWork(*plan, trials));
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(
-      const int64_t sweep_id,
-      store_->CreateSweep(plan->spec(), &trials, clock_->NowUnixMs()));
+  absl::StatusOr<int64_t> created = store_->CreateSweep(
+      plan->spec(), &trials, clock_->NowUnixMs(), request_id);
+  if (absl::IsAlreadyExists(created.status())) {
+    ASSIGN_OR_RETURN(existing, ExistingSubmit(request_id));  // a racing twin
+    if (existing.has_value()) return *existing;
+  }
+  ASSIGN_OR_RETURN(const int64_t sweep_id, std::move(created));
   plans_[sweep_id] = plan;
   v1::SubmitSweepResponse response;
   response.set_sweep_id(sweep_id);
@@ -79,26 +115,49 @@ absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(
   if (request.name().empty()) {
     return absl::InvalidArgumentError("name: must not be empty (host:device)");
   }
-  const std::string id = registry_->Register(request.name(), request.probe());
-  RETURN_IF_ERROR(store_->UpsertWorker(id, request.name(), request.probe(),
-                                       clock_->NowUnixMs()));
+  const Registration registration =
+      registry_->Register(request.name(), request.probe());
+  RETURN_IF_ERROR(store_->UpsertWorker(registration.worker_id, request.name(),
+                                       request.probe(), clock_->NowUnixMs(),
+                                       TokenDigest(registration.token)));
+  // Registering again: what the previous registration held is released now
+  // rather than lapsing with its lease.
+  if (!request.previous_worker_id().empty() &&
+      registry_->Authenticate(request.previous_worker_id(),
+                              request.previous_token())) {
+    absl::MutexLock lock(&mu_);
+    registry_->Forget(request.previous_worker_id());
+    RETURN_IF_ERROR(
+        ReleaseLeasesOf(request.previous_worker_id(),
+                        absl::StrCat("its worker registered again as ",
+                                     registration.worker_id)));
+  }
   v1::RegisterWorkerResponse response;
-  response.set_worker_id(id);
+  response.set_worker_id(registration.worker_id);
+  response.set_token(registration.token);
   response.set_heartbeat_interval_ms(options_.heartbeat_interval_ms);
   response.set_lease_ms(static_cast<int32_t>(options_.lease_ms));
-  LogInfo("worker ", id, " registered");
+  LogInfo("worker ", registration.worker_id, " registered");
   return response;
+}
+
+absl::Status Scheduler::RestoreWorkers() {
+  ASSIGN_OR_RETURN(
+      const std::vector<db::WorkerIdentity> identities,
+      store_->WorkerIdentities(clock_->NowUnixMs() - options_.lease_ms));
+  registry_->Restore(identities);
+  return absl::OkStatus();
 }
 
 v1::HeartbeatResponse Scheduler::Heartbeat(
     const v1::HeartbeatRequest& request) {
   v1::HeartbeatResponse response;
-  response.set_known(
-      registry_->Heartbeat(request.worker_id(), request.current_trial_id()));
+  response.set_known(registry_->Heartbeat(request.worker_id(), request.token(),
+                                          request.current_trial_id()));
   if (response.known()) {
     (void)store_->TouchWorker(request.worker_id(), clock_->NowUnixMs());
   }
-  if (request.current_trial_id() != 0) {
+  if (response.known() && request.current_trial_id() != 0) {
     // CancelSweep cancels queued trials at once; a running one learns here.
     absl::StatusOr<v1::Trial> trial =
         store_->GetTrial(request.current_trial_id());
@@ -132,53 +191,90 @@ std::string Scheduler::UnavailableReason(const std::string& backend) const {
 }
 
 absl::StatusOr<v1::AcquireTrialResponse> Scheduler::Acquire(
-    const std::string& worker_id) {
+    const std::string& worker_id, const std::string& token) {
   const std::optional<WorkerEntry> worker = registry_->Get(worker_id);
-  if (!worker.has_value()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("worker_id: '", worker_id, "' is not registered"));
+  if (!worker.has_value() || !registry_->Authenticate(worker_id, token)) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "worker_id/token: '", worker_id,
+        "' with this token is not a registration of this coordinator; "
+        "register again"));
   }
   // A lapsed lease matters the moment someone asks for work; recording
   // trials nobody can run is the background tick's job (MarkUnavailable-
   // Trials), not every poll's.
   RETURN_IF_ERROR(ExpireLeases());
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(std::vector<v1::Trial> queued,
-                   store_->TrialsInStates({v1::QUEUED}));
-  v1::AcquireTrialResponse response;
-  for (const v1::Trial& trial : queued) {
-    if (!WorkerHasBackend(*worker, trial.config().moe_backend())) continue;
-    RETURN_IF_ERROR(
-        store_->LeaseTrial(trial.trial_id(), worker_id, clock_->NowUnixMs()));
-    ASSIGN_OR_RETURN(*response.mutable_trial(),
-                     store_->GetTrial(trial.trial_id()));
-    response.set_granted(true);
-    response.set_lease_deadline_unix_ms(clock_->NowUnixMs() +
-                                        options_.lease_ms);
-    return response;
+  std::vector<std::string> backends;
+  for (const v1::BackendProbe& probe : worker->probe.backends()) {
+    if (probe.available()) backends.push_back(probe.name());
   }
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(const std::optional<int64_t> next,
+                   store_->FirstQueuedTrial(backends));
+  v1::AcquireTrialResponse response;
+  if (!next.has_value()) return response;
+  RETURN_IF_ERROR(store_->LeaseTrial(*next, worker_id, clock_->NowUnixMs()));
+  ASSIGN_OR_RETURN(*response.mutable_trial(), store_->GetTrial(*next));
+  response.set_granted(true);
+  response.set_lease_deadline_unix_ms(clock_->NowUnixMs() + options_.lease_ms);
   return response;
 }
 
+// Reads only the queued trials of backends no live worker has: a large
+// sweep that the workers can run costs one DISTINCT query per tick.
 absl::Status Scheduler::MarkUnavailableTrials() {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(std::vector<v1::Trial> queued,
-                   store_->TrialsInStates({v1::QUEUED}));
-  const int64_t now = clock_->NowUnixMs();
-  for (const v1::Trial& trial : queued) {
-    const int64_t waiting_since =
-        std::max(trial.updated_at_unix_ms(), started_ms_);
-    if (now - waiting_since < options_.unavailable_grace_ms) continue;
-    const std::string& backend = trial.config().moe_backend();
+  ASSIGN_OR_RETURN(const std::vector<std::string> backends,
+                   store_->QueuedBackends());
+  for (const std::string& backend : backends) {
     const std::string reason = UnavailableReason(backend);
     if (reason.empty()) continue;  // a live worker can run it, or none is up
-    RETURN_IF_ERROR(store_->FinishTrial(
-        trial.trial_id(), v1::UNAVAILABLE,
-        absl::StrCat(backend, " unavailable: ", reason), clock_->NowUnixMs()));
-    RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
-    Notify();
+    v1::TrialFilter filter;
+    filter.set_state(v1::QUEUED);
+    filter.set_moe_backend(backend);
+    ASSIGN_OR_RETURN(const std::vector<v1::Trial> queued,
+                     store_->QueryTrials(filter));
+    const int64_t now = clock_->NowUnixMs();
+    for (const v1::Trial& trial : queued) {
+      const int64_t waiting_since =
+          std::max(trial.updated_at_unix_ms(), started_ms_);
+      if (now - waiting_since < options_.unavailable_grace_ms) continue;
+      RETURN_IF_ERROR(store_->FinishTrial(
+          trial.trial_id(), v1::UNAVAILABLE,
+          absl::StrCat(backend, " unavailable: ", reason), now));
+      RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
+      Notify();
+    }
   }
   return absl::OkStatus();
+}
+
+// Only the holder of the trial's current lease decides it: a report from
+// anyone else, or of an attempt whose lease was lost, is refused (with why)
+// and recorded nowhere; one already recorded is a duplicate.
+absl::StatusOr<std::optional<v1::ReportResultResponse>> Scheduler::RefuseReport(
+    const v1::Trial& trial, const v1::ReportResultRequest& request) {
+  const int attempt = request.result().attempt();
+  v1::ReportResultResponse response;
+  if (trial.worker_id() != request.worker_id()) {
+    response.set_reason(absl::StrCat("trial ", trial.trial_id(),
+                                     " is leased to '", trial.worker_id(),
+                                     "', not '", request.worker_id(), "'"));
+    return response;
+  }
+  if (trial.state() == v1::LEASED && trial.attempt() == attempt) {
+    return std::nullopt;
+  }
+  ASSIGN_OR_RETURN(const bool recorded,
+                   store_->HasResult(trial.trial_id(), attempt));
+  response.set_duplicate(recorded);
+  if (!recorded) {
+    response.set_reason(absl::StrCat("trial ", trial.trial_id(), " attempt ",
+                                     attempt,
+                                     " no longer holds a lease (the trial is ",
+                                     v1::TrialState_Name(trial.state()),
+                                     " at attempt ", trial.attempt(), ")"));
+  }
+  return response;
 }
 
 absl::StatusOr<v1::ReportResultResponse> Scheduler::Report(
@@ -191,8 +287,16 @@ absl::StatusOr<v1::ReportResultResponse> Scheduler::Report(
                      " is not allowed; allowed: DONE, FAILED, INCORRECT, "
                      "TIMEOUT, CANCELLED"));
   }
+  if (!registry_->Authenticate(request.worker_id(), request.token())) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "worker_id/token: '", request.worker_id(),
+        "' with this token is not a registration of this coordinator"));
+  }
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(const v1::Trial trial, store_->GetTrial(result.trial_id()));
+  ASSIGN_OR_RETURN(std::optional<v1::ReportResultResponse> refused,
+                   RefuseReport(trial, request));
+  if (refused.has_value()) return *refused;
   v1::TrialResult stored = result;
   stored.set_worker_id(request.worker_id());
   ASSIGN_OR_RETURN(const bool recorded,
@@ -215,29 +319,60 @@ absl::StatusOr<v1::Sweep> Scheduler::Cancel(int64_t sweep_id) {
   return store_->GetSweep(sweep_id);
 }
 
+std::string Scheduler::LostLeaseReason(const v1::Trial& trial) const {
+  if (!registry_->IsAlive(trial.worker_id())) {
+    return absl::StrCat("worker ", trial.worker_id(), " went silent");
+  }
+  // A heartbeat heard well after the lease was granted that names another
+  // trial (or none): the worker gave up delivering this one's result.
+  const std::optional<WorkerEntry> worker = registry_->Get(trial.worker_id());
+  const int64_t grace = 2 * int64_t{options_.heartbeat_interval_ms} + 500;
+  if (worker.has_value() && worker->last_heard_ms > 0 &&
+      worker->current_trial_id != trial.trial_id() &&
+      worker->last_heard_ms >= trial.updated_at_unix_ms() + grace) {
+    return absl::StrCat("worker ", trial.worker_id(),
+                        " no longer runs it and its result never arrived");
+  }
+  return "";
+}
+
+absl::Status Scheduler::LoseLease(const v1::Trial& trial,
+                                  const std::string& why) {
+  const int max_attempts = trial.measurement().max_attempts() > 0
+                               ? trial.measurement().max_attempts()
+                               : 3;
+  if (trial.attempt() < max_attempts) {
+    RETURN_IF_ERROR(
+        store_->RequeueTrial(trial.trial_id(), why, clock_->NowUnixMs()));
+    LogWarning("trial ", trial.trial_id(), " re-queued: ", why);
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(store_->FinishTrial(
+      trial.trial_id(), v1::FAILED,
+      absl::StrCat(why, "; lost ", trial.attempt(), " times"),
+      clock_->NowUnixMs()));
+  RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
+  Notify();
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::ReleaseLeasesOf(const std::string& worker_id,
+                                        const std::string& why) {
+  ASSIGN_OR_RETURN(std::vector<v1::Trial> leased,
+                   store_->TrialsInStates({v1::LEASED}));
+  for (const v1::Trial& trial : leased) {
+    if (trial.worker_id() == worker_id) RETURN_IF_ERROR(LoseLease(trial, why));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Scheduler::ExpireLeases() {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(std::vector<v1::Trial> leased,
                    store_->TrialsInStates({v1::LEASED}));
   for (const v1::Trial& trial : leased) {
-    if (registry_->IsAlive(trial.worker_id())) continue;
-    const int max_attempts = trial.measurement().max_attempts() > 0
-                                 ? trial.measurement().max_attempts()
-                                 : 3;
-    const std::string why =
-        absl::StrCat("worker ", trial.worker_id(), " went silent");
-    if (trial.attempt() < max_attempts) {
-      RETURN_IF_ERROR(
-          store_->RequeueTrial(trial.trial_id(), why, clock_->NowUnixMs()));
-      LogWarning("trial ", trial.trial_id(), " re-queued: ", why);
-      continue;
-    }
-    RETURN_IF_ERROR(store_->FinishTrial(
-        trial.trial_id(), v1::FAILED,
-        absl::StrCat(why, "; lost ", trial.attempt(), " times"),
-        clock_->NowUnixMs()));
-    RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
-    Notify();
+    const std::string why = LostLeaseReason(trial);
+    if (!why.empty()) RETURN_IF_ERROR(LoseLease(trial, why));
   }
   return absl::OkStatus();
 }
@@ -250,13 +385,20 @@ absl::Status Scheduler::ExpireLeases() {
 absl::Status Scheduler::AdvanceSweep(int64_t sweep_id) {
   ASSIGN_OR_RETURN(const v1::Sweep sweep, store_->GetSweep(sweep_id));
   if (sweep.state() != v1::RUNNING) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::unique_ptr<tuner::Strategy> strategy,
+                   tuner::MakeStrategy(sweep.spec().strategy()));
+  const tuner::SweepPlan& plan = PlanOf(sweep);
+  // A strategy whose first batch was everything needs the history once, at
+  // the end (for the winners), not on every result: that keeps a sweep of
+  // 10^4..10^5 trials linear.
+  if (strategy->ProposesAllAtOnce(plan) && OpenTrials(sweep) > 0) {
+    return absl::OkStatus();
+  }
   v1::TrialFilter filter;
   filter.set_sweep_id(sweep_id);
   ASSIGN_OR_RETURN(const std::vector<v1::Trial> history,
                    store_->QueryTrials(filter));
-  ASSIGN_OR_RETURN(std::unique_ptr<tuner::Strategy> strategy,
-                   tuner::MakeStrategy(sweep.spec().strategy()));
-  std::vector<v1::Trial> proposed = strategy->Propose(PlanOf(sweep), history);
+  std::vector<v1::Trial> proposed = strategy->Propose(plan, history);
   if (!proposed.empty()) {
     LogInfo("sweep ", sweep_id, ": ", std::string(strategy->name()),
             " proposes ", proposed.size(), " more trials");

@@ -38,18 +38,26 @@ class Scheduler {
   Scheduler(db::Store* store, WorkerRegistry* registry, const Clock* clock,
             SchedulerOptions options);
 
-  absl::StatusOr<v1::SubmitSweepResponse> Submit(const v1::SweepSpec& spec);
+  // A non-empty request_id makes the submit idempotent: a second submit
+  // with it returns the first one's sweep.
+  absl::StatusOr<v1::SubmitSweepResponse> Submit(
+      const v1::SweepSpec& spec, const std::string& request_id = "");
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
       const v1::RegisterWorkerRequest& request);
   v1::HeartbeatResponse Heartbeat(const v1::HeartbeatRequest& request);
   // A granted trial, or none now (nothing this worker can run).
-  absl::StatusOr<v1::AcquireTrialResponse> Acquire(
-      const std::string& worker_id);
+  // UNAUTHENTICATED unless the token is the registration's.
+  absl::StatusOr<v1::AcquireTrialResponse> Acquire(const std::string& worker_id,
+                                                   const std::string& token);
   absl::StatusOr<v1::ReportResultResponse> Report(
       const v1::ReportResultRequest& request);
   absl::StatusOr<v1::Sweep> Cancel(int64_t sweep_id);
-  // Re-queues (or fails, past max attempts) trials whose worker went silent.
+  // Re-queues (or fails, past max attempts) trials whose worker went silent,
+  // and those whose worker's heartbeats say it no longer runs them (it gave
+  // up delivering the result).
   absl::Status ExpireLeases();
+  // After a restart: honours the recent registrations kept in the database.
+  absl::Status RestoreWorkers();
   // Records queued trials UNAVAILABLE, with each live worker's reason, when
   // live workers exist and none of them has the trial's backend, once the
   // trial has waited unavailable_grace_ms. Trials wait while no worker is up:
@@ -67,6 +75,22 @@ class Scheduler {
  private:
   // Why no live worker can run `backend` ("" when one can).
   std::string UnavailableReason(const std::string& backend) const;
+  // Re-queues, or fails past its attempts, a LEASED trial that lost its
+  // worker for `why`.
+  absl::Status LoseLease(const v1::Trial& trial, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why the trial's lease is lost ("" when it is not): its worker is silent,
+  // or heard not to run it any more.
+  std::string LostLeaseReason(const v1::Trial& trial) const;
+  absl::Status ReleaseLeasesOf(const std::string& worker_id,
+                               const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The response refusing `request` (or naming it a duplicate); none when it
+  // comes from the current lease holder.
+  absl::StatusOr<std::optional<v1::ReportResultResponse>> RefuseReport(
+      const v1::Trial& trial, const v1::ReportResultRequest& request);
+  absl::StatusOr<std::optional<v1::SubmitSweepResponse>> ExistingSubmit(
+      const std::string& request_id);
   static bool WorkerHasBackend(const WorkerEntry& worker,
                                const std::string& backend);
   // The sweep's plan: made at submission, or from its stored normalised

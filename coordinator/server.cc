@@ -5,7 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/rpc/channel.h"
 #include "common/status_macros.h"
+#include "coordinator/listen_address.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -19,45 +21,122 @@ std::string HostOf(const std::string& listen) {
   return colon == std::string::npos ? listen : listen.substr(0, colon);
 }
 
+// TLS for a listener when a certificate is given (requiring client
+// certificates signed by `client_ca` when it is non-empty), else plain.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
+    const TlsServerOptions& tls, bool require_client_cert) {
+  if (tls.cert_file.empty() && tls.key_file.empty()) {
+    if (require_client_cert) {
+      return absl::InvalidArgumentError(
+          "--tls_client_ca: needs --tls_cert and --tls_key (mutual TLS "
+          "is TLS)");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  ASSIGN_OR_RETURN(const std::string cert,
+                   rpc::ReadFileForFlag(tls.cert_file, "--tls_cert"));
+  ASSIGN_OR_RETURN(const std::string key,
+                   rpc::ReadFileForFlag(tls.key_file, "--tls_key"));
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({key, cert});
+  if (require_client_cert) {
+    ASSIGN_OR_RETURN(
+        ssl.pem_root_certs,
+        rpc::ReadFileForFlag(tls.client_ca_file, "--tls_client_ca"));
+    ssl.client_certificate_request =
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+// One listener: `service` (and health) on `listen`, never sharing its port
+// with another process (no SO_REUSEPORT).
+absl::StatusOr<std::unique_ptr<grpc::Server>> BuildServer(
+    const std::string& listen, const std::string& flag,
+    std::shared_ptr<grpc::ServerCredentials> credentials,
+    grpc::Service* service, std::string* bound) {
+  grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  int port = 0;
+  builder.AddListeningPort(listen, credentials, &port);
+  builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        flag, ": cannot listen on ", listen,
+        " (the port is in use, or the address is not this host's)"));
+  }
+  *bound = absl::StrCat(HostOf(listen), ":", port);
+  return server;
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
-    const ServerOptions& options, const Clock* clock) {
-  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
-  ASSIGN_OR_RETURN(server->store_, db::Store::Open(options.db_path));
-  server->registry_ =
+absl::Status CoordinatorServer::OpenState(const ServerOptions& options,
+                                          const Clock* clock) {
+  if (!options.tokens_file.empty()) {
+    ASSIGN_OR_RETURN(auth_, Authorizer::Load(options.tokens_file));
+  }
+  db::OpenOptions open;
+  open.writer = !options.read_only;
+  open.owner = db::DescribeThisProcess("moetune-coordinator (starting)");
+  ASSIGN_OR_RETURN(store_, db::Store::Open(options.db_path, open));
+  registry_ =
       std::make_unique<WorkerRegistry>(clock, options.scheduler.lease_ms);
-  server->scheduler_ = std::make_unique<Scheduler>(
-      server->store_.get(), server->registry_.get(), clock, options.scheduler);
-  RETURN_IF_ERROR(server->scheduler_->ResumeSweeps());
-  server->public_service_ = std::make_unique<MoetuneService>(
-      server->store_.get(), server->scheduler_.get(), server->registry_.get(),
-      clock);
-  server->worker_service_ =
-      std::make_unique<WorkerControlService>(server->scheduler_.get());
+  scheduler_ = std::make_unique<Scheduler>(store_.get(), registry_.get(), clock,
+                                           options.scheduler);
+  if (!options.read_only) {
+    RETURN_IF_ERROR(scheduler_->RestoreWorkers());
+    RETURN_IF_ERROR(scheduler_->ResumeSweeps());
+  }
+  public_service_ = std::make_unique<MoetuneService>(
+      store_.get(), scheduler_.get(), registry_.get(), clock, &auth_,
+      options.read_only ? options.db_path : "");
+  worker_service_ =
+      std::make_unique<WorkerControlService>(scheduler_.get(), &auth_);
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorServer::Listen(const ServerOptions& options) {
   // Health answers through reflection too: health.proto is linked in.
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
-                           &port);
-  builder.RegisterService(server->public_service_.get());
-  builder.RegisterService(server->worker_service_.get());
-  server->server_ = builder.BuildAndStart();
-  if (server->server_ == nullptr || port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("--listen: could not listen on ", options.listen));
-  }
-  server->address_ = absl::StrCat(HostOf(options.listen), ":", port);
+  ASSIGN_OR_RETURN(auto public_credentials, Credentials(options.tls, false));
+  ASSIGN_OR_RETURN(
+      auto worker_credentials,
+      Credentials(options.tls, !options.tls.client_ca_file.empty()));
+  ASSIGN_OR_RETURN(server_,
+                   BuildServer(options.listen, "--listen", public_credentials,
+                               public_service_.get(), &address_));
+  if (options.read_only) return absl::OkStatus();
+  ASSIGN_OR_RETURN(
+      worker_server_,
+      BuildServer(options.worker_listen, "--worker_listen", worker_credentials,
+                  worker_service_.get(), &worker_address_));
+  return store_->SetOwner(db::DescribeThisProcess(
+      absl::StrCat("moetune-coordinator listening on ", address_,
+                   " (workers: ", worker_address_, ")")));
+}
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    const ServerOptions& options, const Clock* clock) {
+  RETURN_IF_ERROR(CheckListenAddress(options.listen, "--listen"));
+  RETURN_IF_ERROR(CheckListenAddress(options.worker_listen, "--worker_listen"));
+  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
+  RETURN_IF_ERROR(server->OpenState(options, clock));
+  RETURN_IF_ERROR(server->Listen(options));
   // Often enough that a lapsed lease or a trial nobody can run is noticed
   // well inside one lease.
   server->expiry_period_ms_ =
       std::clamp<int64_t>(options.scheduler.lease_ms / 4, 50, 500);
-  server->expiry_thread_ = std::thread([s = server.get()] { s->ExpiryLoop(); });
-  LogInfo("coordinator listening on ", server->address_, ", db ",
-          options.db_path);
+  if (!options.read_only) {
+    server->expiry_thread_ =
+        std::thread([s = server.get()] { s->ExpiryLoop(); });
+  }
+  LogInfo("coordinator listening on ", server->address_, " (workers on ",
+          server->worker_address_, "), db ", options.db_path,
+          server->auth_.enabled() ? ", bearer tokens required" : "");
   return server;
 }
 
@@ -73,13 +152,19 @@ void CoordinatorServer::ExpiryLoop() {
   }
 }
 
-void CoordinatorServer::Shutdown() {
+void CoordinatorServer::Shutdown(int grace_ms) {
   if (stopping_.exchange(true)) return;
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  const auto deadline =
+      std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms);
+  // Calls still running at the deadline are cancelled (streams included).
+  if (server_ != nullptr) server_->Shutdown(deadline);
+  if (worker_server_ != nullptr) worker_server_->Shutdown(deadline);
   if (expiry_thread_.joinable()) expiry_thread_.join();
 }
 
-void CoordinatorServer::Wait() { server_->Wait(); }
+void CoordinatorServer::Wait() {
+  if (server_ != nullptr) server_->Wait();
+}
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 

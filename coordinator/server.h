@@ -1,8 +1,11 @@
 // CoordinatorServer: the store, worker registry, scheduler and both gRPC
-// services (plus health and reflection) behind one listening address, and a
-// background thread that expires lapsed leases. Used by moetune-coordinator,
-// by the CLI's embedded mode and by in-process tests (listen on port 0).
-// Start/Shutdown from one thread; the accessors are thread-safe.
+// services behind two listeners -- the public API (Moetune, plus health and
+// reflection) and WorkerControl on its own address -- each optionally TLS
+// (mutual TLS for workers) and behind bearer tokens (auth.h), and a
+// background thread that expires lapsed leases. Used by
+// moetune-coordinator, by the CLI's embedded mode and by in-process tests
+// (listen on port 0). Start/Shutdown from one thread; the accessors are
+// thread-safe.
 #pragma once
 
 #include <atomic>
@@ -12,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "coordinator/auth.h"
 #include "coordinator/registry.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/service.h"
@@ -20,36 +24,62 @@
 
 namespace moetune::coordinator {
 
+struct TlsServerOptions {
+  // Both or neither: the server's certificate chain and key (PEM), used on
+  // both listeners.
+  std::string cert_file;
+  std::string key_file;
+  // Non-empty: workers must present a client certificate signed by this CA
+  // (mutual TLS on the worker listener).
+  std::string client_ca_file;
+};
+
 struct ServerOptions {
-  std::string listen = "127.0.0.1:50051";  // host:port; port 0 = any free
+  std::string listen = "127.0.0.1:50051";         // public API; port 0 = any
+  std::string worker_listen = "127.0.0.1:50052";  // WorkerControl
   std::string db_path = "moetune.db";
   SchedulerOptions scheduler;
+  TlsServerOptions tls;
+  std::string tokens_file;  // "" = every call allowed (auth.h)
+  // Serves the database's records only: opened read-only (no writer lock,
+  // so beside a running coordinator or on a read-only mount), no worker
+  // listener, no lease expiry; SubmitSweep and CancelSweep are refused.
+  bool read_only = false;
 };
 
 class CoordinatorServer {
  public:
+  // Every refusal is one line naming the flag or path and the cause; nothing
+  // is written to the database before it is known to be ours.
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
       const ServerOptions& options, const Clock* clock);
   ~CoordinatorServer();
 
-  // "host:port" with the port actually bound.
+  // "host:port" with the ports actually bound.
   const std::string& address() const { return address_; }
+  const std::string& worker_address() const { return worker_address_; }
   db::Store* store() { return store_.get(); }
   Scheduler* scheduler() { return scheduler_.get(); }
-  void Shutdown();
+  // Stops accepting calls, ends the streams and the expiry thread; returns
+  // within about `grace_ms` whatever the load.
+  void Shutdown(int grace_ms = 1000);
   void Wait();
 
  private:
   CoordinatorServer() = default;
+  absl::Status OpenState(const ServerOptions& options, const Clock* clock);
+  absl::Status Listen(const ServerOptions& options);
   void ExpiryLoop();
 
+  Authorizer auth_;
   std::unique_ptr<db::Store> store_;
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<MoetuneService> public_service_;
   std::unique_ptr<WorkerControlService> worker_service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::string address_;
+  std::unique_ptr<grpc::Server> server_;         // public API
+  std::unique_ptr<grpc::Server> worker_server_;  // WorkerControl
+  std::string address_, worker_address_;
   int64_t expiry_period_ms_ = 1000;
   std::atomic<bool> stopping_{false};
   std::thread expiry_thread_;

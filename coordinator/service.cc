@@ -4,10 +4,12 @@
 #include <utility>
 
 #include "coordinator/queries.h"
-#include "tuner/search.h"
 
 namespace moetune::coordinator {
 namespace {
+
+// How far back (ms) each WatchSweep round reads beyond the last one.
+constexpr int64_t kWatchMarginMs = 10000;
 
 template <typename T>
 grpc::Status Answer(absl::StatusOr<T> result, T* out) {
@@ -24,58 +26,99 @@ grpc::Status ToGrpc(const absl::Status& status) {
                       std::string(status.message()));
 }
 
-grpc::Status MoetuneService::SubmitSweep(grpc::ServerContext*,
-                                         const v1::SubmitSweepRequest* request,
-                                         v1::SubmitSweepResponse* response) {
-  return Answer(scheduler_->Submit(request->spec()), response);
+absl::Status MoetuneService::CheckWritable() const {
+  if (read_only_db_.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(read_only_db_,
+                   ": opened read-only by this command; submit and cancel "
+                   "through the coordinator that writes it (--coordinator)"));
 }
 
-grpc::Status MoetuneService::GetSweep(grpc::ServerContext*,
+grpc::Status MoetuneService::SubmitSweep(grpc::ServerContext* context,
+                                         const v1::SubmitSweepRequest* request,
+                                         v1::SubmitSweepResponse* response) {
+  if (absl::Status allowed = auth_->Check(*context, Role::kWrite);
+      !allowed.ok()) {
+    return ToGrpc(allowed);
+  }
+  if (absl::Status writable = CheckWritable(); !writable.ok()) {
+    return ToGrpc(writable);
+  }
+  return Answer(scheduler_->Submit(request->spec(), request->request_id()),
+                response);
+}
+
+grpc::Status MoetuneService::GetSweep(grpc::ServerContext* context,
                                       const v1::GetSweepRequest* request,
                                       v1::Sweep* response) {
+  if (absl::Status allowed = auth_->Check(*context, Role::kRead);
+      !allowed.ok()) {
+    return ToGrpc(allowed);
+  }
   return Answer(store_->GetSweep(request->sweep_id()), response);
 }
 
-grpc::Status MoetuneService::ListSweeps(grpc::ServerContext*,
+grpc::Status MoetuneService::ListSweeps(grpc::ServerContext* context,
                                         const v1::ListSweepsRequest* request,
                                         v1::ListSweepsResponse* response) {
-  absl::StatusOr<std::vector<v1::Sweep>> sweeps =
-      store_->ListSweeps(request->limit());
-  if (!sweeps.ok()) return ToGrpc(sweeps.status());
-  for (v1::Sweep& sweep : *sweeps) *response->add_sweeps() = std::move(sweep);
+  if (absl::Status allowed = auth_->Check(*context, Role::kRead);
+      !allowed.ok()) {
+    return ToGrpc(allowed);
+  }
+  absl::StatusOr<db::SweepPage> page = store_->ListSweepPage(
+      request->limit(), request->page_size(), request->page_token());
+  if (!page.ok()) return ToGrpc(page.status());
+  for (v1::Sweep& sweep : page->sweeps) {
+    *response->add_sweeps() = std::move(sweep);
+  }
+  response->set_next_page_token(page->next_page_token);
   return grpc::Status::OK;
 }
 
-grpc::Status MoetuneService::CancelSweep(grpc::ServerContext*,
+grpc::Status MoetuneService::CancelSweep(grpc::ServerContext* context,
                                          const v1::CancelSweepRequest* request,
                                          v1::Sweep* response) {
+  if (absl::Status allowed = auth_->Check(*context, Role::kWrite);
+      !allowed.ok()) {
+    return ToGrpc(allowed);
+  }
+  if (absl::Status writable = CheckWritable(); !writable.ok()) {
+    return ToGrpc(writable);
+  }
   return Answer(scheduler_->Cancel(request->sweep_id()), response);
 }
 
-// Sends the sweep's progress, then every trial as it reaches a final state,
-// until the sweep is no longer running (or the client goes away).
+// Sends the sweep's progress, then every trial as it reaches a final state
+// (without raw samples), until the sweep is no longer running (or the client
+// goes away). Each round reads only the trials updated since the last one.
 grpc::Status MoetuneService::WatchSweep(
     grpc::ServerContext* context, const v1::WatchSweepRequest* request,
     grpc::ServerWriter<v1::SweepEvent>* writer) {
+  if (absl::Status allowed = auth_->Check(*context, Role::kRead);
+      !allowed.ok()) {
+    return ToGrpc(allowed);
+  }
   std::set<int64_t> sent;
   int64_t version = scheduler_->event_version();
-  v1::TrialFilter filter;
-  filter.set_sweep_id(request->sweep_id());
+  int64_t since_ms = 0;
   bool first = true;
   while (!context->IsCancelled()) {
     absl::StatusOr<v1::Sweep> sweep = store_->GetSweep(request->sweep_id());
     if (!sweep.ok()) return ToGrpc(sweep.status());
-    absl::StatusOr<std::vector<v1::Trial>> trials = store_->QueryTrials(filter);
+    const int64_t round_ms = clock_->NowUnixMs();
+    absl::StatusOr<std::vector<v1::Trial>> trials =
+        store_->FinalTrialsSince(request->sweep_id(), since_ms);
     if (!trials.ok()) return ToGrpc(trials.status());
+    // A write stamped before round_ms may commit after this read: the next
+    // round reads back a margin, and `sent` keeps a trial from going out
+    // twice.
+    since_ms = round_ms - kWatchMarginMs;
     v1::SweepEvent event;
     *event.mutable_progress() = *sweep;
     if (first && !writer->Write(event)) return grpc::Status::OK;
     first = false;
     for (const v1::Trial& trial : *trials) {
-      if (!tuner::IsFinal(trial.state()) ||
-          !sent.insert(trial.trial_id()).second) {
-        continue;
-      }
+      if (!sent.insert(trial.trial_id()).second) continue;
       *event.mutable_trial() = trial;
       if (!writer->Write(event)) return grpc::Status::OK;
     }
@@ -91,24 +134,39 @@ grpc::Status MoetuneService::WatchSweep(
   return grpc::Status::OK;
 }
 
-grpc::Status MoetuneService::QueryTrials(grpc::ServerContext*,
+grpc::Status MoetuneService::QueryTrials(grpc::ServerContext* context,
                                          const v1::TrialFilter* request,
                                          v1::QueryTrialsResponse* response) {
-  absl::StatusOr<std::vector<v1::Trial>> trials = store_->QueryTrials(*request);
-  if (!trials.ok()) return ToGrpc(trials.status());
-  for (v1::Trial& trial : *trials) *response->add_trials() = std::move(trial);
+  if (absl::Status allowed = auth_->Check(*context, Role::kRead);
+      !allowed.ok()) {
+    return ToGrpc(allowed);
+  }
+  absl::StatusOr<db::TrialPage> page = store_->QueryTrialPage(*request);
+  if (!page.ok()) return ToGrpc(page.status());
+  for (v1::Trial& trial : page->trials) {
+    *response->add_trials() = std::move(trial);
+  }
+  response->set_next_page_token(page->next_page_token);
   return grpc::Status::OK;
 }
 
-grpc::Status MoetuneService::GetBest(grpc::ServerContext*,
+grpc::Status MoetuneService::GetBest(grpc::ServerContext* context,
                                      const v1::GetBestRequest* request,
                                      v1::GetBestResponse* response) {
+  if (absl::Status allowed = auth_->Check(*context, Role::kRead);
+      !allowed.ok()) {
+    return ToGrpc(allowed);
+  }
   return Answer(AnswerGetBest(*store_, *request), response);
 }
 
-grpc::Status MoetuneService::ListWorkers(grpc::ServerContext*,
+grpc::Status MoetuneService::ListWorkers(grpc::ServerContext* context,
                                          const v1::ListWorkersRequest*,
                                          v1::ListWorkersResponse* response) {
+  if (absl::Status allowed = auth_->Check(*context, Role::kRead);
+      !allowed.ok()) {
+    return ToGrpc(allowed);
+  }
   // Every heartbeat is stored, so the stored view already says who is alive
   // and which trial each worker holds.
   return Answer(
@@ -117,27 +175,44 @@ grpc::Status MoetuneService::ListWorkers(grpc::ServerContext*,
 }
 
 grpc::Status WorkerControlService::RegisterWorker(
-    grpc::ServerContext*, const v1::RegisterWorkerRequest* request,
+    grpc::ServerContext* context, const v1::RegisterWorkerRequest* request,
     v1::RegisterWorkerResponse* response) {
+  if (absl::Status allowed = auth_->Check(*context, Role::kWorker);
+      !allowed.ok()) {
+    return ToGrpc(allowed);
+  }
   return Answer(scheduler_->RegisterWorker(*request), response);
 }
 
 grpc::Status WorkerControlService::Heartbeat(
-    grpc::ServerContext*, const v1::HeartbeatRequest* request,
+    grpc::ServerContext* context, const v1::HeartbeatRequest* request,
     v1::HeartbeatResponse* response) {
+  if (absl::Status allowed = auth_->Check(*context, Role::kWorker);
+      !allowed.ok()) {
+    return ToGrpc(allowed);
+  }
   *response = scheduler_->Heartbeat(*request);
   return grpc::Status::OK;
 }
 
 grpc::Status WorkerControlService::AcquireTrial(
-    grpc::ServerContext*, const v1::AcquireTrialRequest* request,
+    grpc::ServerContext* context, const v1::AcquireTrialRequest* request,
     v1::AcquireTrialResponse* response) {
-  return Answer(scheduler_->Acquire(request->worker_id()), response);
+  if (absl::Status allowed = auth_->Check(*context, Role::kWorker);
+      !allowed.ok()) {
+    return ToGrpc(allowed);
+  }
+  return Answer(scheduler_->Acquire(request->worker_id(), request->token()),
+                response);
 }
 
 grpc::Status WorkerControlService::ReportResult(
-    grpc::ServerContext*, const v1::ReportResultRequest* request,
+    grpc::ServerContext* context, const v1::ReportResultRequest* request,
     v1::ReportResultResponse* response) {
+  if (absl::Status allowed = auth_->Check(*context, Role::kWorker);
+      !allowed.ok()) {
+    return ToGrpc(allowed);
+  }
   return Answer(scheduler_->Report(*request), response);
 }
 

@@ -1,8 +1,12 @@
-// The gRPC services: thin and final. Each method translates a request into
-// a Scheduler / Store call and an absl::Status into a grpc::Status; the logic
-// lives in Scheduler and queries. Thread-safe as those are.
+// The gRPC services: thin and final. Each method checks the caller's role
+// (auth.h), translates the request into a Scheduler / Store call and an
+// absl::Status into a grpc::Status; the logic lives in Scheduler and
+// queries. Thread-safe as those are.
 #pragma once
 
+#include <string>
+
+#include "coordinator/auth.h"
 #include "coordinator/registry.h"
 #include "coordinator/scheduler.h"
 #include "db/store.h"
@@ -15,11 +19,14 @@ grpc::Status ToGrpc(const absl::Status& status);
 class MoetuneService final : public v1::Moetune::Service {
  public:
   MoetuneService(db::Store* store, Scheduler* scheduler,
-                 WorkerRegistry* registry, const Clock* clock)
+                 WorkerRegistry* registry, const Clock* clock,
+                 const Authorizer* auth, std::string read_only_db = "")
       : store_(store),
         scheduler_(scheduler),
         registry_(registry),
-        clock_(clock) {}
+        clock_(clock),
+        auth_(auth),
+        read_only_db_(std::move(read_only_db)) {}
 
   grpc::Status SubmitSweep(grpc::ServerContext*, const v1::SubmitSweepRequest*,
                            v1::SubmitSweepResponse*) override;
@@ -43,11 +50,17 @@ class MoetuneService final : public v1::Moetune::Service {
   Scheduler* scheduler_;
   WorkerRegistry* registry_;
   const Clock* clock_;
+  const Authorizer* auth_;
+  // Non-empty: the database this service only reads; writes are refused.
+  const std::string read_only_db_;
+
+  absl::Status CheckWritable() const;
 };
 
 class WorkerControlService final : public v1::WorkerControl::Service {
  public:
-  explicit WorkerControlService(Scheduler* scheduler) : scheduler_(scheduler) {}
+  WorkerControlService(Scheduler* scheduler, const Authorizer* auth)
+      : scheduler_(scheduler), auth_(auth) {}
 
   grpc::Status RegisterWorker(grpc::ServerContext*,
                               const v1::RegisterWorkerRequest*,
@@ -63,6 +76,7 @@ class WorkerControlService final : public v1::WorkerControl::Service {
 
  private:
   Scheduler* scheduler_;
+  const Authorizer* auth_;
 };
 
 }  // namespace moetune::coordinator

@@ -15,6 +15,11 @@ namespace moetune::tuner {
 class GridStrategy final : public SearchStrategy {
  public:
   std::string_view name() const override { return "grid"; }
+  // Without a GPU-second budget or a confirmation round the first batch is
+  // the whole (share of the) space.
+  bool ProposesAllAtOnce(const SweepPlan& plan) const override {
+    return OnlyTrialBudget(plan);
+  }
 
  protected:
   std::vector<v1::Trial> SearchStep(

@@ -17,6 +17,11 @@ namespace moetune::tuner {
 class RandomStrategy final : public SearchStrategy {
  public:
   std::string_view name() const override { return "random"; }
+  // Without a GPU-second budget or a confirmation round the first batch is
+  // the whole (share of the) space.
+  bool ProposesAllAtOnce(const SweepPlan& plan) const override {
+    return OnlyTrialBudget(plan);
+  }
 
  protected:
   std::vector<v1::Trial> SearchStep(

@@ -159,6 +159,11 @@ Knobs ResolveKnobs(const v1::Strategy& strategy) {
   return knobs;
 }
 
+bool OnlyTrialBudget(const SweepPlan& plan) {
+  const v1::Strategy& strategy = plan.spec().strategy();
+  return strategy.max_gpu_seconds() == 0 && strategy.confirm_top_k() == 0;
+}
+
 bool IsFinal(v1::TrialState state) {
   return state != v1::QUEUED && state != v1::LEASED &&
          state != v1::TRIAL_STATE_UNSPECIFIED;

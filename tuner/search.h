@@ -45,6 +45,10 @@ struct Knobs {
 };
 Knobs ResolveKnobs(const v1::Strategy& strategy);
 
+// True when the plan's strategy has no GPU-second budget and no
+// confirmation round: nothing a result says changes what is proposed.
+bool OnlyTrialBudget(const SweepPlan& plan);
+
 // True for every state but QUEUED, LEASED and UNSPECIFIED.
 bool IsFinal(v1::TrialState state);
 // GPU-seconds a trial cost: sum of result.samples_us / 1e6 once final.

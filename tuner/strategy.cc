@@ -11,6 +11,8 @@ namespace moetune::tuner {
 
 Strategy::~Strategy() = default;
 
+bool Strategy::ProposesAllAtOnce(const SweepPlan&) const { return false; }
+
 absl::StatusOr<std::unique_ptr<Strategy>> MakeStrategy(
     const v1::Strategy& strategy) {
   switch (strategy.kind()) {

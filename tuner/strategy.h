@@ -44,6 +44,12 @@ class Strategy {
   // nothing is queued/leased and this returns nothing.
   virtual std::vector<v1::Trial> Propose(
       const SweepPlan& plan, const std::vector<v1::Trial>& history) = 0;
+
+  // True when the first batch is all this strategy will ever propose for
+  // `plan` (Propose with any later history returns nothing): the scheduler
+  // then need not read a sweep's history on every result, only once at the
+  // end. False unless a strategy knows better.
+  virtual bool ProposesAllAtOnce(const SweepPlan& plan) const;
 };
 
 // The strategy for `strategy.kind` (UNSPECIFIED = GRID); INVALID_ARGUMENT

@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/backends/registry.h"
 #include "kernels/model/model_config.h"
 #include "tuner/spec.h"
@@ -105,6 +106,15 @@ absl::StatusOr<std::shared_ptr<const SweepPlan>> SweepPlan::Create(
   absl::StatusOr<v1::SweepSpec> normalized = NormalizeSpec(spec);
   if (!normalized.ok()) return normalized.status();
   std::shared_ptr<SweepPlan> plan(new SweepPlan(*std::move(normalized)));
+  const int64_t points = plan->PlanConfigs();
+  if (points > kMaxSweepPoints) {
+    const v1::WorkloadSpace& w = plan->spec().workload();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "space: ", points, " points (", w.batch_sizes_size(), " batch sizes x ",
+        w.context_lengths_size(),
+        " context lengths x their configs); allowed: at most ", kMaxSweepPoints,
+        " a sweep: list fewer values or split the sweep"));
+  }
   plan->Expand();
   return plan;
 }
@@ -112,14 +122,17 @@ absl::StatusOr<std::shared_ptr<const SweepPlan>> SweepPlan::Create(
 std::shared_ptr<const SweepPlan> SweepPlan::FromNormalized(
     const v1::SweepSpec& spec) {
   std::shared_ptr<SweepPlan> plan(new SweepPlan(WithDefaults(spec)));
+  plan->PlanConfigs();
   plan->Expand();
   return plan;
 }
 
-void SweepPlan::Expand() {
+int64_t SweepPlan::PlanConfigs() {
   const model::ModelConfig* preset =
       model::FindPreset(spec_.workload().model_preset());
   std::map<int, int> list_of_batch;
+  int64_t points = 0;
+  const int64_t contexts = spec_.workload().context_lengths_size();
   for (int batch : spec_.workload().batch_sizes()) {
     auto [it, fresh] =
         list_of_batch.emplace(batch, static_cast<int>(config_lists_.size()));
@@ -128,10 +141,19 @@ void SweepPlan::Expand() {
                                   ? std::vector<v1::TrialConfig>{}
                                   : ConfigsAt(spec_.space(), *preset, batch));
     }
-    for (int context : spec_.workload().context_lengths()) {
-      workloads_.push_back(MakeWorkload(spec_.workload(), batch, context));
+    list_of_batch_slot_.push_back(it->second);
+    points += contexts * static_cast<int64_t>(config_lists_[it->second].size());
+  }
+  return points;
+}
+
+void SweepPlan::Expand() {
+  const v1::WorkloadSpace& space = spec_.workload();
+  for (int b = 0; b < space.batch_sizes_size(); ++b) {
+    for (int context : space.context_lengths()) {
+      workloads_.push_back(MakeWorkload(space, space.batch_sizes(b), context));
       hashes_.push_back(WorkloadHash(workloads_.back()));
-      config_list_of_.push_back(it->second);
+      config_list_of_.push_back(list_of_batch_slot_[b]);
     }
   }
 }

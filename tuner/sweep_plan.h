@@ -33,10 +33,16 @@
 
 namespace moetune::tuner {
 
+// The most points a sweep's space may have: larger ones are refused with
+// their count (a strategy's budget does not make a huge space cheap: every
+// proposal reads the sweep's history).
+inline constexpr int64_t kMaxSweepPoints = 100000;
+
 class SweepPlan {
  public:
   // Validates `spec` (INVALID_ARGUMENT naming the field and the allowed
-  // values), normalises it (NormalizeSpec) and plans it.
+  // values), normalises it (NormalizeSpec) and plans it; INVALID_ARGUMENT
+  // with the count for a space of more than kMaxSweepPoints points.
   static absl::StatusOr<std::shared_ptr<const SweepPlan>> Create(
       const v1::SweepSpec& spec);
   // Plans a spec NormalizeSpec already produced (a stored sweep's): not
@@ -63,6 +69,8 @@ class SweepPlan {
 
  private:
   explicit SweepPlan(v1::SweepSpec spec) : spec_(std::move(spec)) {}
+  // The configs of each distinct batch; then the count of points.
+  int64_t PlanConfigs();
   void Expand();
 
   v1::SweepSpec spec_;
@@ -70,7 +78,8 @@ class SweepPlan {
   std::vector<std::string> hashes_;
   // The configs of each distinct batch size, and which list workload i uses.
   std::vector<std::vector<v1::TrialConfig>> config_lists_;
-  std::vector<int> config_list_of_;
+  std::vector<int> list_of_batch_slot_;  // per batch_sizes entry
+  std::vector<int> config_list_of_;      // per workload
 };
 
 }  // namespace moetune::tuner

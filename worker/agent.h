@@ -1,8 +1,12 @@
 // WorkerAgent: the worker's life cycle against a coordinator. Register with
-// the probe, heartbeat on a thread of its own (renewing the lease, learning of
+// the probe (getting an id and a secret token that every later call
+// carries), heartbeat on a thread of its own (renewing the lease, learning of
 // cancellation), and loop acquire -> execute (supervised) -> report, where a
 // report is retried until the coordinator has it (reports are idempotent by
-// trial and attempt). Run() is called once; Stop() from any thread.
+// trial and attempt). A worker the coordinator no longer knows registers
+// again, naming its previous registration so that its leases are released.
+// A report it gives up on leaves its lease to be re-queued (its heartbeats
+// stop naming the trial). Run() is called once; Stop() from any thread.
 #pragma once
 
 #include <atomic>
@@ -24,6 +28,9 @@ struct AgentOptions {
   int idle_poll_ms = 300;           // wait between empty acquires
   int max_trials = 0;               // stop after this many trials; 0 = never
   int register_timeout_ms = 60000;  // give up reaching the coordinator
+  // How long a result is offered before the worker gives it up (the
+  // coordinator then re-queues the trial: the heartbeats stop naming it).
+  int report_retry_ms = 60000;
 };
 
 class WorkerAgent {
@@ -35,6 +42,7 @@ class WorkerAgent {
   // Runs until Stop() or max_trials; an error only if the coordinator was
   // never reachable.
   absl::Status Run();
+  // Also stops the running trial, which is left to be re-queued.
   void Stop();
 
  private:
@@ -50,12 +58,20 @@ class WorkerAgent {
   const v1::Probe probe_;
   TrialExecutor* executor_;
 
+  // Registers again (after the coordinator forgot this registration or
+  // refused its token), naming the previous one; once, when the heartbeat
+  // thread and the main loop both find `stale_token` refused.
+  void Reregister(const std::string& stale_token);
+
+  absl::Mutex register_mu_;  // one re-registration at a time
   absl::Mutex mu_;
   std::string worker_id_ ABSL_GUARDED_BY(mu_);
+  std::string token_ ABSL_GUARDED_BY(mu_);
   int heartbeat_interval_ms_ ABSL_GUARDED_BY(mu_) = 1000;
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> current_trial_{0};
   std::atomic<bool> cancel_current_{false};
+  std::atomic<bool> sweep_cancelled_{false};  // the heartbeat said so
 };
 
 }  // namespace moetune::worker

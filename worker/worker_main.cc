@@ -15,12 +15,26 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/log.h"
+#include "common/process.h"
+#include "common/rpc/channel.h"
 #include "google/protobuf/util/json_util.h"
 #include "worker/agent.h"
 #include "worker/probe.h"
 
-ABSL_FLAG(std::string, coordinator, "127.0.0.1:50051",
-          "coordinator address host:port");
+ABSL_FLAG(std::string, coordinator, "127.0.0.1:50052",
+          "the coordinator's worker address host:port (its --worker_listen)");
+ABSL_FLAG(std::string, token_file, "",
+          "file whose first line is this worker's bearer token (role "
+          "worker); default: the MOETUNE_TOKEN environment variable");
+ABSL_FLAG(std::string, tls_ca, "",
+          "CA (PEM) to check the coordinator's certificate: TLS");
+ABSL_FLAG(std::string, tls_cert, "", "client certificate (PEM), mutual TLS");
+ABSL_FLAG(std::string, tls_key, "", "client private key (PEM)");
+ABSL_FLAG(int, report_retry_s, 60,
+          "how long a result the coordinator cannot record is offered again "
+          "before the worker gives it up (the trial is then re-queued)");
+ABSL_FLAG(int, parent_pid, 0,
+          "exit when this process (the one that started the worker) dies");
 ABSL_FLAG(std::string, device, "cpu",
           "cpu, or a CUDA device ordinal (0, 1, ...)");
 ABSL_FLAG(std::string, name, "", "worker name; default host:device");
@@ -68,6 +82,9 @@ std::vector<std::string> TrialCommand(const std::string& wrapper,
   command.push_back(n > 0 ? std::string(self, n) : "/proc/self/exe");
   command.push_back("--run_trial");
   command.push_back(absl::StrCat("--device=", device));
+  // A trial process dies with its worker (a killed worker must not leave a
+  // kernel running on its GPU), behind a wrapper too.
+  command.push_back(absl::StrCat("--parent_pid=", getpid()));
   return command;
 }
 
@@ -80,8 +97,25 @@ int PrintProbe(const v1::Probe& probe) {
   return 0;
 }
 
+absl::StatusOr<std::shared_ptr<grpc::Channel>> CoordinatorChannel() {
+  rpc::ChannelOptions channel;
+  channel.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
+  channel.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  channel.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  absl::StatusOr<std::string> token =
+      rpc::ReadToken(absl::GetFlag(FLAGS_token_file));
+  if (!token.ok()) return token.status();
+  channel.token = *token;
+  return rpc::MakeChannel(absl::GetFlag(FLAGS_coordinator), channel);
+}
+
 // Registers with the coordinator and runs trials until a signal stops it.
 int ServeTrials(int ordinal, const v1::Probe& probe, SystemInfo& system) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = CoordinatorChannel();
+  if (!channel.ok()) {
+    LogError("worker: ", channel.status().message());
+    return 2;
+  }
   std::string name = absl::GetFlag(FLAGS_name);
   if (name.empty())
     name = absl::StrCat(system.HostName(), ":", absl::GetFlag(FLAGS_device));
@@ -91,9 +125,8 @@ int ServeTrials(int ordinal, const v1::Probe& probe, SystemInfo& system) {
   options.name = name;
   options.device_ordinal = ordinal;
   options.max_trials = absl::GetFlag(FLAGS_max_trials);
-  WorkerAgent agent(grpc::CreateChannel(absl::GetFlag(FLAGS_coordinator),
-                                        grpc::InsecureChannelCredentials()),
-                    options, probe, &executor);
+  options.report_retry_ms = absl::GetFlag(FLAGS_report_retry_s) * 1000;
+  WorkerAgent agent(*channel, options, probe, &executor);
   g_agent = &agent;
   signal(SIGTERM, OnSignal);
   signal(SIGINT, OnSignal);
@@ -128,6 +161,13 @@ int main(int argc, char** argv) {
       "moetune-worker --coordinator HOST:PORT --device cpu|N");
   absl::ParseCommandLine(argc, argv);
   signal(SIGPIPE, SIG_IGN);
+  // A trial process is killed with its worker; a worker started by the CLI
+  // is asked to stop (it reports what it can) when the CLI dies.
+  const int with_parent = absl::GetFlag(FLAGS_run_trial) ? SIGKILL : SIGTERM;
+  if (absl::GetFlag(FLAGS_parent_pid) != 0 &&
+      !moetune::DieWithAncestor(absl::GetFlag(FLAGS_parent_pid), with_parent)) {
+    return 1;  // the parent is already gone
+  }
   absl::StatusOr<int> ordinal =
       moetune::worker::ParseDevice(absl::GetFlag(FLAGS_device));
   if (!ordinal.ok()) {

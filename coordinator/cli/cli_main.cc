@@ -27,6 +27,13 @@ ABSL_FLAG(std::string, device, "all", "probe: cpu, a GPU ordinal, or all");
 ABSL_FLAG(int, gpus, -1, "sweep: local GPU workers (-1 = one per GPU found)");
 ABSL_FLAG(std::string, worker_binary, "",
           "sweep: moetune-worker to start (default: beside this binary)");
+ABSL_FLAG(std::string, token_file, "",
+          "with --coordinator: file whose first line is the bearer token "
+          "(default: the MOETUNE_TOKEN environment variable)");
+ABSL_FLAG(std::string, tls_ca, "",
+          "with --coordinator: CA (PEM) of the coordinator's certificate: TLS");
+ABSL_FLAG(bool, samples, false,
+          "results, sweep: include raw samples in --format json");
 
 namespace {
 
@@ -63,6 +70,9 @@ int main(int argc, char** argv) {
   options.device = absl::GetFlag(FLAGS_device);
   options.gpus = absl::GetFlag(FLAGS_gpus);
   options.worker_binary = absl::GetFlag(FLAGS_worker_binary);
+  options.token_file = absl::GetFlag(FLAGS_token_file);
+  options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  options.samples = absl::GetFlag(FLAGS_samples);
   if (!moetune::cli::ParseOutputFormat(absl::GetFlag(FLAGS_format),
                                        &options.format)) {
     std::cerr << "--format: '" << absl::GetFlag(FLAGS_format)

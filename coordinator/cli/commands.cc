@@ -8,8 +8,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "coordinator/cli/local_cluster.h"
-#include "coordinator/cli/spec_file.h"
+#include "coordinator/cli/session.h"
 #include "coordinator/cli/views.h"
 #include "coordinator/cli/worker_binary.h"
 #include "proto/moetune.grpc.pb.h"
@@ -17,156 +16,15 @@
 namespace moetune::cli {
 namespace {
 
-struct Session {
-  std::unique_ptr<LocalCluster> cluster;  // null when remote
-  std::unique_ptr<v1::Moetune::Stub> stub;
-};
-
-absl::Status FromGrpc(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
-}
-
-int Fail(const absl::Status& status) {
-  std::cerr << "moetune: " << status.message() << "\n";
-  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-}
-
-// --gpus, or what the worker binary finds (none when it cannot run: a CPU
-// worker is started, and its own start reports the problem).
-int LocalGpuCount(const CommandOptions& options) {
-  if (options.gpus >= 0) return options.gpus;
-  absl::StatusOr<int> count = CountGpus(WorkerBinary(options.worker_binary));
-  return count.ok() ? *count : 0;
-}
-
-absl::StatusOr<Session> Open(const CommandOptions& options, bool with_workers) {
-  Session session;
-  std::string address = options.coordinator;
-  if (address.empty()) {
-    // The embedded coordinator's chatter would drown the table.
-    SetLogLevel(LogLevel::kWarning);
-    LocalClusterOptions local;
-    local.db_path = options.db_path;
-    local.start_workers = with_workers;
-    local.worker_binary = options.worker_binary;
-    local.gpu_count = with_workers ? LocalGpuCount(options) : 0;
-    absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
-        LocalCluster::Start(local);
-    if (!cluster.ok()) return cluster.status();
-    session.cluster = *std::move(cluster);
-    address = session.cluster->address();
-  }
-  session.stub = v1::Moetune::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  return session;
-}
-
 // The sweep a command is about: --sweep, or the newest one.
 absl::StatusOr<int64_t> ResolveSweep(Session& session, int64_t sweep_id) {
   if (sweep_id != 0) return sweep_id;
-  grpc::ClientContext context;
-  v1::ListSweepsRequest request;
-  request.set_limit(1);
-  v1::ListSweepsResponse response;
-  absl::Status status =
-      FromGrpc(session.stub->ListSweeps(&context, request, &response));
-  if (!status.ok()) return status;
-  if (response.sweeps().empty())
+  absl::StatusOr<v1::ListSweepsResponse> sweeps = Sweeps(session, 1);
+  if (!sweeps.ok()) return sweeps.status();
+  if (sweeps->sweeps().empty()) {
     return absl::NotFoundError("no sweep recorded yet");
-  return response.sweeps(0).sweep_id();
-}
-
-// Streams progress to stderr until the sweep ends.
-absl::Status WatchToEnd(Session& session, int64_t sweep_id) {
-  grpc::ClientContext context;
-  v1::WatchSweepRequest request;
-  request.set_sweep_id(sweep_id);
-  auto reader = session.stub->WatchSweep(&context, request);
-  v1::SweepEvent event;
-  while (reader->Read(&event)) {
-    if (event.has_trial()) std::cerr << ProgressLine(event) << std::endl;
   }
-  return FromGrpc(reader->Finish());
-}
-
-absl::StatusOr<v1::QueryTrialsResponse> Trials(Session& session,
-                                               const v1::TrialFilter& filter) {
-  grpc::ClientContext context;
-  v1::QueryTrialsResponse response;
-  absl::Status status =
-      FromGrpc(session.stub->QueryTrials(&context, filter, &response));
-  if (!status.ok()) return status;
-  return response;
-}
-
-absl::StatusOr<v1::GetBestResponse> Best(Session& session,
-                                         const v1::GetBestRequest& request) {
-  grpc::ClientContext context;
-  v1::GetBestResponse response;
-  absl::Status status =
-      FromGrpc(session.stub->GetBest(&context, request, &response));
-  if (!status.ok()) return status;
-  return response;
-}
-
-void PrintTrials(const v1::QueryTrialsResponse& trials, OutputFormat format) {
-  if (format == OutputFormat::kJson) {
-    PrintJson(std::cout, trials);
-  } else {
-    TrialsTable(trials).Print(std::cout, format);
-  }
-}
-
-bool AnyDone(const v1::QueryTrialsResponse& trials) {
-  for (const v1::Trial& trial : trials.trials()) {
-    if (trial.state() == v1::DONE) return true;
-  }
-  return false;
-}
-
-absl::StatusOr<int64_t> Submit(Session& session, const v1::SweepSpec& spec) {
-  grpc::ClientContext context;
-  v1::SubmitSweepRequest request;
-  *request.mutable_spec() = spec;
-  v1::SubmitSweepResponse response;
-  absl::Status status =
-      FromGrpc(session.stub->SubmitSweep(&context, request, &response));
-  if (!status.ok()) return status;
-  std::cerr << "sweep " << response.sweep_id() << ": " << response.trial_count()
-            << " trials" << std::endl;
-  return response.sweep_id();
-}
-
-int CmdSweep(const CommandOptions& options) {
-  if (options.spec_path.empty()) {
-    return Fail(absl::InvalidArgumentError("--spec: required for sweep"));
-  }
-  absl::StatusOr<v1::SweepSpec> spec = LoadSweepSpec(options.spec_path);
-  if (!spec.ok()) return Fail(spec.status());
-  absl::StatusOr<Session> session = Open(options, options.coordinator.empty());
-  if (!session.ok()) return Fail(session.status());
-  absl::StatusOr<int64_t> sweep_id = Submit(*session, *spec);
-  if (!sweep_id.ok()) return Fail(sweep_id.status());
-  if (absl::Status s = WatchToEnd(*session, *sweep_id); !s.ok()) return Fail(s);
-  v1::TrialFilter filter;
-  filter.set_sweep_id(*sweep_id);
-  absl::StatusOr<v1::QueryTrialsResponse> trials = Trials(*session, filter);
-  if (!trials.ok()) return Fail(trials.status());
-  PrintTrials(*trials, options.format);
-  v1::GetBestRequest best_request;
-  best_request.set_sweep_id(*sweep_id);
-  absl::StatusOr<v1::GetBestResponse> best = Best(*session, best_request);
-  if (best.ok() && options.format == OutputFormat::kTable) {
-    std::cout << "\n";
-    PrintBest(std::cout, *best);
-  }
-  if (!AnyDone(*trials)) {
-    std::cerr << "moetune: no trial succeeded\n";
-    return 1;
-  }
-  return 0;
+  return sweeps->sweeps(0).sweep_id();
 }
 
 int CmdResults(const CommandOptions& options) {
@@ -185,8 +43,9 @@ int CmdResults(const CommandOptions& options) {
   filter.set_moe_backend(options.backend);
   filter.set_workload_hash(options.workload_hash);
   filter.set_limit(options.limit);
+  filter.set_include_samples(options.samples);
   // Flags are checked before anything is opened.
-  absl::StatusOr<Session> session = Open(options, false);
+  absl::StatusOr<Session> session = Open(options, Access::kRead);
   if (!session.ok()) return Fail(session.status());
   absl::StatusOr<v1::QueryTrialsResponse> trials = Trials(*session, filter);
   if (!trials.ok()) return Fail(trials.status());
@@ -195,7 +54,7 @@ int CmdResults(const CommandOptions& options) {
 }
 
 int CmdBest(const CommandOptions& options) {
-  absl::StatusOr<Session> session = Open(options, false);
+  absl::StatusOr<Session> session = Open(options, Access::kRead);
   if (!session.ok()) return Fail(session.status());
   v1::GetBestRequest request;
   if (options.workload_hash.empty()) {
@@ -215,7 +74,7 @@ int CmdBest(const CommandOptions& options) {
 }
 
 int CmdWorkers(const CommandOptions& options) {
-  absl::StatusOr<Session> session = Open(options, false);
+  absl::StatusOr<Session> session = Open(options, Access::kRead);
   if (!session.ok()) return Fail(session.status());
   grpc::ClientContext context;
   v1::ListWorkersResponse response;
@@ -247,17 +106,14 @@ Table SweepsTable(const v1::ListSweepsResponse& sweeps) {
 }
 
 int CmdSweeps(const CommandOptions& options) {
-  absl::StatusOr<Session> session = Open(options, false);
+  absl::StatusOr<Session> session = Open(options, Access::kRead);
   if (!session.ok()) return Fail(session.status());
-  grpc::ClientContext context;
-  v1::ListSweepsResponse response;
-  absl::Status status = FromGrpc(
-      session->stub->ListSweeps(&context, v1::ListSweepsRequest(), &response));
-  if (!status.ok()) return Fail(status);
+  absl::StatusOr<v1::ListSweepsResponse> response = Sweeps(*session, 0);
+  if (!response.ok()) return Fail(response.status());
   if (options.format == OutputFormat::kJson) {
-    PrintJson(std::cout, response);
+    PrintJson(std::cout, *response);
   } else {
-    SweepsTable(response).Print(std::cout, options.format);
+    SweepsTable(*response).Print(std::cout, options.format);
   }
   return 0;
 }
@@ -266,7 +122,7 @@ int CmdCancel(const CommandOptions& options) {
   if (options.sweep_id == 0) {
     return Fail(absl::InvalidArgumentError("--sweep: required for cancel"));
   }
-  absl::StatusOr<Session> session = Open(options, false);
+  absl::StatusOr<Session> session = Open(options, Access::kWrite);
   if (!session.ok()) return Fail(session.status());
   grpc::ClientContext context;
   v1::CancelSweepRequest request;

@@ -23,8 +23,14 @@ struct CommandOptions {
   std::string device;
   int gpus = -1;
   std::string worker_binary;
+  std::string token_file;  // remote: the bearer token's file (or MOETUNE_TOKEN)
+  std::string tls_ca;      // remote: the CA of the coordinator's certificate
+  bool samples = false;    // results/sweep --format json: raw samples too
 };
 
 int RunCommand(const std::string& command, const CommandOptions& options);
+
+// `moetune sweep` (sweep_command.cc).
+int CmdSweep(const CommandOptions& options);
 
 }  // namespace moetune::cli

@@ -30,7 +30,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   std::unique_ptr<LocalCluster> cluster(new LocalCluster());
   coordinator::ServerOptions server_options;
   server_options.listen = "127.0.0.1:0";
+  server_options.worker_listen = "127.0.0.1:0";
   server_options.db_path = options.db_path;
+  server_options.read_only = options.read_only;
   server_options.scheduler.lease_ms = 10000;
   server_options.scheduler.heartbeat_interval_ms = 500;
   ASSIGN_OR_RETURN(cluster->server_, coordinator::CoordinatorServer::Start(
@@ -64,9 +66,11 @@ absl::Status LocalCluster::SpawnWorker(const std::string& binary,
         absl::StrCat("--worker_binary: ", binary,
                      " is not an executable (build moetune-worker)"));
   }
-  std::vector<std::string> args = {binary, "--coordinator=" + address(),
-                                   "--device=" + device,
-                                   "--name=local:" + device};
+  // The worker stops when this process dies, however it dies.
+  std::vector<std::string> args = {
+      binary, "--coordinator=" + server_->worker_address(),
+      "--device=" + device, "--name=local:" + device,
+      absl::StrCat("--parent_pid=", getpid())};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -19,6 +19,7 @@ namespace moetune::cli {
 struct LocalClusterOptions {
   std::string db_path;
   bool start_workers = false;
+  bool read_only = false;      // queries only: no writer lock, no writes
   std::string worker_binary;   // default: moetune-worker beside this binary
   std::string worker_log_dir;  // default: $TMPDIR or /tmp
   int gpu_count = 0;           // 0: one CPU worker

@@ -1,5 +1,7 @@
 #include "coordinator/cli/views.h"
 
+#include <iostream>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
@@ -159,6 +161,14 @@ void PrintJson(std::ostream& out, const google::protobuf::Message& message) {
   std::string json;
   (void)google::protobuf::util::MessageToJsonString(message, &json, options);
   out << json;
+}
+
+void PrintTrials(const v1::QueryTrialsResponse& trials, OutputFormat format) {
+  if (format == OutputFormat::kJson) {
+    PrintJson(std::cout, trials);
+  } else {
+    TrialsTable(trials).Print(std::cout, format);
+  }
 }
 
 }  // namespace moetune::cli

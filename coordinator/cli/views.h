@@ -13,6 +13,8 @@
 namespace moetune::cli {
 
 Table TrialsTable(const v1::QueryTrialsResponse& trials);
+// The trials as a table (or CSV), or as JSON.
+void PrintTrials(const v1::QueryTrialsResponse& trials, OutputFormat format);
 Table WorkersTable(const v1::ListWorkersResponse& workers);
 Table ProbeTable(const v1::Probe& probe);
 // Winner, runner-up, margin, ties, fingerprint, exclusions, as text.

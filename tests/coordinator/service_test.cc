@@ -1,8 +1,12 @@
 // In-process gRPC tests: a CoordinatorServer on port 0 with an in-memory
 // store, called through real stubs, with a real WorkerAgent running trials
 // in-process.
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <thread>
 
+#include "common/rpc/channel.h"
 #include "coordinator/server.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -34,17 +38,24 @@ v1::SweepSpec TinySpec() {
   return spec;
 }
 
+ServerOptions LoopbackOptions() {
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.worker_listen = "127.0.0.1:0";
+  options.db_path = ":memory:";
+  options.scheduler.lease_ms = 5000;
+  options.scheduler.heartbeat_interval_ms = 100;
+  return options;
+}
+
 class ServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.db_path = ":memory:";
-    options.scheduler.lease_ms = 5000;
-    options.scheduler.heartbeat_interval_ms = 100;
-    server_ = *CoordinatorServer::Start(options, RealClock::Get());
+    server_ = *CoordinatorServer::Start(LoopbackOptions(), RealClock::Get());
     channel_ = grpc::CreateChannel(server_->address(),
                                    grpc::InsecureChannelCredentials());
+    worker_channel_ = grpc::CreateChannel(server_->worker_address(),
+                                          grpc::InsecureChannelCredentials());
     stub_ = v1::Moetune::NewStub(channel_);
   }
 
@@ -62,12 +73,14 @@ class ServiceTest : public ::testing::Test {
     options.name = "test:cpu";
     options.idle_poll_ms = 20;
     options.max_trials = trials;
-    worker::WorkerAgent agent(channel_, options, CpuWorkerProbe(), &executor);
+    worker::WorkerAgent agent(worker_channel_, options, CpuWorkerProbe(),
+                              &executor);
     ASSERT_TRUE(agent.Run().ok());
   }
 
   std::unique_ptr<CoordinatorServer> server_;
-  std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<grpc::Channel> channel_;         // the public API
+  std::shared_ptr<grpc::Channel> worker_channel_;  // WorkerControl
   std::unique_ptr<v1::Moetune::Stub> stub_;
 };
 
@@ -111,13 +124,20 @@ TEST_F(ServiceTest, SweepRunsThroughAWorkerAndIsExplained) {
   v1::TrialFilter filter;
   filter.set_sweep_id(submitted.sweep_id());
   filter.set_state(v1::DONE);
+  v1::QueryTrialsResponse summary;
+  ASSERT_TRUE(stub_->QueryTrials(&query_context, filter, &summary).ok());
+  ASSERT_EQ(summary.trials_size(), 4);
+  EXPECT_EQ(summary.trials(0).result().samples_us_size(), 0);  // not asked
+  EXPECT_EQ(summary.trials(0).result().stats().samples(), 3);
+  grpc::ClientContext samples_context;
+  filter.set_include_samples(true);
   v1::QueryTrialsResponse done;
-  ASSERT_TRUE(stub_->QueryTrials(&query_context, filter, &done).ok());
+  ASSERT_TRUE(stub_->QueryTrials(&samples_context, filter, &done).ok());
   ASSERT_EQ(done.trials_size(), 4);
   for (const v1::Trial& t : done.trials()) {
     EXPECT_EQ(t.result().samples_us_size(), 3);
     EXPECT_GT(t.result().roofline().floor_us(), 0);
-    EXPECT_EQ(t.result().worker_id(), "w:test:cpu");
+    EXPECT_THAT(t.result().worker_id(), ::testing::StartsWith("w:test:cpu/"));
   }
 
   grpc::ClientContext best_context;
@@ -152,6 +172,146 @@ TEST_F(ServiceTest, HealthServiceAnswers) {
   grpc::health::v1::HealthCheckResponse response;
   ASSERT_TRUE(health->Check(&context, {}, &response).ok());
   EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+}
+
+// Issue 18.7: WorkerControl lives on its own listener only.
+TEST_F(ServiceTest, WorkerControlIsNotServedOnThePublicPort) {
+  auto on_public = v1::WorkerControl::NewStub(channel_);
+  grpc::ClientContext context;
+  v1::RegisterWorkerRequest request;
+  request.set_name("intruder:0");
+  v1::RegisterWorkerResponse response;
+  EXPECT_EQ(
+      on_public->RegisterWorker(&context, request, &response).error_code(),
+      grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_NE(server_->address(), server_->worker_address());
+}
+
+// Issue 18.5: list RPCs page; raw samples only when asked for.
+TEST_F(ServiceTest, TrialsAndSweepsComeInPages) {
+  for (int i = 0; i < 3; ++i) {
+    grpc::ClientContext context;
+    v1::SubmitSweepRequest request;
+    *request.mutable_spec() = TinySpec();
+    v1::SubmitSweepResponse submitted;
+    ASSERT_TRUE(stub_->SubmitSweep(&context, request, &submitted).ok());
+  }
+  std::vector<int64_t> seen;
+  v1::TrialFilter filter;
+  filter.set_page_size(4);
+  int pages = 0;
+  do {
+    grpc::ClientContext context;
+    v1::QueryTrialsResponse page;
+    ASSERT_TRUE(stub_->QueryTrials(&context, filter, &page).ok());
+    EXPECT_LE(page.trials_size(), 4);
+    for (const v1::Trial& t : page.trials()) seen.push_back(t.trial_id());
+    filter.set_page_token(page.next_page_token());
+    ++pages;
+  } while (!filter.page_token().empty() && pages < 100);
+  EXPECT_EQ(seen.size(), 18u);  // 3 sweeps of 6, each once
+  EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), 18u);
+  EXPECT_EQ(pages, 5);
+
+  v1::ListSweepsRequest list;
+  list.set_page_size(2);
+  grpc::ClientContext first_context, second_context;
+  v1::ListSweepsResponse first, second;
+  ASSERT_TRUE(stub_->ListSweeps(&first_context, list, &first).ok());
+  ASSERT_EQ(first.sweeps_size(), 2);
+  list.set_page_token(first.next_page_token());
+  ASSERT_TRUE(stub_->ListSweeps(&second_context, list, &second).ok());
+  ASSERT_EQ(second.sweeps_size(), 1);
+  EXPECT_TRUE(second.next_page_token().empty());
+
+  v1::TrialFilter bad;
+  bad.set_page_size(20000);
+  grpc::ClientContext bad_context;
+  v1::QueryTrialsResponse refused;
+  const grpc::Status status = stub_->QueryTrials(&bad_context, bad, &refused);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("filter.page_size"));
+}
+
+// Issue 18.7: bearer tokens with roles guard both listeners.
+class AuthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tokens_path_ = ::testing::TempDir() + "moetune_auth_tokens";
+    std::ofstream(tokens_path_) << "# role token\n"
+                                << "read reader-token-0001\n"
+                                << "write writer-token-0001\n"
+                                << "worker worker-token-0001\n";
+    ServerOptions options = LoopbackOptions();
+    options.tokens_file = tokens_path_;
+    server_ = *CoordinatorServer::Start(options, RealClock::Get());
+  }
+  void TearDown() override { std::filesystem::remove(tokens_path_); }
+
+  std::unique_ptr<v1::Moetune::Stub> Public(const std::string& token) {
+    return v1::Moetune::NewStub(
+        *rpc::MakeChannel(server_->address(), {.token = token}));
+  }
+  grpc::StatusCode Submit(const std::string& token) {
+    grpc::ClientContext context;
+    v1::SubmitSweepRequest request;
+    *request.mutable_spec() = TinySpec();
+    v1::SubmitSweepResponse response;
+    return Public(token)
+        ->SubmitSweep(&context, request, &response)
+        .error_code();
+  }
+  grpc::StatusCode List(const std::string& token) {
+    grpc::ClientContext context;
+    v1::ListSweepsResponse response;
+    return Public(token)->ListSweeps(&context, {}, &response).error_code();
+  }
+  grpc::StatusCode RegisterWorker(const std::string& token) {
+    auto stub = v1::WorkerControl::NewStub(
+        *rpc::MakeChannel(server_->worker_address(), {.token = token}));
+    grpc::ClientContext context;
+    v1::RegisterWorkerRequest request;
+    request.set_name("h:cpu");
+    v1::RegisterWorkerResponse response;
+    return stub->RegisterWorker(&context, request, &response).error_code();
+  }
+
+  std::string tokens_path_;
+  std::unique_ptr<CoordinatorServer> server_;
+};
+
+TEST_F(AuthTest, EachRoleReachesOnlyItsMethods) {
+  EXPECT_EQ(List(""), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(List("made-up"), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Submit(""), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(RegisterWorker(""), grpc::StatusCode::UNAUTHENTICATED);
+
+  EXPECT_EQ(List("reader-token-0001"), grpc::StatusCode::OK);
+  EXPECT_EQ(Submit("reader-token-0001"), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(RegisterWorker("reader-token-0001"),
+            grpc::StatusCode::PERMISSION_DENIED);
+
+  EXPECT_EQ(Submit("writer-token-0001"), grpc::StatusCode::OK);
+  EXPECT_EQ(List("writer-token-0001"), grpc::StatusCode::OK);
+  EXPECT_EQ(RegisterWorker("writer-token-0001"),
+            grpc::StatusCode::PERMISSION_DENIED);
+
+  EXPECT_EQ(RegisterWorker("worker-token-0001"), grpc::StatusCode::OK);
+  EXPECT_EQ(List("worker-token-0001"), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+TEST(AuthorizerTest, AMalformedTokensFileNamesTheLine) {
+  const auto bad = Authorizer::Parse(
+      "read abcdefghijklmnopq\nadmin abcdefghijklmnopq\n", "tokens.txt");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("tokens.txt:2"));
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("read, write or worker"));
+  const auto missing = Authorizer::Load("/nonexistent/tokens");
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr("/nonexistent/tokens"));
+  EXPECT_FALSE(Authorizer().enabled());
+  EXPECT_TRUE(Authorizer().CheckToken("", Role::kWrite).ok());
 }
 
 }  // namespace

@@ -43,12 +43,13 @@ double MedianFor(const v1::TrialConfig& c) {
   return us;
 }
 
-v1::ReportResultRequest Measure(const v1::Trial& trial, double scale = 1.0) {
+v1::ReportResultRequest Measure(const v1::Trial& trial,
+                                const std::string& token, double scale = 1.0) {
   const double m = MedianFor(trial.config()) * scale;
   std::vector<double> samples;
   for (int i = 0; i < trial.measurement().iterations(); ++i)
     samples.push_back(m * (1.0 + 0.002 * ((i % 5) - 2)));
-  v1::ReportResultRequest request = DoneReport(trial, samples, m, "fp");
+  v1::ReportResultRequest request = DoneReport(trial, token, samples, m, "fp");
   request.mutable_result()->mutable_stats()->set_ci_low_us(m * 0.998);
   request.mutable_result()->mutable_stats()->set_ci_high_us(m * 1.002);
   return request;
@@ -74,20 +75,23 @@ class StrategySchedulingTest : public ::testing::Test {
     registry_ = std::make_unique<WorkerRegistry>(&clock_, 100000);
     scheduler_ = std::make_unique<Scheduler>(
         store_.get(), registry_.get(), &clock_, SchedulerOptions{100000, 100});
+    ASSERT_TRUE(scheduler_->RestoreWorkers().ok());
     ASSERT_TRUE(scheduler_->ResumeSweeps().ok());
     v1::RegisterWorkerRequest request;
     request.set_name("host:cpu");
     *request.mutable_probe() = CpuWorkerProbe();
-    worker_ = scheduler_->RegisterWorker(request)->worker_id();
+    const auto registered = scheduler_->RegisterWorker(request);
+    worker_ = registered->worker_id();
+    token_ = registered->token();
   }
   // Runs up to `limit` trials; returns how many ran.
   int RunTrials(int limit, double scale = 1.0) {
     int ran = 0;
     while (ran < limit) {
-      const auto acquired = scheduler_->Acquire(worker_);
+      const auto acquired = scheduler_->Acquire(worker_, token_);
       if (!acquired.ok() || !acquired->granted()) break;
-      EXPECT_TRUE(
-          scheduler_->Report(Measure(acquired->trial(), scale))->accepted());
+      EXPECT_TRUE(scheduler_->Report(Measure(acquired->trial(), token_, scale))
+                      ->accepted());
       ++ran;
     }
     return ran;
@@ -104,6 +108,7 @@ class StrategySchedulingTest : public ::testing::Test {
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<Scheduler> scheduler_;
   std::string worker_;
+  std::string token_;
 };
 
 TEST_F(StrategySchedulingTest, SuccessiveHalvingAddsRungsUntilDone) {
@@ -136,10 +141,12 @@ TEST_F(StrategySchedulingTest, ResumeAfterARestartNeverRerunsFinishedWork) {
   RunTrials(5);
   // One trial is running when the coordinator dies; its worker reports it to
   // the restarted coordinator, which accepts it (same trial, same attempt).
-  const auto running = scheduler_->Acquire(worker_);
+  const auto running = scheduler_->Acquire(worker_, token_);
   ASSERT_TRUE(running->granted());
+  const std::string running_token = token_;
   Restart();
-  EXPECT_TRUE(scheduler_->Report(Measure(running->trial()))->accepted());
+  EXPECT_TRUE(
+      scheduler_->Report(Measure(running->trial(), running_token))->accepted());
   RunTrials(1000);
   const std::vector<v1::Trial> trials = Trials(submitted->sweep_id());
   std::map<std::string, int> keys;

@@ -26,14 +26,17 @@ inline v1::Probe CpuWorkerProbe() {
   return probe;
 }
 
-// A DONE report of `trial` by the worker that holds it: the raw samples,
-// their count and the given median, measured on `fingerprint`.
+// A DONE report of `trial` by the worker that holds it (whose registration
+// token is `token`): the raw samples, their count and the given median,
+// measured on `fingerprint`.
 inline v1::ReportResultRequest DoneReport(const v1::Trial& trial,
+                                          const std::string& token,
                                           const std::vector<double>& samples,
                                           double median_us,
                                           const std::string& fingerprint) {
   v1::ReportResultRequest request;
   request.set_worker_id(trial.worker_id());
+  request.set_token(token);
   v1::TrialResult* r = request.mutable_result();
   r->set_trial_id(trial.trial_id());
   r->set_attempt(trial.attempt());

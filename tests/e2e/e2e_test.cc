@@ -6,10 +6,8 @@
 #include <thread>
 
 #include "gmock/gmock.h"
-#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "proto/moetune.grpc.pb.h"
-#include "tests/e2e/process.h"
+#include "tests/e2e/cluster.h"
 
 namespace moetune::e2e {
 namespace {
@@ -17,111 +15,13 @@ namespace {
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-const std::string kBin = MOETUNE_BIN_DIR;
-const std::string kSource = MOETUNE_SOURCE_DIR;
-
-fs::path TempDir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() /
-                 ("moetune-e2e-" + name + "-" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-v1::SweepSpec EightTrialSpec() {
-  v1::SweepSpec spec;
-  spec.set_name("e2e");
-  spec.mutable_workload()->set_model_preset("tiny");
-  spec.mutable_workload()->add_batch_sizes(1);
-  spec.mutable_workload()->add_batch_sizes(3);
-  spec.mutable_workload()->add_context_lengths(64);
-  spec.mutable_workload()->set_region(v1::DECODE_STEP);
-  spec.mutable_space()->add_moe_backends("cpu_reference");
-  spec.mutable_space()->add_moe_backends("cpu_blocked");
-  spec.mutable_space()->add_tiles()->set_block_n(4);
-  spec.mutable_space()->mutable_tiles(0)->set_block_k(64);
-  spec.mutable_space()->add_tiles()->set_block_n(8);
-  spec.mutable_space()->mutable_tiles(1)->set_block_k(128);
-  spec.mutable_space()->add_tp(1);
-  spec.mutable_space()->add_ep(1);
-  spec.mutable_space()->add_ep(2);
-  spec.mutable_measurement()->set_iterations(3);
-  spec.mutable_measurement()->set_warmup_iterations(1);
-  spec.mutable_measurement()->set_trial_timeout_s(60);
-  return spec;
-}
-
-class Cluster {
- public:
-  explicit Cluster(const fs::path& dir) : dir_(dir) {
-    coordinator_ = std::make_unique<Process>(
-        std::vector<std::string>{kBin + "/moetune-coordinator",
-                                 "--listen=127.0.0.1:0",
-                                 "--db=" + (dir / "e2e.db").string(),
-                                 "--lease_ms=3000", "--heartbeat_ms=200"},
-        (dir / "coordinator.log").string());
-    address_ = coordinator_->ReadLineStartingWith("listening on ", 20000);
-    stub_ = v1::Moetune::NewStub(
-        grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
-  }
-  void AddWorker(const std::string& name, const std::string& wrapper = "") {
-    std::vector<std::string> argv = {kBin + "/moetune-worker",
-                                     "--coordinator=" + address_,
-                                     "--device=cpu", "--name=" + name};
-    if (!wrapper.empty()) argv.push_back("--trial_wrapper=" + wrapper);
-    workers_.push_back(std::make_unique<Process>(
-        argv, (dir_ / (name.substr(name.find(':') + 1) + ".log")).string()));
-  }
-  int64_t Submit(const v1::SweepSpec& spec) {
-    grpc::ClientContext context;
-    v1::SubmitSweepRequest request;
-    *request.mutable_spec() = spec;
-    v1::SubmitSweepResponse response;
-    const grpc::Status status =
-        stub_->SubmitSweep(&context, request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response.sweep_id();
-  }
-  // Follows WatchSweep to the end (or 180 s); returns the last progress.
-  v1::Sweep WaitForEnd(int64_t sweep_id) {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::seconds(180));
-    v1::WatchSweepRequest request;
-    request.set_sweep_id(sweep_id);
-    auto reader = stub_->WatchSweep(&context, request);
-    v1::SweepEvent event;
-    while (reader->Read(&event)) {
-    }
-    EXPECT_TRUE(reader->Finish().ok());
-    return event.progress();
-  }
-  std::vector<v1::Trial> Trials(int64_t sweep_id) {
-    grpc::ClientContext context;
-    v1::TrialFilter filter;
-    filter.set_sweep_id(sweep_id);
-    v1::QueryTrialsResponse response;
-    EXPECT_TRUE(stub_->QueryTrials(&context, filter, &response).ok());
-    return {response.trials().begin(), response.trials().end()};
-  }
-  Process& worker(int i) { return *workers_[i]; }
-  const std::string& address() const { return address_; }
-
- private:
-  fs::path dir_;
-  std::unique_ptr<Process> coordinator_;
-  std::vector<std::unique_ptr<Process>> workers_;
-  std::string address_;
-  std::unique_ptr<v1::Moetune::Stub> stub_;
-};
-
 TEST(EndToEndTest, TwoWorkersRecordEveryTrialOfASweep) {
   const fs::path dir = TempDir("two-workers");
   Cluster cluster(dir);
   ASSERT_FALSE(cluster.address().empty());
   cluster.AddWorker("e2e:a");
   cluster.AddWorker("e2e:b");
-  const int64_t sweep_id = cluster.Submit(EightTrialSpec());
+  const int64_t sweep_id = cluster.Submit(TwelveTrialSpec());
   const v1::Sweep sweep = cluster.WaitForEnd(sweep_id);
   EXPECT_EQ(sweep.state(), v1::FINISHED);
   const std::vector<v1::Trial> trials = cluster.Trials(sweep_id);
@@ -159,7 +59,7 @@ TEST(EndToEndTest, ACrashOrAHangCostsOneTrialNeverTheWorker) {
   fs::permissions(wrapper, fs::perms::owner_all);
   Cluster cluster(dir);
   cluster.AddWorker("e2e:faulty", wrapper.string());
-  v1::SweepSpec spec = EightTrialSpec();
+  v1::SweepSpec spec = TwelveTrialSpec();
   spec.mutable_space()->clear_ep();
   spec.mutable_space()->add_moe_backends("fused_gemv");  // no GPU: unavailable
   spec.mutable_workload()->set_region(v1::MOE_LAYER);

@@ -18,6 +18,7 @@ class Process {
   // Reads stdout until a line starting with `prefix`; returns the rest of it.
   std::string ReadLineStartingWith(const std::string& prefix, int timeout_ms);
   bool Alive();
+  pid_t pid() const { return pid_; }
   void Signal(int signal);
   // Waits for exit; returns the exit status (or 128 + signal).
   int Wait();

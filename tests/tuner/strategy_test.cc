@@ -136,6 +136,37 @@ TEST(GridStrategyTest, WholeGridFirstThenNothing) {
   EXPECT_EQ(driven.trials.size(), 10u);
 }
 
+// The scheduler reads a sweep's history only at its end when the strategy
+// says the first batch is all: that must hold whenever it says so.
+TEST(ProposesAllAtOnceTest, TrueOnlyWhenOneBatchIsTheWholeSweep) {
+  struct Case {
+    std::string extra;
+    bool all_at_once;
+  };
+  const std::vector<Case> cases = {
+      {"", true},
+      {"strategy { max_trials: 5 }", true},
+      {"strategy { kind: RANDOM max_trials: 7 }", true},
+      {"strategy { confirm_top_k: 2 }", false},
+      {"strategy { max_gpu_seconds: 0.01 }", false},
+      {"strategy { kind: RANDOM max_gpu_seconds: 0.01 }", false},
+      {"strategy { kind: SUCCESSIVE_HALVING }", false},
+      {"strategy { kind: TPE max_trials: 6 }", false},
+  };
+  for (const Case& c : cases) {
+    const v1::SweepSpec spec = SmallSpec(c.extra);
+    auto plan = SweepPlan::Create(spec);
+    ASSERT_TRUE(plan.ok()) << c.extra << ": " << plan.status();
+    auto strategy = MakeStrategy(spec.strategy());
+    ASSERT_TRUE(strategy.ok());
+    EXPECT_EQ((*strategy)->ProposesAllAtOnce(**plan), c.all_at_once) << c.extra;
+    if (c.all_at_once) {
+      EXPECT_EQ(Drive(**strategy, spec, HandFinish).batches.size(), 1u)
+          << c.extra;
+    }
+  }
+}
+
 TEST(GridStrategyTest, MaxTrialsIsSplitBetweenWorkloads) {
   v1::SweepSpec spec = SmallSpec("strategy { max_trials: 5 }");
   spec.mutable_workload()->add_batch_sizes(8);

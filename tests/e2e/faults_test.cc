@@ -1,0 +1,211 @@
+// Faults an operator of a shared cluster meets (issue 18.4, 18.6), with the
+// real binaries on loopback: a coordinator killed mid-sweep and restarted, a
+// worker killed mid-trial, a full disk, Ctrl-C on an embedded sweep, and
+// SIGTERM under load.
+#include <sys/mount.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/cluster.h"
+
+namespace moetune::e2e {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+std::string ReadText(const fs::path& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// One CPU trial that runs for about a minute (100 decode steps of a large
+// batch): long enough to be caught mid-trial.
+v1::SweepSpec SlowTrialSpec() {
+  v1::SweepSpec spec;
+  spec.set_name("slow");
+  spec.mutable_workload()->set_model_preset("tiny");
+  spec.mutable_workload()->add_batch_sizes(64);
+  spec.mutable_workload()->add_context_lengths(4096);
+  spec.mutable_workload()->set_region(v1::DECODE_STEP);
+  spec.mutable_space()->add_moe_backends("cpu_reference");
+  spec.mutable_measurement()->set_iterations(100);
+  spec.mutable_measurement()->set_warmup_iterations(1);
+  spec.mutable_measurement()->set_trial_timeout_s(600);
+  return spec;
+}
+
+TEST(FaultsTest, ACoordinatorKilledMidSweepResumesAndRunsNothingTwice) {
+  const fs::path dir = TempDir("kill-coordinator");
+  Cluster cluster(dir);
+  const std::string slow = SlowWrapper(dir, 0.4).string();
+  cluster.AddWorker("e2e:a", slow);
+  cluster.AddWorker("e2e:b", slow);
+  const int64_t sweep_id = cluster.Submit(TwelveTrialSpec());
+  ASSERT_TRUE(WaitFor(
+      [&] { return cluster.CountInState(sweep_id, v1::DONE) >= 3; }, 60000));
+  cluster.KillAndRestartCoordinator();
+  EXPECT_EQ(cluster.WaitForEnd(sweep_id).state(), v1::FINISHED);
+  const std::vector<v1::Trial> trials = cluster.Trials(sweep_id);
+  ASSERT_EQ(trials.size(), 12u);
+  for (const v1::Trial& t : trials) {
+    EXPECT_EQ(t.state(), v1::DONE) << t.ShortDebugString();
+    // The trials in flight were reported to the new coordinator, which
+    // knew their workers: none was leased a second time.
+    EXPECT_EQ(t.attempt(), 1) << t.ShortDebugString();
+  }
+  EXPECT_TRUE(cluster.worker(0).Alive());
+  EXPECT_TRUE(cluster.worker(1).Alive());
+}
+
+TEST(FaultsTest, AWorkerKilledMidTrialTakesItsTrialProcessAlong) {
+  const fs::path dir = TempDir("kill-worker");
+  Cluster cluster(dir);
+  cluster.AddWorker("e2e:doomed");
+  const int64_t sweep_id = cluster.Submit(SlowTrialSpec());
+  std::vector<pid_t> trial;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        trial = ProcessesWith("--run_trial --device=cpu --parent_pid=" +
+                              std::to_string(cluster.worker(0).pid()) + " ");
+        return !trial.empty();
+      },
+      30000));
+  cluster.worker(0).Signal(SIGKILL);
+  cluster.worker(0).Wait();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return ProcessesWith("--run_trial --device=cpu --parent_pid=" +
+                             std::to_string(cluster.worker(0).pid()) + " ")
+            .empty();
+      },
+      5000))
+      << "the trial process outlived its worker";
+  // The lease lapses (3 s) and another worker gets the trial again.
+  cluster.AddWorker("e2e:heir");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::vector<v1::Trial> trials = cluster.Trials(sweep_id);
+        return trials[0].state() == v1::LEASED && trials[0].attempt() == 2;
+      },
+      20000));
+  EXPECT_THAT(cluster.Trials(sweep_id)[0].worker_id(),
+              HasSubstr("w:e2e:heir/"));
+}
+
+// The coordinator's disk fills while a trial runs: the worker cannot
+// deliver the result, gives it up, and the trial runs again once there is
+// space; the sweep finishes with every trial recorded.
+TEST(FaultsTest, AResultLostToAFullDiskIsRunAgainWhenSpaceReturns) {
+  const fs::path dir = TempDir("full-disk");
+  const fs::path disk = dir / "disk";
+  fs::create_directories(disk);
+  if (mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=6m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs CAP_SYS_ADMIN)";
+  }
+  {
+    CoordinatorFlags flags;
+    flags.db_path = (disk / "e2e.db").string();
+    Cluster cluster(dir, flags);
+    cluster.AddWorker("e2e:w", SlowWrapper(dir, 2).string(),
+                      {"--report_retry_s=2"});
+    v1::SweepSpec spec = TwelveTrialSpec();
+    spec.mutable_workload()->clear_batch_sizes();
+    spec.mutable_workload()->add_batch_sizes(1);
+    spec.mutable_space()->clear_ep();
+    spec.mutable_space()->add_ep(1);  // 3 trials
+    const int64_t sweep_id = cluster.Submit(spec);
+    ASSERT_TRUE(
+        WaitFor([&] { return cluster.CountInState(sweep_id, v1::LEASED) == 1; },
+                20000));
+    // Fill the disk while the first trial runs.
+    RunCommand("dd if=/dev/zero of=" + (disk / "filler").string() +
+               " bs=64k 2>/dev/null");
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          return ReadText(dir / "w.log").find("gave up reporting") !=
+                 std::string::npos;
+        },
+        30000))
+        << ReadText(dir / "w.log");
+    fs::remove(disk / "filler");
+    EXPECT_EQ(cluster.WaitForEnd(sweep_id).state(), v1::FINISHED);
+    const std::vector<v1::Trial> trials = cluster.Trials(sweep_id);
+    ASSERT_EQ(trials.size(), 3u);
+    for (const v1::Trial& t : trials) {
+      EXPECT_EQ(t.state(), v1::DONE) << t.ShortDebugString();
+    }
+    EXPECT_EQ(trials[0].attempt(), 2) << "the lost result's trial ran again";
+    EXPECT_TRUE(cluster.coordinator().Alive());
+  }
+  umount2(disk.c_str(), MNT_DETACH);
+}
+
+TEST(FaultsTest, CtrlCOnAnEmbeddedSweepStopsItsWorkersAndAbortsTheSweep) {
+  const fs::path dir = TempDir("ctrl-c");
+  const fs::path spec = dir / "slow.json";
+  std::ofstream(spec) << R"({"name": "slow", "workload": {
+      "modelPreset": "tiny", "batchSizes": [64], "contextLengths": [4096],
+      "region": "DECODE_STEP"}, "space": {"moeBackends": ["cpu_reference"]},
+      "measurement": {"iterations": 100, "trialTimeoutS": 600}})";
+  const std::string db = (dir / "c.db").string();
+  Process cli({kBin + "/moetune", "sweep", "--gpus=0",
+               "--spec=" + spec.string(), "--db=" + db},
+              (dir / "cli.log").string());
+  const std::string child_of_cli =
+      "--parent_pid=" + std::to_string(cli.pid()) + " ";
+  std::vector<pid_t> workers, trials;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        workers = ProcessesWith(child_of_cli);
+        trials = workers.empty()
+                     ? std::vector<pid_t>()
+                     : ProcessesWith("--run_trial --device=cpu --parent_pid=" +
+                                     std::to_string(workers[0]) + " ");
+        return !trials.empty();
+      },
+      30000));
+  const auto interrupted = std::chrono::steady_clock::now();
+  cli.Signal(SIGINT);
+  EXPECT_EQ(cli.Wait(), 130);
+  EXPECT_LT(std::chrono::steady_clock::now() - interrupted,
+            std::chrono::seconds(15));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return ProcessesWith(child_of_cli).empty() &&
+               ProcessesWith("--parent_pid=" + std::to_string(workers[0]) + " ")
+                   .empty();
+      },
+      10000))
+      << "a worker or trial process outlived the CLI";
+  const CommandResult sweeps =
+      RunCommand(kBin + "/moetune sweeps --format csv --db " + db);
+  EXPECT_THAT(sweeps.output, HasSubstr(",ABORTED,"));
+}
+
+TEST(FaultsTest, SigtermStopsABusyCoordinatorWithinSeconds) {
+  const fs::path dir = TempDir("sigterm");
+  Cluster cluster(dir);
+  for (const char* name : {"e2e:a", "e2e:b", "e2e:c"}) cluster.AddWorker(name);
+  const int64_t sweep_id = cluster.Submit(TwelveTrialSpec());
+  std::thread watcher([&] {
+    v1::Sweep last;
+    cluster.Watch(sweep_id, &last);  // ends with the server, whatever way
+  });
+  ASSERT_TRUE(WaitFor(
+      [&] { return cluster.CountInState(sweep_id, v1::DONE) >= 1; }, 30000));
+  const auto asked = std::chrono::steady_clock::now();
+  cluster.coordinator().Signal(SIGTERM);
+  EXPECT_EQ(cluster.coordinator().Wait(), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(3));
+  watcher.join();  // the open watch ended with the server
+}
+
+}  // namespace
+}  // namespace moetune::e2e
