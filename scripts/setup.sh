@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(cmake ninja-build ccache g++ pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libsqlite3-dev sqlite3 libgtest-dev libgmock-dev
-  libbenchmark-dev grpc-proto libssl-dev)
+  libbenchmark-dev grpc-proto libssl-dev openssl)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
