@@ -149,12 +149,34 @@ absl::Status Scheduler::RestoreWorkers() {
   return absl::OkStatus();
 }
 
+// The database keeps a worker's last heartbeat only for a restart (which
+// honours registrations heard within a lease), so a quarter lease of
+// precision will do: one write per worker per lease / 4, not per beat.
+bool Scheduler::DueForTouch(const std::string& worker_id) {
+  const int64_t now = clock_->NowUnixMs();
+  absl::MutexLock lock(&touch_mu_);
+  int64_t& last = touched_ms_[worker_id];
+  if (last != 0 && now - last < options_.lease_ms / 4) return false;
+  last = now;
+  return true;
+}
+
+// Whether Acquire should look for lapsed leases itself: at most every
+// 100 ms (the background tick does it too), not on every one of many
+// workers' polls.
+bool Scheduler::DueForExpiry() {
+  const int64_t now = clock_->NowUnixMs();
+  int64_t last = last_expiry_ms_.load();
+  return now - last >= 100 &&
+         last_expiry_ms_.compare_exchange_strong(last, now);
+}
+
 v1::HeartbeatResponse Scheduler::Heartbeat(
     const v1::HeartbeatRequest& request) {
   v1::HeartbeatResponse response;
   response.set_known(registry_->Heartbeat(request.worker_id(), request.token(),
                                           request.current_trial_id()));
-  if (response.known()) {
+  if (response.known() && DueForTouch(request.worker_id())) {
     (void)store_->TouchWorker(request.worker_id(), clock_->NowUnixMs());
   }
   if (response.known() && request.current_trial_id() != 0) {
@@ -202,7 +224,7 @@ absl::StatusOr<v1::AcquireTrialResponse> Scheduler::Acquire(
   // A lapsed lease matters the moment someone asks for work; recording
   // trials nobody can run is the background tick's job (MarkUnavailable-
   // Trials), not every poll's.
-  RETURN_IF_ERROR(ExpireLeases());
+  if (DueForExpiry()) RETURN_IF_ERROR(ExpireLeases());
   std::vector<std::string> backends;
   for (const v1::BackendProbe& probe : worker->probe.backends()) {
     if (probe.available()) backends.push_back(probe.name());

@@ -8,6 +8,7 @@
 // Thread-safe: one mutex serialises scheduling decisions.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -71,6 +72,8 @@ class Scheduler {
   int64_t event_version() const;
   // Blocks until event_version() > seen or the timeout passes.
   int64_t WaitForEvent(int64_t seen, int64_t timeout_ms) const;
+  // Wakes every WaitForEvent (the server is shutting down).
+  void WakeWaiters() { Notify(); }
 
  private:
   // Why no live worker can run `backend` ("" when one can).
@@ -91,6 +94,8 @@ class Scheduler {
       const v1::Trial& trial, const v1::ReportResultRequest& request);
   absl::StatusOr<std::optional<v1::SubmitSweepResponse>> ExistingSubmit(
       const std::string& request_id);
+  bool DueForTouch(const std::string& worker_id);
+  bool DueForExpiry();
   static bool WorkerHasBackend(const WorkerEntry& worker,
                                const std::string& backend);
   // The sweep's plan: made at submission, or from its stored normalised
@@ -111,6 +116,9 @@ class Scheduler {
   absl::Mutex mu_;            // serialises acquire/report/expire decisions
   std::map<int64_t, std::shared_ptr<const tuner::SweepPlan>> plans_
       ABSL_GUARDED_BY(mu_);
+  absl::Mutex touch_mu_;
+  std::map<std::string, int64_t> touched_ms_ ABSL_GUARDED_BY(touch_mu_);
+  std::atomic<int64_t> last_expiry_ms_{0};
   mutable absl::Mutex event_mu_;
   int64_t event_version_ ABSL_GUARDED_BY(event_mu_) = 0;
 };

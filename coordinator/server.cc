@@ -156,7 +156,8 @@ void CoordinatorServer::Shutdown(int grace_ms) {
   if (stopping_.exchange(true)) return;
   const auto deadline =
       std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms);
-  // Calls still running at the deadline are cancelled (streams included).
+  // Watches end now; calls still running at the deadline are cancelled.
+  if (public_service_ != nullptr) public_service_->Stop();
   if (server_ != nullptr) server_->Shutdown(deadline);
   if (worker_server_ != nullptr) worker_server_->Shutdown(deadline);
   if (expiry_thread_.joinable()) expiry_thread_.join();

@@ -1,6 +1,8 @@
 #include "coordinator/service.h"
 
+#include <chrono>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "coordinator/queries.h"
@@ -10,6 +12,9 @@ namespace {
 
 // How far back (ms) each WatchSweep round reads beyond the last one.
 constexpr int64_t kWatchMarginMs = 10000;
+// Rounds of one watch are at least this far apart (ms): under a stream of
+// results a watcher reads once per round, not once per result.
+constexpr int64_t kWatchRoundMs = 250;
 
 template <typename T>
 grpc::Status Answer(absl::StatusOr<T> result, T* out) {
@@ -103,6 +108,10 @@ grpc::Status MoetuneService::WatchSweep(
   int64_t since_ms = 0;
   bool first = true;
   while (!context->IsCancelled()) {
+    if (stopping_) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "the coordinator is shutting down; watch again");
+    }
     absl::StatusOr<v1::Sweep> sweep = store_->GetSweep(request->sweep_id());
     if (!sweep.ok()) return ToGrpc(sweep.status());
     const int64_t round_ms = clock_->NowUnixMs();
@@ -130,8 +139,17 @@ grpc::Status MoetuneService::WatchSweep(
       return grpc::Status::OK;
     }
     version = scheduler_->WaitForEvent(version, 1000);
+    const int64_t wait_ms = round_ms + kWatchRoundMs - clock_->NowUnixMs();
+    if (wait_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+    }
   }
   return grpc::Status::OK;
+}
+
+void MoetuneService::Stop() {
+  stopping_ = true;
+  scheduler_->WakeWaiters();
 }
 
 grpc::Status MoetuneService::QueryTrials(grpc::ServerContext* context,

@@ -4,6 +4,7 @@
 // queries. Thread-safe as those are.
 #pragma once
 
+#include <atomic>
 #include <string>
 
 #include "coordinator/auth.h"
@@ -45,6 +46,10 @@ class MoetuneService final : public v1::Moetune::Service {
   grpc::Status ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest*,
                            v1::ListWorkersResponse*) override;
 
+  // Ends the open watches at once (UNAVAILABLE): the server is stopping and
+  // should not wait out their rounds.
+  void Stop();
+
  private:
   db::Store* store_;
   Scheduler* scheduler_;
@@ -53,6 +58,7 @@ class MoetuneService final : public v1::Moetune::Service {
   const Authorizer* auth_;
   // Non-empty: the database this service only reads; writes are refused.
   const std::string read_only_db_;
+  std::atomic<bool> stopping_{false};
 
   absl::Status CheckWritable() const;
 };

@@ -134,13 +134,16 @@ CREATE INDEX incumbents_by_workload ON incumbents(workload_hash, fingerprint_has
 // secret token (only its SHA-256 is stored) so that only the lease holder's
 // calls count, also after a coordinator restart; a sweep remembers the
 // client's request id so that a retried submit returns the same sweep; the
-// next queued trial is found without reading every queued trial.
+// next queued trial, a page of a sweep's trials and what a watcher has not
+// seen are found without reading (or sorting) all of them.
 constexpr std::string_view kV3Identity = R"sql(
 ALTER TABLE workers ADD COLUMN token_sha256 TEXT NOT NULL DEFAULT '';
 ALTER TABLE sweeps ADD COLUMN request_id TEXT;  -- NULL: none given
 CREATE UNIQUE INDEX sweeps_by_request_id ON sweeps(request_id)
   WHERE request_id IS NOT NULL;
 CREATE INDEX trials_by_state_backend ON trials(state, moe_backend);
+CREATE INDEX trials_by_sweep ON trials(sweep_id);  -- a sweep's pages by id
+CREATE INDEX trials_by_sweep_update ON trials(sweep_id, updated_at);  -- watches
 )sql";
 
 // Append new scripts at the end; see the rule at the top of this file.

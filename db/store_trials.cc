@@ -83,21 +83,22 @@ absl::StatusOr<std::vector<v1::Trial>> Store::TrialsInStates(
 
 absl::StatusOr<std::optional<int64_t>> Store::FirstQueuedTrial(
     const std::vector<std::string>& backends) {
-  if (backends.empty()) return std::optional<int64_t>();
-  std::vector<std::string> placeholders(backends.size(), "?");
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(
-      Statement query,
-      conn_.Prepare(absl::StrCat(
-          "SELECT id FROM trials WHERE state = ? AND moe_backend IN (",
-          absl::StrJoin(placeholders, ", "), ") ORDER BY id LIMIT 1")));
-  RETURN_IF_ERROR(query.Bind(1, int64_t{v1::QUEUED}));
-  for (size_t i = 0; i < backends.size(); ++i) {
-    RETURN_IF_ERROR(query.Bind(static_cast<int>(i) + 2, backends[i]));
+  // One index probe per backend: with an IN list SQLite would sort every
+  // queued trial of those backends to find the first.
+  ASSIGN_OR_RETURN(Statement query,
+                   conn_.Prepare("SELECT id FROM trials WHERE state = ? AND "
+                                 "moe_backend = ? ORDER BY id LIMIT 1"));
+  std::optional<int64_t> first;
+  for (const std::string& backend : backends) {
+    query.Reset();
+    RETURN_IF_ERROR(query.BindAll(int64_t{v1::QUEUED}, backend));
+    ASSIGN_OR_RETURN(const bool row, query.Step());
+    if (row && (!first.has_value() || query.Int64(0) < *first)) {
+      first = query.Int64(0);
+    }
   }
-  ASSIGN_OR_RETURN(const bool row, query.Step());
-  if (!row) return std::optional<int64_t>();
-  return std::optional<int64_t>(query.Int64(0));
+  return first;
 }
 
 absl::StatusOr<std::vector<std::string>> Store::QueuedBackends() {
@@ -245,9 +246,11 @@ absl::StatusOr<TrialPage> Store::QueryTrialPage(const v1::TrialFilter& filter) {
 absl::StatusOr<std::vector<v1::Trial>> Store::FinalTrialsSince(
     int64_t sweep_id, int64_t since_ms) {
   absl::MutexLock lock(&mu_);
+  // The subquery makes SQLite range-scan trials_by_sweep_update rather than
+  // walk the whole sweep in id order.
   return SelectTrials(
       conn_,
-      {"t.sweep_id = ?", "t.updated_at >= ?",
+      {"t.id IN (SELECT id FROM trials WHERE sweep_id = ? AND updated_at >= ?)",
        absl::StrCat("t.state NOT IN (", static_cast<int>(v1::QUEUED), ", ",
                     static_cast<int>(v1::LEASED), ")")},
       {sweep_id, since_ms}, 0, /*with_samples=*/false);

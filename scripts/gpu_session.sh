@@ -27,7 +27,7 @@ for spec in "${SPECS[@]}"; do
 done
 "$BUNDLE/moetune" sweeps --db "$OUT/h200.db" >> "$OUT/best.txt" 2>&1
 "$BUNDLE/moetune" workers --db "$OUT/h200.db" >> "$OUT/best.txt" 2>&1
-"$BUNDLE/moetune" results --db "$OUT/h200.db" --format json > "$OUT/results.json" 2>&1
+"$BUNDLE/moetune" results --db "$OUT/h200.db" --format json --samples > "$OUT/results.json" 2>&1
 for log in /tmp/moetune-worker-*.log; do
   [ -e "$log" ] && { echo "== $log"; cat "$log"; } >> "$OUT/sweep.txt"
 done

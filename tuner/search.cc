@@ -4,6 +4,7 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <unordered_map>
 
 #include "common/stable_hash.h"
 #include "common/stats.h"
@@ -87,20 +88,44 @@ Remaining ApplyBudget(const v1::Strategy& strategy, int index, int count,
 }
 
 // Sorts the workload's history into search trials and confirmations.
-void AttachHistory(const std::vector<v1::Trial>& history,
-                   WorkloadSearch& search) {
+// The history split by workload once per Propose: attaching each
+// workload's share by scanning the whole history would cost workloads x
+// history (10^10 for a 10^5-workload sweep).
+using HistoryByWorkload =
+    std::unordered_map<std::string, std::vector<const v1::Trial*>>;
+
+HistoryByWorkload SplitHistory(const std::vector<v1::Trial>& history) {
+  HistoryByWorkload split;
   for (const v1::Trial& trial : history) {
-    if (trial.workload_hash() != search.workload_hash) {
-      if (trial.confirm_round() == 0) search.others.push_back(&trial);
-      continue;
-    }
-    if (!IsFinal(trial.state())) ++search.unfinished;
-    if (trial.confirm_round() > 0) {
-      search.confirmations.push_back(&trial);
+    split[trial.workload_hash()].push_back(&trial);
+  }
+  return split;
+}
+
+void AttachHistory(const std::vector<const v1::Trial*>& own,
+                   WorkloadSearch& search) {
+  for (const v1::Trial* trial : own) {
+    if (!IsFinal(trial->state())) ++search.unfinished;
+    if (trial->confirm_round() > 0) {
+      search.confirmations.push_back(trial);
     } else {
-      search.trials.push_back(&trial);
+      search.trials.push_back(trial);
     }
   }
+}
+
+// The other workloads' search trials, for strategies that learn across
+// workloads: the history's, then what this Propose call proposed so far.
+void AttachOthers(const std::vector<v1::Trial>& history,
+                  const std::deque<v1::Trial>& proposed,
+                  WorkloadSearch& search) {
+  for (const v1::Trial& trial : history) {
+    if (trial.workload_hash() != search.workload_hash &&
+        trial.confirm_round() == 0) {
+      search.others.push_back(&trial);
+    }
+  }
+  for (const v1::Trial& trial : proposed) search.others.push_back(&trial);
 }
 
 WorkloadSearch MakeSearch(const SweepPlan& plan, int workload,
@@ -135,11 +160,9 @@ void DropKnown(std::set<std::string>& keys, std::vector<v1::Trial>& batch) {
 
 // True when the workload's search is over for good: it has confirmation
 // trials (the round is proposed once, when the search ended).
-bool ConfirmationStarted(const std::vector<v1::Trial>& history,
-                         const std::string& workload_hash) {
-  for (const v1::Trial& trial : history) {
-    if (trial.workload_hash() == workload_hash && trial.confirm_round() > 0)
-      return true;
+bool ConfirmationStarted(const std::vector<const v1::Trial*>& own) {
+  for (const v1::Trial* trial : own) {
+    if (trial->confirm_round() > 0) return true;
   }
   return false;
 }
@@ -287,12 +310,16 @@ std::vector<v1::Trial> SearchStrategy::Propose(
   // What this call proposed so far (stable addresses): later workloads see
   // it in `others`, as queued trials.
   std::deque<v1::Trial> proposed;
+  const HistoryByWorkload by_workload = SplitHistory(history);
+  const std::vector<const v1::Trial*> none;
   const int count = plan.workload_count();
   for (int i = 0; i < count; ++i) {
-    if (ConfirmationStarted(history, plan.workload_hash(i))) continue;
+    const auto own = by_workload.find(plan.workload_hash(i));
+    const auto& own_trials = own != by_workload.end() ? own->second : none;
+    if (ConfirmationStarted(own_trials)) continue;
     WorkloadSearch search = MakeSearch(plan, i, keys);
-    AttachHistory(history, search);
-    for (const v1::Trial& trial : proposed) search.others.push_back(&trial);
+    AttachHistory(own_trials, search);
+    if (LearnsAcrossWorkloads()) AttachOthers(history, proposed, search);
     const Remaining total = ApplyBudget(strategy, i, count, search);
     std::vector<v1::Trial> batch = SearchStep(search);
     if (batch.empty() && search.unfinished == 0) {

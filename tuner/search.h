@@ -71,8 +71,8 @@ struct WorkloadSearch {
   std::vector<const v1::Trial*> confirmations;  // its rounds > 0
   // The search trials (round 0) of the sweep's other workloads, in history
   // order, then what earlier workloads proposed in this same Propose call
-  // (QUEUED), for strategies that learn across workloads (TPE); the others
-  // ignore them.
+  // (QUEUED), for strategies that learn across workloads (TPE); empty for
+  // the others.
   std::vector<const v1::Trial*> others;
   int workload_index = 0;   // its place in the plan's workload order
   int unfinished = 0;       // its QUEUED / LEASED trials
@@ -136,6 +136,9 @@ class SearchStrategy : public Strategy {
   // (waiting for results) or the search is over.
   virtual std::vector<v1::Trial> SearchStep(
       const WorkloadSearch& search) const = 0;
+  // True when SearchStep reads WorkloadSearch::others (left empty
+  // otherwise: filling it costs workloads x history).
+  virtual bool LearnsAcrossWorkloads() const { return false; }
 };
 
 }  // namespace moetune::tuner

@@ -134,6 +134,7 @@ class TpeStrategy final : public SearchStrategy {
  protected:
   std::vector<v1::Trial> SearchStep(
       const WorkloadSearch& search) const override;
+  bool LearnsAcrossWorkloads() const override { return true; }
 };
 
 }  // namespace moetune::tuner

@@ -367,6 +367,21 @@ TEST_F(SchedulerTest, AHugeSpaceIsRefusedWithItsSize) {
   EXPECT_TRUE(store_->ListSweeps(0)->empty());
 }
 
+// A budget smaller than the workload count names the budget, not the space.
+TEST_F(SchedulerTest, ABudgetTooSmallForTheWorkloadsSaysSo) {
+  v1::SweepSpec spec = Spec({"cpu_reference", "cpu_blocked"});
+  for (int b = 2; b <= 5; ++b) spec.mutable_workload()->add_batch_sizes(b);
+  spec.mutable_strategy()->set_kind(v1::Strategy::TPE);
+  spec.mutable_strategy()->set_max_trials(3);
+  const auto refused = scheduler_->Submit(spec);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(refused.status().message());
+  EXPECT_THAT(message, HasSubstr("strategy:"));
+  EXPECT_THAT(message, HasSubstr("over 5 workloads"));
+  EXPECT_THAT(message, HasSubstr("max_trials 3"));
+  EXPECT_THAT(message, ::testing::Not(HasSubstr("world_size")));
+}
+
 TEST(WorkerRegistryTest, LivenessFollowsTheLease) {
   FakeClock clock;
   WorkerRegistry registry(&clock, 1000);
