@@ -148,13 +148,12 @@ bool Connection::IsReadOnly() const {
   return sqlite3_db_readonly(db_.get(), "main") == 1;
 }
 
-absl::StatusOr<Connection> Connection::Open(const std::string& path,
-                                            bool read_only) {
+absl::StatusOr<Connection> Connection::OpenTarget(const std::string& target,
+                                                  int flags,
+                                                  const std::string& path) {
   sqlite3* raw = nullptr;
-  const int flags = (read_only ? SQLITE_OPEN_READONLY
-                               : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
-                    SQLITE_OPEN_NOMUTEX;
-  const int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  const int rc = sqlite3_open_v2(target.c_str(), &raw,
+                                 flags | SQLITE_OPEN_NOMUTEX, nullptr);
   Connection conn(raw);  // owns the handle even when opening failed
   if (rc != SQLITE_OK) {
     if (raw == nullptr) {
@@ -164,6 +163,14 @@ absl::StatusOr<Connection> Connection::Open(const std::string& path,
   }
   sqlite3_extended_result_codes(raw, 1);
   return conn;
+}
+
+absl::StatusOr<Connection> Connection::Open(const std::string& path,
+                                            bool read_only) {
+  return OpenTarget(path,
+                    read_only ? SQLITE_OPEN_READONLY
+                              : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                    path);
 }
 
 absl::StatusOr<Connection> Connection::OpenImmutable(const std::string& path) {
@@ -177,19 +184,7 @@ absl::StatusOr<Connection> Connection::OpenImmutable(const std::string& path) {
     }
   }
   uri += "?immutable=1";
-  sqlite3* raw = nullptr;
-  const int rc = sqlite3_open_v2(
-      uri.c_str(), &raw,
-      SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
-  Connection conn(raw);
-  if (rc != SQLITE_OK) {
-    if (raw == nullptr) {
-      return absl::ResourceExhaustedError("sqlite3_open_v2: out of memory");
-    }
-    return conn.Error(rc, absl::StrCat("opening database '", path, "'"));
-  }
-  sqlite3_extended_result_codes(raw, 1);
-  return conn;
+  return OpenTarget(uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, path);
 }
 
 absl::StatusOr<Statement> Connection::Prepare(std::string_view sql) {

@@ -139,6 +139,11 @@ class Connection {
   void InjectFaultForTesting(std::string sql_substring, int skip = 0);
 
  private:
+  // sqlite3_open_v2 of `target` (a path or a URI) with `flags`; errors name
+  // `path`.
+  static absl::StatusOr<Connection> OpenTarget(const std::string& target,
+                                               int flags,
+                                               const std::string& path);
   friend class Statement;
   struct Closer {
     void operator()(sqlite3* db) const;
