@@ -25,8 +25,10 @@ absl::Status CheckProposesWork(const tuner::SweepPlan& plan,
   if (plan.point_count() == 0) {
     return absl::InvalidArgumentError(
         "space: no listed backend can run the workload at any listed tile, "
-        "(tp, ep) and batch (see space.world_size, space.tiles and each "
-        "backend's batch limit in `moetune probe`)");
+        "(tp, ep) and batch (see space.world_size, space.tiles, each "
+        "backend's batch limit in `moetune probe`, and for DECODE_STEP "
+        "whether tp * ep divides the model's heads, vocabulary and dense "
+        "MLP)");
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "strategy: the budget proposes no trial for a space of ",

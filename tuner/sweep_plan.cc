@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/backends/registry.h"
 #include "kernels/model/model_config.h"
+#include "kernels/reference/step_spec.h"
 #include "tuner/spec.h"
 
 namespace moetune::tuner {
@@ -48,11 +49,19 @@ v1::TrialConfig MakeConfig(const backends::BackendDescriptor& backend,
   return config;
 }
 
+// Whether the whole decode step can be split over tp * ep ranks (attention
+// heads, vocabulary, dense MLP: kernels/reference/step_spec.h).
+bool StepSplits(const model::ModelConfig& preset, int tp, int ep) {
+  return ref::ValidateStepShard(preset, ref::Shard{tp, ep, 0}).ok();
+}
+
 // Appends backend x tile x (tp, ep) x cuda_graph for one backend, keeping
-// what its descriptor can run at this batch.
+// what its descriptor can run at this batch (and, for a whole step, the
+// layouts the step can be split in).
 void AppendBackendConfigs(const backends::BackendDescriptor& backend,
                           const v1::SearchSpace& space,
                           const model::ModelConfig& preset, int batch,
+                          bool whole_step,
                           std::vector<v1::TrialConfig>& configs) {
   for (const std::optional<backends::Tile>& tile : TilesFor(backend, space)) {
     for (int tp : space.tp()) {
@@ -64,6 +73,7 @@ void AppendBackendConfigs(const backends::BackendDescriptor& backend,
       }
       for (int ep : space.ep()) {
         if (space.world_size() != 0 && tp * ep != space.world_size()) continue;
+        if (whole_step && !StepSplits(preset, tp, ep)) continue;
         for (bool graph : GraphModesFor(backend, space)) {
           configs.push_back(MakeConfig(backend, tile, tp, ep, graph));
         }
@@ -74,12 +84,13 @@ void AppendBackendConfigs(const backends::BackendDescriptor& backend,
 
 std::vector<v1::TrialConfig> ConfigsAt(const v1::SearchSpace& space,
                                        const model::ModelConfig& preset,
-                                       int batch) {
+                                       int batch, bool whole_step) {
   std::vector<v1::TrialConfig> configs;
   for (const std::string& name : space.moe_backends()) {
     const backends::BackendDescriptor* backend = backends::FindBackend(name);
     if (backend != nullptr) {
-      AppendBackendConfigs(*backend, space, preset, batch, configs);
+      AppendBackendConfigs(*backend, space, preset, batch, whole_step,
+                           configs);
     }
   }
   return configs;
@@ -139,7 +150,9 @@ int64_t SweepPlan::PlanConfigs() {
     if (fresh) {
       config_lists_.push_back(preset == nullptr
                                   ? std::vector<v1::TrialConfig>{}
-                                  : ConfigsAt(spec_.space(), *preset, batch));
+                                  : ConfigsAt(spec_.space(), *preset, batch,
+                                              spec_.workload().region() ==
+                                                  v1::DECODE_STEP));
     }
     list_of_batch_slot_.push_back(it->second);
     points += contexts * static_cast<int64_t>(config_lists_[it->second].size());

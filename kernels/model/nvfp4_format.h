@@ -58,6 +58,44 @@ MOETUNE_HD float E4M3ToFloat(uint32_t byte) {
   return sign ? -value : value;
 }
 
+// The E4M3 byte nearest to `value` (ties to even), saturating at +-448
+// (the fn variant's largest finite value); NaN gives 0x7f. The inverse of
+// E4M3ToFloat on its finite values.
+MOETUNE_HD uint8_t FloatToE4M3(float value) {
+  uint32_t bits;
+  memcpy(&bits, &value, sizeof(bits));
+  const uint32_t sign = (bits >> 31) << 7;
+  const uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return 0x7f;  // NaN
+  const int exponent = static_cast<int>(magnitude >> 23) - 127;
+  if (exponent < -6) {
+    // Subnormal (or zero): units of 2^-9, rounded to nearest even; 8 units
+    // is the smallest normal, whose byte is 8 as well.
+    float units;
+    const float scaled = (magnitude == 0 ? 0.0f : value) * 512.0f;
+    units = scaled < 0 ? -scaled : scaled;
+    const uint32_t whole = static_cast<uint32_t>(units);
+    const float rest = units - static_cast<float>(whole);
+    const uint32_t q =
+        whole + ((rest > 0.5f || (rest == 0.5f && (whole & 1u))) ? 1u : 0u);
+    return static_cast<uint8_t>(sign | q);
+  }
+  uint32_t mantissa = (magnitude >> 20) & 7u;
+  const uint32_t rest = magnitude & 0xfffffu;
+  int biased = exponent + 7;
+  if (rest > 0x80000u || (rest == 0x80000u && (mantissa & 1u))) {
+    if (++mantissa == 8) {
+      mantissa = 0;
+      ++biased;
+    }
+  }
+  if (biased > 15 || (biased == 15 && mantissa == 7)) {
+    return static_cast<uint8_t>(sign | 0x7e);  // saturate at 448
+  }
+  return static_cast<uint8_t>(sign | (static_cast<uint32_t>(biased) << 3) |
+                              mantissa);
+}
+
 // Bytes of a packed [rows, k] NVFP4 tensor's codes and block scales.
 MOETUNE_HD int64_t CodeBytes(int64_t rows, int64_t k) { return rows * k / 2; }
 MOETUNE_HD int64_t ScaleBytes(int64_t rows, int64_t k) {

@@ -75,18 +75,24 @@ MOETUNE_HD float UnitUniform(uint64_t h) {
   return static_cast<float>(bits - (1 << 23)) * (1.0f / 8388608.0f);
 }
 
-// A BF16 weight of a dense tensor [rows, k] (row-major, index = row*k+col),
-// as float: uniform(-1,1) * scale, rounded to nearest-even BF16.
-MOETUNE_HD float Bf16Weight(uint64_t seed, uint32_t layer, uint32_t tensor,
-                            uint64_t index, float scale) {
-  const float value = UnitUniform(Hash(seed, layer, tensor, index)) * scale;
+// `value` rounded to the nearest-even BF16, kept as float (infinities and
+// NaN unchanged).
+MOETUNE_HD float RoundBf16(float value) {
   uint32_t bits;
   memcpy(&bits, &value, sizeof(bits));
-  bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest even
+  if ((bits & 0x7f800000u) == 0x7f800000u) return value;
+  bits += 0x7fffu + ((bits >> 16) & 1u);
   bits &= 0xffff0000u;
   float rounded;
   memcpy(&rounded, &bits, sizeof(rounded));
   return rounded;
+}
+
+// A BF16 weight of a dense tensor [rows, k] (row-major, index = row*k+col),
+// as float: uniform(-1,1) * scale, rounded to nearest-even BF16.
+MOETUNE_HD float Bf16Weight(uint64_t seed, uint32_t layer, uint32_t tensor,
+                            uint64_t index, float scale) {
+  return RoundBf16(UnitUniform(Hash(seed, layer, tensor, index)) * scale);
 }
 
 // Byte `byte_index` of an NVFP4 tensor's packed codes ([rows, k/2] row-major,

@@ -22,7 +22,8 @@ std::vector<float> Gemv(const StepSpec& spec, int layer, uint32_t tensor,
 
 struct Query {
   std::vector<float> q_a_normed;  // [q_lora]
-  std::vector<float> q;           // [heads][nope | rope], rope part rotated
+  // [local heads][nope | rope], rope part rotated: this rank's heads.
+  std::vector<float> q;
 };
 
 Query ComputeQuery(const StepSpec& spec, int layer, const float* x_normed) {
@@ -33,9 +34,14 @@ Query ComputeQuery(const StepSpec& spec, int layer, const float* x_normed) {
       NormGamma(spec, layer, weights::kQANorm, c.q_lora_rank);
   RmsNorm(query.q_a_normed.data(), gamma.data(), c.q_lora_rank,
           c.latent_norm_eps, query.q_a_normed.data());
-  query.q = Gemv(spec, layer, weights::kQB, query.q_a_normed.data());
   const int head_dim = c.qk_nope_dim + c.qk_rope_dim;
-  for (int h = 0; h < c.num_heads; ++h) {
+  const int heads = HeadsPerRank(c, spec.shard);
+  query.q.resize(static_cast<size_t>(heads) * head_dim);
+  GemvBf16(Bf16Desc(spec, layer, weights::kQB),
+           int64_t{HeadBegin(c, spec.shard)} * head_dim,
+           int64_t{heads} * head_dim, 0, c.q_lora_rank,
+           query.q_a_normed.data(), query.q.data());
+  for (int h = 0; h < heads; ++h) {
     ApplyRope(query.q.data() + h * head_dim + c.qk_nope_dim, c.qk_rope_dim,
               spec.context, c.rope_theta);
   }
@@ -210,18 +216,23 @@ void MlaAttention(const StepSpec& spec, int layer, int sequence,
   const Bf16TensorDesc kv_b = Bf16Desc(spec, layer, weights::kKVB);
   const int head_dim = c.qk_nope_dim + c.qk_rope_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const int heads = HeadsPerRank(c, spec.shard);
+  const int first = HeadBegin(c, spec.shard);
   std::vector<float> out_lat(static_cast<size_t>(c.kv_lora_rank));
-  std::vector<float> values(static_cast<size_t>(c.num_heads) * c.v_head_dim);
-  for (int h = 0; h < c.num_heads; ++h) {
-    const float* q_head = query.q.data() + static_cast<size_t>(h) * head_dim;
-    const std::vector<float> q_lat = AbsorbQuery(spec, kv_b, h, q_head);
+  std::vector<float> values(static_cast<size_t>(heads) * c.v_head_dim);
+  for (int i = 0; i < heads; ++i) {
+    const float* q_head = query.q.data() + static_cast<size_t>(i) * head_dim;
+    const std::vector<float> q_lat = AbsorbQuery(spec, kv_b, first + i, q_head);
     AbsorbedAttentionHead(q_lat.data(), q_head + c.qk_nope_dim, entries.data(),
                           static_cast<int>(kept.size()), c.kv_lora_rank,
                           c.qk_rope_dim, scale, out_lat.data());
-    ExpandValue(spec, kv_b, h, out_lat.data(),
-                values.data() + static_cast<size_t>(h) * c.v_head_dim);
+    ExpandValue(spec, kv_b, first + i, out_lat.data(),
+                values.data() + static_cast<size_t>(i) * c.v_head_dim);
   }
-  GemvBf16(Bf16Desc(spec, layer, weights::kO), values.data(), out);
+  // o_proj's columns of this rank's heads: its partial sum.
+  GemvBf16(Bf16Desc(spec, layer, weights::kO), 0, c.hidden,
+           int64_t{first} * c.v_head_dim, int64_t{heads} * c.v_head_dim,
+           values.data(), out);
 }
 
 }  // namespace moetune::ref

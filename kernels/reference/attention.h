@@ -61,7 +61,8 @@ struct AttentionTrace {
 };
 
 // The attention block of decoder layer `layer` for one sequence: x_normed is
-// the attention-RMSNormed hidden [hidden], out the o_proj output [hidden].
+// the attention-RMSNormed hidden [hidden], out the o_proj output [hidden] --
+// with a sharded spec, the partial sum of this rank's heads (step_spec.h).
 // The q and kv latents are RMS-normed with latent_norm_eps; RoPE is
 // ApplyRope's (interleaved) on q's rope dims and on the new rope key.
 void MlaAttention(const StepSpec& spec, int layer, int sequence,

@@ -4,27 +4,31 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "kernels/model/nvfp4_format.h"
 #include "kernels/model/weight_gen.h"
 #include "kernels/reference/attention.h"
 #include "kernels/reference/model_weights.h"
 #include "kernels/reference/moe_reference.h"
 #include "kernels/reference/ops.h"
+#include "kernels/reference/step_bytes.h"
 
 namespace moetune::ref {
 namespace {
 
-// y = down(SiLU(gate x) * (up x)) with the NVFP4 dense MLP of `layer`.
+// y = down(SiLU(gate x) * (up x)) with the NVFP4 dense MLP of `layer`: this
+// rank's slice of the intermediate dim, so y is its partial sum.
 void DenseMlp(const StepSpec& spec, int layer, const float* x, float* y) {
   const model::ModelConfig& c = spec.config;
-  const int inter = c.dense_intermediate;
+  const int slice = DenseSlice(c, spec.shard);
+  const int begin = DenseBegin(c, spec.shard);
   const Nvfp4TensorDesc gate_up = DenseGateUpDesc(spec, layer);
-  std::vector<float> gate(static_cast<size_t>(inter));
-  std::vector<float> up(static_cast<size_t>(inter));
-  GemvNvfp4(gate_up, 0, inter, 0, c.hidden, x, gate.data());
-  GemvNvfp4(gate_up, inter, inter, 0, c.hidden, x, up.data());
-  for (int j = 0; j < inter; ++j) gate[j] = Silu(gate[j]) * up[j];
-  GemvNvfp4(DenseDownDesc(spec, layer), 0, c.hidden, 0, inter, gate.data(), y);
+  std::vector<float> gate(static_cast<size_t>(slice));
+  std::vector<float> up(static_cast<size_t>(slice));
+  GemvNvfp4(gate_up, begin, slice, 0, c.hidden, x, gate.data());
+  GemvNvfp4(gate_up, c.dense_intermediate + begin, slice, 0, c.hidden, x,
+            up.data());
+  for (int j = 0; j < slice; ++j) gate[j] = Silu(gate[j]) * up[j];
+  GemvNvfp4(DenseDownDesc(spec, layer), 0, c.hidden, begin, slice,
+            gate.data(), y);
 }
 
 absl::Status Mlp(const StepSpec& spec, int layer, const MoeFn& moe,
@@ -102,48 +106,22 @@ std::vector<float> Logits(const StepSpec& spec, std::vector<float>& h) {
   const std::vector<float> gamma =
       NormGamma(spec, 0, weights::kFinalNorm, c.hidden);
   const Bf16TensorDesc lm_head = Bf16Desc(spec, 0, weights::kLmHead);
-  std::vector<float> logits(static_cast<size_t>(spec.batch) * c.vocab);
+  const int slice = VocabSlice(c, spec.shard);
+  std::vector<float> logits(static_cast<size_t>(spec.batch) * slice);
   for (int b = 0; b < spec.batch; ++b) {
     float* row = h.data() + static_cast<size_t>(b) * c.hidden;
     RmsNorm(row, gamma.data(), c.hidden, c.rms_eps, row);
-    GemvBf16(lm_head, row, logits.data() + static_cast<size_t>(b) * c.vocab);
+    GemvBf16(lm_head, VocabBegin(c, spec.shard), slice, 0, c.hidden, row,
+             logits.data() + static_cast<size_t>(b) * slice);
   }
   return logits;
-}
-
-int64_t AttentionWeightBytes(const StepSpec& spec, int layer) {
-  const model::ModelConfig& c = spec.config;
-  int64_t elements = 0;
-  for (uint32_t tensor :
-       {weights::kQA, weights::kQB, weights::kKVA, weights::kKVB, weights::kO,
-        weights::kIndexerQB, weights::kIndexerK, weights::kIndexerWeights}) {
-    const Bf16TensorDesc desc = Bf16Desc(spec, layer, tensor);
-    elements += desc.rows * desc.k;
-  }
-  // Gammas: attention norm, q_a norm, kv_a norm, indexer-key norm (and its
-  // bias), ffn norm.
-  elements += 2 * int64_t{c.hidden} + c.q_lora_rank + c.kv_lora_rank +
-              2 * int64_t{c.index_head_dim};
-  return 2 * elements;
-}
-
-int64_t KvReadBytes(const StepSpec& spec) {
-  const model::ModelConfig& c = spec.config;
-  const int64_t kept = std::min(c.index_topk, spec.context);
-  const int64_t per_sequence = int64_t{spec.context} * c.index_head_dim +
-                               kept * (c.kv_lora_rank + c.qk_rope_dim);
-  return 2 * per_sequence * spec.batch;
-}
-
-int64_t Nvfp4Bytes(const Nvfp4TensorDesc& desc) {
-  return nvfp4::CodeBytes(desc.rows, desc.k) +
-         nvfp4::ScaleBytes(desc.rows, desc.k);
 }
 
 absl::StatusOr<std::vector<float>> Decode(const StepSpec& spec,
                                           int first_sequence, const MoeFn& moe,
                                           StepTrace* trace) {
   RETURN_IF_ERROR(ValidateStepSpec(spec));
+  RETURN_IF_ERROR(ValidateStepShard(spec.config, spec.shard));
   if (first_sequence < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("first_sequence: must be >= 0, got ", first_sequence));
@@ -183,22 +161,7 @@ absl::StatusOr<std::vector<float>> DecodeStepTraced(const StepSpec& spec,
 }
 
 int64_t DecodeStepBytes(const StepSpec& spec) {
-  const model::ModelConfig& c = spec.config;
-  int64_t bytes = 0;
-  for (int layer = 0; layer < spec.layers; ++layer) {
-    bytes += AttentionWeightBytes(spec, layer) + KvReadBytes(spec);
-    if (model::IsMoeLayer(c, layer)) {
-      const std::vector<float> x = MoeLayerInput(spec, layer);
-      bytes += MoeLayerBytes(spec, layer, x.data(), spec.batch);
-    } else {
-      bytes += Nvfp4Bytes(DenseGateUpDesc(spec, layer)) +
-               Nvfp4Bytes(DenseDownDesc(spec, layer));
-    }
-  }
-  const int64_t lm_head = int64_t{c.vocab} * c.hidden;
-  bytes += 2 * (int64_t{spec.batch} * c.hidden + c.hidden + lm_head +
-                int64_t{spec.batch} * c.vocab);
-  return bytes;
+  return DecodeStepByteBreakdown(spec, StandInDistinctExperts(spec)).Total();
 }
 
 }  // namespace moetune::ref

@@ -4,10 +4,11 @@
 // -> lm_head logits. Every sequence b of the batch has its own token id and
 // synthetic KV cache, so rows are independent. The MoE layer is pluggable
 // so a backend's MoE can run inside the reference step.
-// Attention and the dense MLP are computed whole on every rank; with a
-// sharded spec the MoE output is this rank's partial sum standing in for
-// the all-reduced one (communication is not modelled here), so the logits
-// are the unsharded model's only for the trivial shard.
+// With a sharded spec the step is rank r's (step_spec.h): its attention
+// heads, dense MLP slice and MoE shard give partial sums that stand in for
+// the all-reduced ones (communication is not modelled here), and the logits
+// are its vocabulary slice; they are the unsharded model's only for the
+// trivial shard.
 // Pure functions (given a pure MoeFn); thread-safe.
 #pragma once
 
@@ -25,9 +26,10 @@ namespace moetune::ref {
 using MoeFn =
     std::function<absl::Status(int layer, const float* x, int batch, float* y)>;
 
-// Logits [spec.batch][vocab] of sequences 0 .. batch-1. A null `moe` uses
-// MoeLayerReference. INVALID_ARGUMENT for a bad spec; a failing MoeFn's
-// status is returned.
+// Logits [spec.batch][VocabSlice] of sequences 0 .. batch-1 (the whole
+// vocabulary for the trivial shard). A null `moe` uses MoeLayerReference.
+// INVALID_ARGUMENT for a bad spec or a shard the step cannot split
+// (ValidateStepShard); a failing MoeFn's status is returned.
 absl::StatusOr<std::vector<float>> DecodeStep(const StepSpec& spec,
                                               const MoeFn& moe);
 
@@ -59,13 +61,9 @@ struct StepTrace {
 absl::StatusOr<std::vector<float>> DecodeStepTraced(const StepSpec& spec,
                                                     StepTrace* trace);
 
-// Bytes the rank's decode step must at least move (assumes a valid spec):
-// every BF16 attention and indexer weight and norm gamma of the run layers;
-// per sequence and layer, the indexer keys of all `context` past tokens and
-// the latent entries of min(index_topk, context) kept ones (BF16); dense
-// MLPs' NVFP4 codes and scales; MoE layers' MoeLayerBytes on MoeLayerInput
-// (the step's own routing is only known by running it); embedding rows, the
-// final norm, lm_head and the logits (BF16).
+// Bytes the rank's decode step must at least move (step_bytes.h), with each
+// MoE layer's routed experts counted as if it routed MoeLayerInput (the
+// step's own routing is only known by running it). Assumes a valid spec.
 int64_t DecodeStepBytes(const StepSpec& spec);
 
 }  // namespace moetune::ref

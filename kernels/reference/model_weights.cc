@@ -3,6 +3,7 @@
 #include <cmath>
 #include <utility>
 
+#include "kernels/model/cache_gen.h"
 #include "kernels/model/weight_gen.h"
 
 namespace moetune::ref {
@@ -18,19 +19,6 @@ Nvfp4TensorDesc Nvfp4Desc(const StepSpec& spec, int layer, uint32_t tensor,
   desc.k = k;
   desc.tensor_scale = weights::Nvfp4TensorScale(k);
   return desc;
-}
-
-// Uniform(-1, 1) scaled to unit mean square: 3 * E[u^2] = 1.
-float UnitRmsValue(uint64_t seed, uint32_t layer, uint32_t tensor,
-                   uint64_t index) {
-  return std::sqrt(3.0f) *
-         weights::UnitUniform(weights::Hash(seed, layer, tensor, index));
-}
-
-uint64_t CacheIndex(int sequence, int t, int dim, int d) {
-  return (static_cast<uint64_t>(sequence) << 40) +
-         static_cast<uint64_t>(t) * static_cast<uint64_t>(dim) +
-         static_cast<uint64_t>(d);
 }
 
 }  // namespace
@@ -144,14 +132,9 @@ int TokenId(const StepSpec& spec, int sequence) {
 void LatentCacheEntry(const StepSpec& spec, int layer, int sequence, int t,
                       float* out) {
   const model::ModelConfig& c = spec.config;
-  const int dim = c.kv_lora_rank + c.qk_rope_dim;
-  const auto l = static_cast<uint32_t>(layer);
-  for (int d = 0; d < dim; ++d) {
-    const uint64_t index = CacheIndex(sequence, t, dim, d);
-    out[d] = d < c.kv_lora_rank
-                 ? UnitRmsValue(spec.seed, l, weights::kKvCache, index)
-                 : weights::UnitUniform(
-                       weights::Hash(spec.seed, l, weights::kKvCache, index));
+  for (int d = 0; d < c.kv_lora_rank + c.qk_rope_dim; ++d) {
+    out[d] = cache::LatentValue(spec.seed, layer, c.kv_lora_rank,
+                                c.qk_rope_dim, sequence, t, d);
   }
 }
 
@@ -159,9 +142,8 @@ void IndexerKeyCacheEntry(const StepSpec& spec, int layer, int sequence, int t,
                           float* out) {
   const int dim = spec.config.index_head_dim;
   for (int d = 0; d < dim; ++d) {
-    out[d] =
-        UnitRmsValue(spec.seed, static_cast<uint32_t>(layer),
-                     weights::kIndexerKCache, CacheIndex(sequence, t, dim, d));
+    out[d] = nvfp4::E4M3ToFloat(
+        cache::IndexKeyByte(spec.seed, layer, dim, sequence, t, d));
   }
 }
 

@@ -41,13 +41,14 @@ std::vector<float> NormBias(const StepSpec& spec, int layer, uint32_t tensor,
 int TokenId(const StepSpec& spec, int sequence);
 
 // Synthetic past entries of sequence b's caches at decoder layer `layer`,
-// token t (0 <= t < context); hash index (b << 40) + t * dim + d, so each
-// sequence has its own cache and a longer context extends it.
+// token t (0 <= t < context), from kernels/model/cache_gen.h: each sequence
+// has its own cache and a longer context extends it.
 // Latent cache: kv_lora values with unit mean square (already RMS-normed),
 // then qk_rope values uniform(-1, 1) (already rotated at their position, in
-// place: ApplyRope's interleaved layout; the scale of a kv_a output).
-// Indexer keys: index_head_dim values, unit mean square (already
-// LayerNorm-ed, and their first qk_rope values rotated in the same layout).
+// place: ApplyRope's interleaved layout), all BF16 values (the cache's
+// format). Indexer keys: index_head_dim values, unit mean square (already
+// LayerNorm-ed, and their first qk_rope values rotated in the same layout),
+// FP8 E4M3 values (the format DSA caches its keys in).
 // Being synthetic, the values do not depend on the layout; the layout says
 // how another implementation must read them (Hugging Face's cache holds the
 // rotated part de-interleaved: evens, then odds).

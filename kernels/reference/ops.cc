@@ -1,5 +1,7 @@
 #include "kernels/reference/ops.h"
 
+#include "kernels/model/weight_gen.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -73,15 +75,6 @@ float Silu(float x) {
                             (1.0 / (1.0 + std::exp(-static_cast<double>(x)))));
 }
 
-float RoundToBf16(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof(bits));
-  if ((bits & 0x7f800000u) == 0x7f800000u) return x;  // inf / NaN unchanged
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  bits &= 0xffff0000u;
-  float rounded;
-  std::memcpy(&rounded, &bits, sizeof(rounded));
-  return rounded;
-}
+float RoundToBf16(float x) { return weights::RoundBf16(x); }
 
 }  // namespace moetune::ref

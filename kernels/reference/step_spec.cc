@@ -34,6 +34,21 @@ absl::Status ValidateShard(const model::ModelConfig& config,
   return absl::OkStatus();
 }
 
+absl::Status ValidateStepShard(const model::ModelConfig& config,
+                               const Shard& shard) {
+  RETURN_IF_ERROR(ValidateShard(config, shard));
+  const int world = World(shard);
+  if (config.num_heads % world != 0 || config.vocab % world != 0 ||
+      config.dense_intermediate % (16 * world) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard.tp * shard.ep: the decode step splits attention heads (",
+        config.num_heads, "), the vocabulary (", config.vocab,
+        ") and the dense MLP (", config.dense_intermediate,
+        ", in blocks of 16) over the world; ", world, " does not divide them"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateRouting(const model::ModelConfig& config,
                              const RoutingSpec& routing) {
   using Kind = RoutingSpec::Kind;

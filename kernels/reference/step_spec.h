@@ -24,8 +24,15 @@ struct RoutingSpec {
 // Rank r of a tp x ep grid: r = ep_rank * tp + tp_rank. EP: expert e lives on
 // ep_rank e / (num_experts / ep). TP: the intermediate dim of every expert
 // and of the shared expert is cut into tp contiguous slices; the shared
-// expert runs on ep_rank 0 only. Attention and the dense MLP are not
-// sharded by the reference (every rank computes them whole).
+// expert runs on ep_rank 0 only. The rest of the decode step is split over
+// the whole world (tp * ep ranks, rank r its r-th part), as a deployment runs
+// attention TP-wide in both layouts ("EP8, attention TP8"): attention heads
+// (q_b's and kv_b's rows, o_proj's columns of those heads), the dense MLP's
+// intermediate dim, lm_head's vocabulary. The latent projections (q_a, kv_a)
+// and the DSA indexer are computed whole on every rank (the indexer's
+// choice is shared by all heads). Each sharded block's output is the rank's
+// partial sum (a vocabulary slice for lm_head) standing in for the
+// collective after it.
 struct Shard {
   int tp = 1;
   int ep = 1;
@@ -46,6 +53,11 @@ struct StepSpec {
 absl::Status ValidateStepSpec(const StepSpec& spec);
 absl::Status ValidateShard(const model::ModelConfig& config,
                            const Shard& shard);
+// ValidateShard, and the decode step's world-wide split: tp * ep must
+// divide num_heads and vocab, and cut dense_intermediate into whole NVFP4
+// blocks.
+absl::Status ValidateStepShard(const model::ModelConfig& config,
+                               const Shard& shard);
 absl::Status ValidateRouting(const model::ModelConfig& config,
                              const RoutingSpec& routing);
 
@@ -62,6 +74,27 @@ inline bool OwnsExpert(const model::ModelConfig& c, const Shard& s,
 inline bool OwnsShared(const model::ModelConfig& c, const Shard& s) {
   return c.num_shared_experts > 0 && EpRank(s) == 0;
 }
+// The decode step's world-wide split (ValidateStepShard checks it).
+inline int World(const Shard& s) { return s.tp * s.ep; }
+inline int HeadsPerRank(const model::ModelConfig& c, const Shard& s) {
+  return c.num_heads / World(s);
+}
+inline int HeadBegin(const model::ModelConfig& c, const Shard& s) {
+  return s.rank * HeadsPerRank(c, s);
+}
+inline int DenseSlice(const model::ModelConfig& c, const Shard& s) {
+  return c.dense_intermediate / World(s);
+}
+inline int DenseBegin(const model::ModelConfig& c, const Shard& s) {
+  return s.rank * DenseSlice(c, s);
+}
+inline int VocabSlice(const model::ModelConfig& c, const Shard& s) {
+  return c.vocab / World(s);
+}
+inline int VocabBegin(const model::ModelConfig& c, const Shard& s) {
+  return s.rank * VocabSlice(c, s);
+}
+
 // Width of this rank's slice of an expert's intermediate dim, and its start.
 inline int InterSlice(const model::ModelConfig& c, const Shard& s) {
   return c.moe_intermediate / s.tp;

@@ -53,10 +53,15 @@ float Bf16TensorDesc::Weight(int64_t row, int64_t col) const {
 }
 
 void GemvBf16(const Bf16TensorDesc& w, const float* x, float* out) {
-  for (int64_t r = 0; r < w.rows; ++r) {
+  GemvBf16(w, 0, w.rows, 0, w.k, x, out);
+}
+
+void GemvBf16(const Bf16TensorDesc& w, int64_t row_begin, int64_t rows,
+              int64_t col_begin, int64_t cols, const float* x, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
     double sum = 0.0;
-    for (int64_t c = 0; c < w.k; ++c) {
-      sum += static_cast<double>(w.Weight(r, c)) * x[c];
+    for (int64_t c = 0; c < cols; ++c) {
+      sum += static_cast<double>(w.Weight(row_begin + r, col_begin + c)) * x[c];
     }
     out[r] = static_cast<float>(sum);
   }

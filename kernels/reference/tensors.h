@@ -30,6 +30,10 @@ struct Bf16TensorDesc {
 
 // out[r] = sum_c W[r][c] * x[c] for r in [0, rows), double accumulation.
 void GemvBf16(const Bf16TensorDesc& w, const float* x, float* out);
+// out[r] = sum_c W[row_begin + r][col_begin + c] * x[c] for r < rows,
+// c < cols: a shard's rows or columns.
+void GemvBf16(const Bf16TensorDesc& w, int64_t row_begin, int64_t rows,
+              int64_t col_begin, int64_t cols, const float* x, float* out);
 
 struct Nvfp4TensorDesc {
   uint64_t seed = 0;

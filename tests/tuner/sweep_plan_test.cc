@@ -125,7 +125,11 @@ TEST(SweepPlanTest, WorldSizeFiltersTpEpPairs) {
     workload { model_preset: "tiny" batch_sizes: 1 context_lengths: 256 }
     space { moe_backends: "cpu_reference" tp: 1 tp: 2 tp: 4 ep: 1 ep: 2 }
   )pb");
-  EXPECT_EQ(Expand(spec).size(), 6u);  // 3 x 2, no filter
+  // 3 x 2 less (4, 2): a whole step splits tiny's 4 heads over <= 4 ranks.
+  EXPECT_EQ(Expand(spec).size(), 5u);
+  spec.mutable_workload()->set_region(v1::MOE_LAYER);
+  EXPECT_EQ(Expand(spec).size(), 6u);  // an MoE layer alone: no filter
+  spec.mutable_workload()->set_region(v1::DECODE_STEP);
   spec.mutable_space()->set_world_size(4);
   EXPECT_THAT(Rows(Expand(spec)),
               ::testing::ElementsAre(Row{"cpu_reference", "-", 2, 2, false},

@@ -50,6 +50,26 @@ TEST(Nvfp4FormatTest, E4M3SubnormalsZeroAndNaN) {
   EXPECT_EQ(nvfp4::E4M3ToFloat(0x78), 256.0f);
 }
 
+// Encoding: every finite byte round-trips; between two neighbours the
+// nearer wins, a tie goes to the even mantissa; beyond 448 saturates.
+TEST(Nvfp4FormatTest, E4M3EncodingIsNearestEvenAndSaturates) {
+  for (uint32_t byte = 0; byte < 256; ++byte) {
+    if ((byte & 0x7f) == 0x7f) continue;  // NaN
+    const float value = nvfp4::E4M3ToFloat(byte);
+    const uint8_t back = nvfp4::FloatToE4M3(value);
+    EXPECT_EQ(nvfp4::E4M3ToFloat(back), value) << byte;
+  }
+  EXPECT_EQ(nvfp4::FloatToE4M3(1.0625f), 0x38);   // 1 + 1/16: tie, to even 1
+  EXPECT_EQ(nvfp4::FloatToE4M3(1.1875f), 0x3a);   // 1 + 3/16: tie, to 1.25
+  EXPECT_EQ(nvfp4::FloatToE4M3(1.07f), 0x39);     // above half: 1.125
+  EXPECT_EQ(nvfp4::FloatToE4M3(1.96875f), 0x40);  // carries into 2.0
+  EXPECT_EQ(nvfp4::FloatToE4M3(-3.0f / 1024), 0x82);  // 1.5 units: tie, even
+  EXPECT_EQ(nvfp4::FloatToE4M3(0.0f), 0x00);
+  EXPECT_EQ(nvfp4::FloatToE4M3(500.0f), 0x7e);
+  EXPECT_EQ(nvfp4::FloatToE4M3(-1e9f), 0xfe);
+  EXPECT_EQ(nvfp4::FloatToE4M3(std::nanf("")), 0x7f);
+}
+
 TEST(Nvfp4FormatTest,
      GeneratedBlockScalesAreBetweenQuarterAndThreePointSeventyFive) {
   for (uint64_t i = 0; i < 4096; ++i) {

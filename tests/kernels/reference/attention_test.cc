@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "gtest/gtest.h"
+#include "kernels/model/nvfp4_format.h"
 #include "kernels/model/weight_gen.h"
 #include "kernels/reference/model_weights.h"
 #include "kernels/reference/moe_reference.h"
@@ -211,6 +212,40 @@ TEST(AttentionTest, EachSequenceHasItsOwnCache) {
     for (int d = 64; d < 80; ++d) EXPECT_LE(std::fabs(a[d]), 1.0f);
   }
   EXPECT_NEAR(mean_square / (64 * 64), 1.0, 0.1);
+}
+
+// The caches hold exactly what their formats can: BF16 latent entries, FP8
+// E4M3 indexer keys (the GPU stores them so and reads the same numbers).
+TEST(AttentionTest, CacheValuesAreExactInTheirFormats) {
+  const StepSpec spec = TinySpec(3);
+  float latent[80], key[32];
+  double key_square = 0.0;
+  for (int t = 0; t < 64; ++t) {
+    LatentCacheEntry(spec, 2, 1, t, latent);
+    for (float v : latent) EXPECT_EQ(weights::RoundBf16(v), v);
+    IndexerKeyCacheEntry(spec, 2, 1, t, key);
+    for (float v : key) {
+      EXPECT_EQ(nvfp4::E4M3ToFloat(nvfp4::FloatToE4M3(v)), v);
+      key_square += double{v} * v;
+    }
+  }
+  EXPECT_NEAR(key_square / (64 * 32), 1.0, 0.1);
+}
+
+// Splitting the heads over ranks splits o_proj's sum: the ranks' partial
+// outputs add up to the unsharded block's.
+TEST(AttentionTest, RanksPartialOutputsAddUpToTheWholeBlock) {
+  StepSpec spec = TinySpec(40);
+  std::vector<float> x(256);
+  for (int i = 0; i < 256; ++i) x[i] = std::sin(0.37f * i);
+  std::vector<float> whole(256), sum(256, 0.0f), part(256);
+  MlaAttention(spec, 1, 0, x.data(), whole.data());
+  for (int rank = 0; rank < 4; ++rank) {
+    spec.shard = {2, 2, rank};  // world 4: one head a rank
+    MlaAttention(spec, 1, 0, x.data(), part.data());
+    for (int i = 0; i < 256; ++i) sum[i] += part[i];
+  }
+  for (int i = 0; i < 256; ++i) EXPECT_NEAR(sum[i], whole[i], 1e-4) << i;
 }
 
 }  // namespace

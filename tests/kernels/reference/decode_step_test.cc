@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/reference/moe_reference.h"
+#include "kernels/reference/step_bytes.h"
 #include "tests/kernels/reference/step_spec_util.h"
 
 namespace moetune::ref {
@@ -142,30 +143,81 @@ TEST(DecodeStepTest, BadSpecsNameTheField) {
             absl::StatusCode::kInvalidArgument);
 }
 
-// tiny, one (dense) layer, batch 1, no context:
-//   attention weights: q_a 128x256 + q_b 192x128 + kv_a 80x256 + kv_b
-//   256x64 + o 256x128 + idx_q 128x128 + idx_k 32x256 + idx_w 4x256 =
-//   152576, gammas 256+128+64+32+256 and the indexer-key bias 32 = 768 ->
-//   2 * 153344 = 306688 bytes;
+// tiny, one (dense) layer, batch 1, no context, the trivial shard:
+//   attention: q_a 128x256 + kv_a 80x256 + q_b 192x128 + kv_b 256x64 +
+//   o 256x128 = 126976, gammas 256 + 128 + 64 + 256 = 704 -> 255360 bytes;
+//   indexer: idx_q 128x128 + idx_k 32x256 + idx_w 4x256 = 25600, key norm
+//   gamma and bias 64 -> 51328;
 //   dense NVFP4: gate_up 1024x256 -> 131072 + 16384, down 256x512 ->
-//   65536 + 8192 = 221184; embedding row 256, final norm 256, lm_head
-//   512x256, logits 512, all BF16 -> 2 * 132096 = 264192.
+//   65536 + 8192 = 221184; lm_head 512x256 and the final norm 256 ->
+//   262656; embedding row 256 and logits 512 -> 1536 (all BF16).
 TEST(DecodeStepTest, BytesByHand) {
   StepSpec spec = TinySpec(1, 0);
   spec.layers = 1;
-  EXPECT_EQ(DecodeStepBytes(spec), 306688 + 221184 + 264192);
-  // 40 past tokens, batch 2: + 2 * (40 * 32 + 16 * 80) * 2 bytes of KV,
-  // and 2 more embedding rows and logits rows: 2 * (256 + 512).
+  StepBytes bytes = DecodeStepByteBreakdown(spec, {});
+  EXPECT_EQ(bytes.attention, 255360);
+  EXPECT_EQ(bytes.indexer, 51328);
+  EXPECT_EQ(bytes.dense, 221184);
+  EXPECT_EQ(bytes.lm_head, 262656);
+  EXPECT_EQ(bytes.activations, 1536);
+  EXPECT_EQ(bytes.kv_cache + bytes.index_keys + bytes.router + bytes.routed +
+                bytes.shared,
+            0);
+  EXPECT_EQ(DecodeStepBytes(spec), 255360 + 51328 + 221184 + 262656 + 1536);
+  // 40 past tokens, batch 2: FP8 keys 2 * 40 * 32, BF16 latent entries of
+  // 16 kept tokens 2 * 16 * 80 * 2; two embedding rows and logits rows.
   spec = TinySpec(2, 40);
   spec.layers = 1;
-  EXPECT_EQ(DecodeStepBytes(spec),
-            306688 + 221184 + 264192 + 10240 + 2 * (256 + 512));
-  // An MoE layer adds its MoeLayerBytes on the synthetic layer input.
+  bytes = DecodeStepByteBreakdown(spec, {});
+  EXPECT_EQ(bytes.index_keys, 2560);
+  EXPECT_EQ(bytes.kv_cache, 5120);
+  EXPECT_EQ(bytes.activations, 3072);
+  // An MoE layer adds its router and the distinct experts' slices.
   spec.layers = 2;
-  const std::vector<float> x = MoeLayerInput(spec, 1);
-  EXPECT_EQ(DecodeStepBytes(spec), 306688 * 2 + 221184 + 264192 + 10240 * 2 +
-                                       2 * (256 + 512) +
-                                       MoeLayerBytes(spec, 1, x.data(), 2));
+  bytes = DecodeStepByteBreakdown(spec, {5});
+  EXPECT_EQ(bytes.router, 2 * 32 * 256);
+  EXPECT_EQ(bytes.routed, 5 * ExpertSliceBytes(spec.config, spec.shard));
+  EXPECT_EQ(bytes.shared, ExpertSliceBytes(spec.config, spec.shard));
+  EXPECT_EQ(bytes.attention, 2 * 255360);
+  EXPECT_EQ(bytes.index_keys, 2 * 2560);
+  EXPECT_EQ(DecodeStepBytes(spec),
+            DecodeStepByteBreakdown(spec, StandInDistinctExperts(spec))
+                .Total());
+}
+
+// Rank 1 of world 2 (tp 2): half the heads (q_b, kv_b rows, o_proj columns),
+// half the dense MLP and half the vocabulary; latents and the indexer whole.
+TEST(DecodeStepTest, ShardedBytesByHand) {
+  StepSpec spec = TinySpec(1, 0);
+  spec.layers = 1;
+  spec.shard = {2, 1, 1};
+  const StepBytes bytes = DecodeStepByteBreakdown(spec, {});
+  EXPECT_EQ(bytes.attention,
+            2 * (32768 + 20480 + (24576 + 16384 + 32768) / 2 + 704));
+  EXPECT_EQ(bytes.indexer, 51328);
+  EXPECT_EQ(bytes.dense, 221184 / 2);
+  EXPECT_EQ(bytes.lm_head, 2 * (256 * 256 + 256));
+  EXPECT_EQ(bytes.activations, 2 * (256 + 256));
+}
+
+TEST(DecodeStepTest, AShardTheStepCannotSplitIsRefused) {
+  StepSpec spec = TinySpec(1);
+  spec.shard = {8, 1, 0};  // 8 ranks, 4 heads
+  const auto logits = DecodeStep(spec, nullptr);
+  EXPECT_EQ(logits.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(logits.status().message().find("does not divide"),
+            std::string::npos);
+}
+
+// The ranks' logits are slices of the vocabulary: rank r's are columns
+// [r * 256, (r + 1) * 256) of what it computes.
+TEST(DecodeStepTest, AShardedStepGivesItsVocabularySlice) {
+  StepSpec spec = TinySpec(2, 8);
+  spec.layers = 1;
+  spec.shard = {2, 1, 0};
+  const auto logits = DecodeStep(spec, nullptr);
+  ASSERT_TRUE(logits.ok()) << logits.status();
+  EXPECT_EQ(logits->size(), 2u * 256);
 }
 
 }  // namespace

@@ -1,0 +1,55 @@
+// What rank r's decode step must at least read, by category: the numerator
+// of its roofline floor (docs/design.md §4) and the breakdown the step's
+// figures are reported against. Counts each byte the rank needs once: its
+// shard of the weights (step_spec.h says which), the caches it attends to,
+// and the activations it reads and writes at the step's ends. Pure
+// functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/reference/step_spec.h"
+
+namespace moetune::ref {
+
+struct StepBytes {
+  // BF16 q_a and kv_a (whole), q_b, kv_b and o_proj of this rank's heads,
+  // and the attention block's norms (attention, q_a, kv_a, ffn).
+  int64_t attention = 0;
+  // BF16 wq_b, wk, weights_proj and the key LayerNorm (whole on every rank).
+  int64_t indexer = 0;
+  int64_t router = 0;  // BF16 routers of the MoE layers
+  // NVFP4 slices of the distinct routed experts this rank owns that the
+  // step's tokens chose, each once a layer.
+  int64_t routed = 0;
+  int64_t shared = 0;    // NVFP4 shared expert slices (ep_rank 0)
+  int64_t dense = 0;     // NVFP4 dense MLP slices
+  int64_t lm_head = 0;   // BF16 vocabulary slice and the final norm
+  int64_t kv_cache = 0;  // BF16 latent entries of the kept past tokens
+  int64_t index_keys = 0;  // FP8 indexer keys of every past token
+  // BF16 embedding rows of the step's tokens and its logits slice.
+  int64_t activations = 0;
+
+  int64_t Total() const;
+  // (name, bytes) in the order above: "attention", "indexer", "router",
+  // "routed", "shared", "dense", "lm_head", "kv_cache", "index_keys",
+  // "activations".
+  std::vector<std::pair<std::string, int64_t>> Categories() const;
+};
+
+// The breakdown when the i-th MoE layer the step runs routed its tokens to
+// distinct_experts[i] distinct experts this rank owns (known by running the
+// router: the GPU's, or the reference's RouteBatch). Missing entries count
+// as 0. Assumes a valid spec and step shard.
+StepBytes DecodeStepByteBreakdown(const StepSpec& spec,
+                                  const std::vector<int>& distinct_experts);
+
+// The distinct owned experts per MoE layer when each routes MoeLayerInput
+// (the reference's stand-in: the step's own routing is known only by
+// running it).
+std::vector<int> StandInDistinctExperts(const StepSpec& spec);
+
+}  // namespace moetune::ref
