@@ -153,11 +153,10 @@ absl::Status CheckRegion(const v1::WorkloadSpace& w,
   for (const std::string& name : space.moe_backends()) {
     const BackendDescriptor* backend = FindBackend(name);
     if (backend == nullptr || backend->times_decode_step) continue;
-    return Invalid(
-        "workload.region",
-        absl::StrCat("DECODE_STEP is only timed by CPU backends; '", name,
-                     "' times MOE_LAYER only; allowed with "
-                     "it: MOE_LAYER"));
+    return Invalid("workload.region",
+                   absl::StrCat("DECODE_STEP is not timed by '", name,
+                                "' (it times MOE_LAYER only); allowed with it: "
+                                "MOE_LAYER"));
   }
   return absl::OkStatus();
 }

@@ -1,5 +1,6 @@
 // GpuApi: the worker's only door to the GPU. RealGpuApi forwards to
-// kernels/cuda/moe_gpu.h (the CUDA library, or its no-CUDA stand-in that
+// kernels/cuda/moe_gpu.h and step_gpu.h (the CUDA library, or its no-CUDA
+// stand-in that
 // answers "built without CUDA"); tests substitute a fake. Implementations
 // must be thread-safe.
 #pragma once
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cuda/moe_gpu.h"
+#include "kernels/cuda/step_gpu.h"
 
 namespace moetune::worker {
 
@@ -23,6 +25,8 @@ class GpuApi {
                                                    int ordinal) = 0;
   virtual gpu::MoeRunResult RunMoeLayer(const gpu::MoeProblem& problem,
                                         const gpu::MoeRunOptions& options) = 0;
+  virtual gpu::StepRunResult RunDecodeStep(
+      const gpu::StepProblem& problem, const gpu::StepRunOptions& options) = 0;
 };
 
 class RealGpuApi final : public GpuApi {
@@ -43,6 +47,11 @@ class RealGpuApi final : public GpuApi {
   gpu::MoeRunResult RunMoeLayer(const gpu::MoeProblem& problem,
                                 const gpu::MoeRunOptions& options) override {
     return gpu::RunMoeLayer(problem, options);
+  }
+  gpu::StepRunResult RunDecodeStep(
+      const gpu::StepProblem& problem,
+      const gpu::StepRunOptions& options) override {
+    return gpu::RunDecodeStep(problem, options);
   }
 };
 

@@ -5,8 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/cuda/step_problem.h"
 #include "kernels/reference/moe_reference.h"
 #include "kernels/reference/router.h"
+#include "kernels/reference/step_bytes.h"
 #include "worker/cpu_backend.h"
 
 namespace moetune::worker {
@@ -55,6 +57,24 @@ gpu::MoeRunOptions MakeOptions(const TrialInputs& in, const std::string& name) {
   return options;
 }
 
+gpu::StepRunOptions MakeStepOptions(const TrialInputs& in,
+                                    const std::string& name) {
+  const gpu::MoeRunOptions layer = MakeOptions(in, name);
+  gpu::StepRunOptions options;
+  options.backend = layer.backend;
+  options.block_n = layer.block_n;
+  options.block_k = layer.block_k;
+  options.cuda_graph = layer.cuda_graph;
+  options.warmup = layer.warmup;
+  options.iterations = layer.iterations;
+  options.device = layer.device;
+  // The CPU reference step at small dims; at real dims (minutes on the CPU)
+  // every MoE layer against the trusted path on its own input (the step's
+  // other kernels are checked against the CPU by the GPU tests).
+  options.compute_reference = in.step.config.hidden > 1024;
+  return options;
+}
+
 class GpuMoeBackend final : public Backend {
  public:
   GpuMoeBackend(const backends::BackendDescriptor& descriptor, GpuApi* gpu)
@@ -80,13 +100,10 @@ class GpuMoeBackend final : public Backend {
   }
 
   absl::StatusOr<BackendRun> Run(const TrialInputs& in) override {
-    if (in.trial.workload().region() != v1::MOE_LAYER) {
-      return absl::InvalidArgumentError(
-          "workload.region: GPU backends time MOE_LAYER only");
-    }
+    if (in.trial.workload().region() == v1::DECODE_STEP) return RunStep(in);
     const gpu::MoeRunOptions options = MakeOptions(in, name_);
     gpu::MoeRunResult result = gpu_->RunMoeLayer(MakeProblem(in), options);
-    RETURN_IF_ERROR(GpuRunStatus(result));
+    RETURN_IF_ERROR(GpuRunStatus(result.status, result.message));
     BackendRun run;
     run.output = std::move(result.output);
     run.reference = std::move(result.reference_output);
@@ -97,6 +114,29 @@ class GpuMoeBackend final : public Backend {
   }
 
  private:
+  // The whole decode step of the trial's rank: its logits slice, checked
+  // against the reference (BackendRun::reference when the GPU computed it).
+  absl::StatusOr<BackendRun> RunStep(const TrialInputs& in) {
+    gpu::StepRunResult result = gpu_->RunDecodeStep(
+        gpu::MakeStepProblem(in.step), MakeStepOptions(in, name_));
+    RETURN_IF_ERROR(GpuRunStatus(result.status, result.message));
+    BackendRun run;
+    const size_t block =
+        static_cast<size_t>(in.step.batch) * in.step.config.hidden;
+    if (!result.moe_reference.empty()) {
+      // Real dims: each MoE layer checked on its own input in the step.
+      run.output = std::move(result.moe_output);
+      run.reference = std::move(result.moe_reference);
+      run.layers = static_cast<int>(run.output.size() / block);
+    } else {
+      run.output = std::move(result.logits);  // against the CPU reference
+    }
+    run.samples_us = std::move(result.samples_us);
+    run.bytes = static_cast<double>(
+        ref::DecodeStepByteBreakdown(in.step, result.distinct_experts).Total());
+    return run;
+  }
+
   const backends::BackendDescriptor& descriptor_;
   const std::string name_;
   GpuApi* gpu_;
@@ -104,19 +144,19 @@ class GpuMoeBackend final : public Backend {
 
 }  // namespace
 
-absl::Status GpuRunStatus(const gpu::MoeRunResult& result) {
-  switch (result.status) {
+absl::Status GpuRunStatus(gpu::RunStatus status, const std::string& message) {
+  switch (status) {
     case gpu::RunStatus::kOk:
       return absl::OkStatus();
     case gpu::RunStatus::kCannotImplement:
       return absl::FailedPreconditionError(
-          absl::StrCat("kernel cannot do this shape: ", result.message));
+          absl::StrCat("kernel cannot do this shape: ", message));
     case gpu::RunStatus::kBadProblem:
-      return absl::InvalidArgumentError(result.message);
+      return absl::InvalidArgumentError(message);
     case gpu::RunStatus::kUnavailable:
-      return absl::UnavailableError(result.message);
+      return absl::UnavailableError(message);
     case gpu::RunStatus::kCudaError:
-      return absl::InternalError(absl::StrCat("CUDA error: ", result.message));
+      return absl::InternalError(absl::StrCat("CUDA error: ", message));
   }
   return absl::InternalError("unknown GPU run status");
 }

@@ -1,7 +1,9 @@
-// The no-CUDA stand-in for kernels/cuda/moe_gpu.h: linked instead of the
-// CUDA library when the build has no CUDA toolkit, so that the GPU backends
-// are still listed and probe as unavailable with the reason.
+// The no-CUDA stand-in for kernels/cuda/moe_gpu.h and step_gpu.h: linked
+// instead of the CUDA library when the build has no CUDA toolkit, so that
+// the GPU backends are still listed and probe as unavailable with the
+// reason.
 #include "kernels/cuda/moe_gpu.h"
+#include "kernels/cuda/step_gpu.h"
 
 namespace moetune::gpu {
 namespace {
@@ -28,6 +30,12 @@ BackendAvailability ProbeMoeBackend(const std::string&, int) {
 }
 MoeRunResult RunMoeLayer(const MoeProblem&, const MoeRunOptions&) {
   MoeRunResult result;
+  result.status = RunStatus::kUnavailable;
+  result.message = kNotBuilt;
+  return result;
+}
+StepRunResult RunDecodeStep(const StepProblem&, const StepRunOptions&) {
+  StepRunResult result;
   result.status = RunStatus::kUnavailable;
   result.message = kNotBuilt;
   return result;

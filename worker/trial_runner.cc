@@ -43,7 +43,10 @@ std::vector<float> CpuReference(const TrialInputs& in) {
     ref::MoeLayerReference(in.step, layer, x.data(), in.step.batch, y.data());
     return y;
   }
-  absl::StatusOr<std::vector<float>> logits = ref::DecodeStep(in.step, nullptr);
+  // A GPU backend reads the MLP's input in BF16: so does its reference.
+  const bool gpu = in.target.is_gpu();
+  absl::StatusOr<std::vector<float>> logits = ref::DecodeStep(
+      in.step, gpu ? ref::Bf16InputReferenceMoe(in.step) : nullptr);
   return logits.ok() ? *logits : std::vector<float>{};
 }
 
@@ -65,6 +68,8 @@ void AttachRoofline(const TrialInputs& in, double bytes, double read_gbps,
   shape.ep = in.step.shard.ep;
   shape.layers =
       in.trial.workload().region() == v1::MOE_LAYER ? 1 : in.step.layers;
+  shape.whole_step = in.trial.workload().region() == v1::DECODE_STEP;
+  shape.dense_layers = in.step.config.num_dense_layers;
   const double comm_us = ModelCommFloorUs(shape);
   const double memory_us = read_gbps > 0 ? bytes / (read_gbps * 1e3) : 0;
   roofline->set_comm_floor_us(comm_us);

@@ -20,25 +20,30 @@ std::string ConfigCells(const v1::TrialConfig& c) {
 std::vector<std::string> TrialRow(const v1::Trial& t) {
   const v1::TrialResult& r = t.result();
   const bool timed = r.stats().samples() > 0;
+  const bool step = timed && t.workload().region() == v1::DECODE_STEP &&
+                    r.stats().median_us() > 0;
   const auto timed_cell = [timed](double v, int precision = 1) {
     return timed ? FormatDouble(v, precision) : std::string("-");
   };
   return {
-      absl::StrCat(t.trial_id()),
-      t.config().moe_backend(),
+      absl::StrCat(t.trial_id()), t.config().moe_backend(),
       tuner::TileText(t.config()),
       absl::StrCat(t.config().tp(), "x", t.config().ep()),
       t.config().cuda_graph() ? "on" : "off",
       absl::StrCat(t.workload().batch_size()),
       absl::StrCat(t.workload().context_length()),
-      timed_cell(r.stats().median_us()),
-      timed_cell(r.stats().p90_us()),
+      timed_cell(r.stats().median_us()), timed_cell(r.stats().p90_us()),
       timed ? absl::StrCat(FormatDouble(r.stats().ci_low_us()), "-",
                            FormatDouble(r.stats().ci_high_us()))
             : "-",
       timed_cell(r.roofline().floor_us()),
       timed ? absl::StrCat(FormatDouble(100 * r.roofline().efficiency()), "%")
             : "-",
+      // A decode step gives each sequence its next token.
+      step ? FormatDouble(r.stats().median_us() / 1000.0, 3) : "-",
+      step ? FormatDouble(
+                 t.workload().batch_size() * 1e6 / r.stats().median_us(), 0)
+           : "-",
       timed ? absl::StrFormat("%.1e", r.max_rel_error()) : "-",
       v1::TrialState_Name(t.state()),
       t.state() == v1::DONE ? ""
@@ -51,7 +56,8 @@ Table TrialsTable(const v1::QueryTrialsResponse& trials) {
   Table table;
   table.headers = {"trial",    "backend",    "tile",      "tpxep",  "graph",
                    "batch",    "ctx",        "median_us", "p90_us", "ci95_us",
-                   "floor_us", "efficiency", "rel_err",   "state",  "reason"};
+                   "floor_us", "efficiency", "ms_tok",    "tok_s",  "rel_err",
+                   "state",    "reason"};
   for (const v1::Trial& trial : trials.trials()) {
     table.rows.push_back(TrialRow(trial));
   }

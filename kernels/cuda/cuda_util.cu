@@ -18,6 +18,9 @@ GpuStatus DeviceBuffer::Allocate(size_t bytes) {
   MG_CUDA(cudaMalloc(&ptr_, bytes));
   bytes_ = bytes;
   MG_CUDA(cudaMemset(ptr_, 0, bytes));
+  // The memset runs on the legacy stream, which does not order itself with
+  // the non-blocking streams the kernels use: finish it before they start.
+  MG_CUDA(cudaDeviceSynchronize());
   return OkStatus();
 }
 

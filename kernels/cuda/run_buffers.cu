@@ -33,38 +33,11 @@ double ExpertSliceBytes(const Geometry& g) {
 // once fell out of step with it and overran the allocation).
 GpuStatus CarveRun(LayerArgs* a, const Launcher& launcher, RunState* st,
                    uint16_t** x_bf16, float** bias) {
-  const Geometry& g = a->geo;
-  const size_t bh = static_cast<size_t>(g.batch) * g.hidden, k = g.top_k;
-  const size_t s = g.max_slots, pos = g.max_positions, il = g.inter_local;
-  RunBuffers& b = a->buf;
-  const bool fp8 =  // fused_gemv_fp8, the one backend with FP8 activations
-      launcher.weight_layout == WeightLayout::kE4m3Bits;
+  const size_t bh = static_cast<size_t>(a->geo.batch) * a->geo.hidden;
   auto carve = [&](Carver& c) {
     *x_bf16 = c.Take<uint16_t>(bh);
-    *bias = c.Take<float>(g.experts);
-    b.x16 = c.Take<__half>(bh);
-    b.logits = c.Take<float>(size_t(g.batch) * g.experts);
-    b.router_counter = c.Take<int>(1);
-    b.topk_idx = c.Take<int>(g.batch * k);
-    b.topk_w = c.Take<float>(g.batch * k);
-    b.tok_pos = c.Take<int>(g.batch * (k + 1));
-    b.meta = c.Take<int>(4);
-    b.slot_expert = c.Take<int>(std::max<size_t>(s, 32));  // a warp reads 32
-    b.slot_tok_off = c.Take<int>(s);
-    b.slot_ntok = c.Take<int>(s);
-    b.tile_prefix = c.Take<int>(s + 1);
-    b.tok_list = c.Take<int>(pos);
-    b.tok_w = c.Take<float>(pos);
-    b.gu_partial = c.Take<float>(pos * 2 * il);
-    b.gu_counters = c.Take<int>(s * (il / 8 + 1));
-    b.h = c.Take<__half>(pos * il);
-    b.y = c.Take<float>(bh);
-    if (fp8) {  // only its backend reads them (8 bytes a value)
-      b.x_fp8 = c.Take<uint8_t>(bh * 8);  // zero where no value goes
-      b.x_fp8_inv = c.Take<float>(bh / 16);
-      b.h_fp8 = c.Take<uint8_t>(pos * il * 8);
-      b.h_fp8_inv = c.Take<float>(pos * il / 16);
-    }
+    *bias = c.Take<float>(a->geo.experts);
+    CarveLayerBuffers(a->geo, launcher, c, &a->buf);
     st->x_float = c.Take<float>(bh);
     st->y_ref = c.Take<float>(bh);
   };
@@ -73,12 +46,44 @@ GpuStatus CarveRun(LayerArgs* a, const Launcher& launcher, RunState* st,
   MG_RETURN_IF_ERROR(st->main.Allocate(sizing.used()));
   Carver c(st->main.get());
   carve(c);
-  b.x_bf16 = *x_bf16;
-  b.bias = *bias;
+  a->buf.x_bf16 = *x_bf16;
+  a->buf.bias = *bias;
   return OkStatus();
 }
 
 }  // namespace
+
+void CarveLayerBuffers(const Geometry& g, const Launcher& launcher, Carver& c,
+                       RunBuffers* out) {
+  const size_t bh = static_cast<size_t>(g.batch) * g.hidden, k = g.top_k;
+  const size_t s = g.max_slots, pos = g.max_positions, il = g.inter_local;
+  RunBuffers& b = *out;
+  const bool fp8 =  // fused_gemv_fp8, the one backend with FP8 activations
+      launcher.weight_layout == WeightLayout::kE4m3Bits;
+  b.x16 = c.Take<__half>(bh);
+  b.logits = c.Take<float>(size_t(g.batch) * g.experts);
+  b.router_counter = c.Take<int>(1);
+  b.topk_idx = c.Take<int>(g.batch * k);
+  b.topk_w = c.Take<float>(g.batch * k);
+  b.tok_pos = c.Take<int>(g.batch * (k + 1));
+  b.meta = c.Take<int>(4);
+  b.slot_expert = c.Take<int>(std::max<size_t>(s, 32));  // a warp reads 32
+  b.slot_tok_off = c.Take<int>(s);
+  b.slot_ntok = c.Take<int>(s);
+  b.tile_prefix = c.Take<int>(s + 1);
+  b.tok_list = c.Take<int>(pos);
+  b.tok_w = c.Take<float>(pos);
+  b.gu_partial = c.Take<float>(pos * 2 * il);
+  b.gu_counters = c.Take<int>(s * (il / 8 + 1));
+  b.h = c.Take<__half>(pos * il);
+  b.y = c.Take<float>(bh);
+  if (fp8) {  // only its backend reads them (8 bytes a value)
+    b.x_fp8 = c.Take<uint8_t>(bh * 8);  // zero where no value goes
+    b.x_fp8_inv = c.Take<float>(bh / 16);
+    b.h_fp8 = c.Take<uint8_t>(pos * il * 8);
+    b.h_fp8_inv = c.Take<float>(pos * il / 16);
+  }
+}
 
 GpuStatus AllocRun(const MoeProblem& p, LayerArgs* a, const Launcher& launcher,
                    RunState* st) {

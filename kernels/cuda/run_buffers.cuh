@@ -15,6 +15,11 @@ struct RunState {
   float* y_ref = nullptr;    // trusted output
 };
 
+// Carves a layer's RunBuffers (all but the input and the bias, which the
+// caller provides) from `c`: a null-based Carver only sizes them.
+void CarveLayerBuffers(const Geometry& g, const Launcher& launcher, Carver& c,
+                       RunBuffers* out);
+
 // Allocates a->buf, the trusted buffers and the workspace, and uploads the
 // input (rounded to BF16, as bits for the kernels and as floats for the
 // trusted path) and the router bias.

@@ -27,8 +27,8 @@ void DenseMlp(const StepSpec& spec, int layer, const float* x, float* y) {
   GemvNvfp4(gate_up, c.dense_intermediate + begin, slice, 0, c.hidden, x,
             up.data());
   for (int j = 0; j < slice; ++j) gate[j] = Silu(gate[j]) * up[j];
-  GemvNvfp4(DenseDownDesc(spec, layer), 0, c.hidden, begin, slice,
-            gate.data(), y);
+  GemvNvfp4(DenseDownDesc(spec, layer), 0, c.hidden, begin, slice, gate.data(),
+            y);
 }
 
 absl::Status Mlp(const StepSpec& spec, int layer, const MoeFn& moe,
@@ -143,6 +143,16 @@ absl::StatusOr<std::vector<float>> Decode(const StepSpec& spec,
 }
 
 }  // namespace
+
+MoeFn Bf16InputReferenceMoe(const StepSpec& spec) {
+  return [spec](int layer, const float* x, int batch, float* y) {
+    const size_t n = static_cast<size_t>(batch) * spec.config.hidden;
+    std::vector<float> rounded(x, x + n);
+    for (float& v : rounded) v = RoundToBf16(v);
+    MoeLayerReference(spec, layer, rounded.data(), batch, y);
+    return absl::OkStatus();
+  };
+}
 
 absl::StatusOr<std::vector<float>> DecodeStep(const StepSpec& spec,
                                               const MoeFn& moe) {

@@ -26,6 +26,12 @@ namespace moetune::ref {
 using MoeFn =
     std::function<absl::Status(int layer, const float* x, int batch, float* y)>;
 
+// The reference MoE layer as a backend that reads BF16 activations
+// computes it: on the input rounded to BF16. GPU backends read the MLP's
+// normed input so; a step checked against the plain reference would differ
+// wherever the rounding tips a router near-tie to another expert.
+MoeFn Bf16InputReferenceMoe(const StepSpec& spec);
+
 // Logits [spec.batch][VocabSlice] of sequences 0 .. batch-1 (the whole
 // vocabulary for the trivial shard). A null `moe` uses MoeLayerReference.
 // INVALID_ARGUMENT for a bad spec or a shard the step cannot split

@@ -71,8 +71,24 @@ TEST(ViewsTest, TrialRowsShowTimingOnlyWhenTimed) {
   EXPECT_EQ(table.rows[0][2], "8x128");
   EXPECT_EQ(table.rows[0][7], "12.3");
   EXPECT_EQ(table.rows[0][11], "50.0%");
+  EXPECT_EQ(table.rows[0][12], "-");  // an MoE layer has no tokens/s
   EXPECT_EQ(table.rows[1][7], "-");
   EXPECT_EQ(table.rows[1].back(), "no GPU");
+}
+
+// A whole step: ms per token is its latency, tokens/s the batch's rate.
+TEST(ViewsTest, DecodeStepsShowMsPerTokenAndTokensPerSecond) {
+  v1::QueryTrialsResponse trials;
+  v1::Trial* done = trials.add_trials();
+  done->set_state(v1::DONE);
+  done->mutable_workload()->set_region(v1::DECODE_STEP);
+  done->mutable_workload()->set_batch_size(8);
+  done->mutable_result()->mutable_stats()->set_samples(3);
+  done->mutable_result()->mutable_stats()->set_median_us(4000);
+  const Table table = TrialsTable(trials);
+  EXPECT_EQ(table.headers[12], "ms_tok");
+  EXPECT_EQ(table.rows[0][12], "4.000");
+  EXPECT_EQ(table.rows[0][13], "2000");
 }
 
 TEST(ViewsTest, BestSaysWhenFiguresArePerLayerOfAChain) {

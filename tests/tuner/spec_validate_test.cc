@@ -168,16 +168,18 @@ TEST(ValidateTest, UnknownDistribution) {
             "UNIFORM, SKEWED, REPLAYED");
 }
 
-TEST(ValidateTest, DecodeStepOnlyForCpuBackends) {
+TEST(ValidateTest, DecodeStepNeedsBackendsThatTimeIt) {
   v1::SweepSpec spec = Base();
   spec.mutable_workload()->set_region(v1::DECODE_STEP);
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok()) << ErrorOf(spec);  // GPU too
+  spec.mutable_space()->add_moe_backends("native_fp4");
   EXPECT_THAT(ErrorOf(spec),
-              StartsWith("workload.region: DECODE_STEP is only timed by CPU "
-                         "backends; 'fused_gemv'"));
+              StartsWith("workload.region: DECODE_STEP is not timed by "
+                         "'native_fp4'"));
   EXPECT_THAT(ErrorOf(spec), HasSubstr("allowed with it: MOE_LAYER"));
   spec.mutable_workload()->set_region(v1::REGION_UNSPECIFIED);  // = DECODE
   EXPECT_THAT(ErrorOf(spec), StartsWith("workload.region: DECODE_STEP is"));
-  spec.mutable_space()->set_moe_backends(1, "cpu_reference");
+  spec.mutable_workload()->set_region(v1::MOE_LAYER);
   EXPECT_TRUE(ValidateSweepSpec(spec).ok());
   spec.mutable_workload()->set_region(static_cast<v1::Region>(5));
   EXPECT_EQ(ErrorOf(spec),
@@ -381,7 +383,7 @@ TEST(ValidateTest, FirstErrorInFieldOrder) {
   EXPECT_THAT(ErrorOf(spec), StartsWith("space.tp[0]:"));
   spec.mutable_space()->add_moe_backends("foo");
   EXPECT_THAT(ErrorOf(spec), StartsWith("space.moe_backends[2]:"));
-  spec.mutable_workload()->set_region(v1::DECODE_STEP);  // field 7 of workload
+  spec.mutable_workload()->set_region(static_cast<v1::Region>(5));  // field 7
   EXPECT_THAT(ErrorOf(spec), StartsWith("workload.region:"));
   spec.mutable_workload()->set_batch_sizes(0, 0);
   EXPECT_THAT(ErrorOf(spec), StartsWith("workload.batch_sizes[0]:"));

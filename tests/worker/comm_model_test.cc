@@ -38,5 +38,25 @@ TEST(CommModelTest, ExpertParallelDispatchAndCombineByHand) {
   EXPECT_DOUBLE_EQ(ModelCommFloorUs(shape, params), 3 * 2 * (6.0 + 1.0));
 }
 
+// A whole step of 3 layers (1 dense) at tp 2, ep 1 (world 2): each layer's
+// attention all-reduce over the world (8 us, as above), the dense layer's
+// MLP all-reduce, the 2 MoE layers' TP all-reduces, one gather latency.
+TEST(CommModelTest, WholeStepAllReducesEveryBlockByHand) {
+  CommShape shape;
+  shape.batch = 1;
+  shape.hidden = 1000;
+  shape.tp = 2;
+  shape.layers = 3;
+  shape.whole_step = true;
+  shape.dense_layers = 1;
+  CommModelParams params;
+  params.link_gbps = 1.0;
+  params.latency_us = 3.0;
+  EXPECT_DOUBLE_EQ(ModelCommFloorUs(shape, params),
+                   3 * 8.0 + 8.0 + 2 * 8.0 + 3.0);
+  shape.tp = 1;
+  EXPECT_EQ(ModelCommFloorUs(shape, params), 0);
+}
+
 }  // namespace
 }  // namespace moetune::worker

@@ -60,6 +60,16 @@ class FakeGpuApi final : public GpuApi {
     last_options = options;
     return next_run;
   }
+  gpu::StepRunResult next_step;
+  gpu::StepProblem last_step;
+  gpu::StepRunOptions last_step_options;
+  gpu::StepRunResult RunDecodeStep(
+      const gpu::StepProblem& problem,
+      const gpu::StepRunOptions& options) override {
+    last_step = problem;
+    last_step_options = options;
+    return next_step;
+  }
 };
 
 }  // namespace moetune::worker

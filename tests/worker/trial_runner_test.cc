@@ -8,6 +8,9 @@
 #include "gtest/gtest.h"
 #include "kernels/backends/cpu/cpu_registry.h"
 #include "kernels/backends/registry.h"
+#include "kernels/reference/model_weights.h"
+#include "kernels/reference/router.h"
+#include "kernels/reference/step_bytes.h"
 #include "tests/worker/fakes.h"
 #include "worker/cpu_backend.h"
 #include "worker/gpu_backend.h"
@@ -234,9 +237,47 @@ TEST(GpuBackendTest, AdaptsTheTrialAndMapsStatuses) {
             absl::StatusCode::kFailedPrecondition);
   gpu.next_run.status = gpu::RunStatus::kCudaError;
   EXPECT_EQ(backend->Run(in).status().code(), absl::StatusCode::kInternal);
-  in.trial.mutable_workload()->set_region(v1::DECODE_STEP);
+}
+
+// A DECODE_STEP trial runs the rank's whole step: the reference's tokens,
+// a router bias for each MoE layer, RoPE at the context's position; the
+// floor counts the experts the GPU's routers chose.
+TEST(GpuBackendTest, RunsTheWholeStepOfItsRank) {
+  FakeGpuApi gpu;
+  std::unique_ptr<Backend> backend =
+      MakeGpuBackend(*backends::FindBackend("fused_gemv"), &gpu);
+  TrialInputs in;
+  in.trial = Execution("fused_gemv", v1::DECODE_STEP, 2).trial();
+  in.trial.mutable_config()->set_tp(2);
+  in.step = *ResolveStep(in.trial);
+  in.target = DeviceTarget{0};
+  gpu.next_step.logits = {1, 2, 3, 4};
+  gpu.next_step.samples_us = {500, 510};
+  gpu.next_step.distinct_experts = std::vector<int>(in.step.layers - 1, 3);
+  absl::StatusOr<BackendRun> run = backend->Run(in);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const gpu::StepProblem& p = gpu.last_step;
+  EXPECT_EQ(p.batch, 2);
+  EXPECT_EQ(p.layers, in.step.layers);
+  EXPECT_EQ(p.shard.tp, 2);
+  ASSERT_EQ(p.tokens.size(), 2u);
+  EXPECT_EQ(p.tokens[1], ref::TokenId(in.step, 1));
+  EXPECT_EQ(p.router_bias.size(),
+            static_cast<size_t>(in.step.layers - p.dims.num_dense_layers));
+  EXPECT_EQ(p.router_bias[0],
+            ref::RouterBias(in.step, p.dims.num_dense_layers));
+  ASSERT_EQ(p.rope_cos.size(), 8u);  // tiny: 16 rope dims
+  EXPECT_EQ(p.rope_cos[0], std::cos(double{in.step.context}));
+  EXPECT_EQ(p.dims.heads, 4);
+  EXPECT_FALSE(gpu.last_step_options.compute_reference);  // tiny: the CPU
+  EXPECT_EQ(run->output, gpu.next_step.logits);
+  EXPECT_EQ(run->bytes,
+            static_cast<double>(ref::DecodeStepByteBreakdown(
+                                    in.step, gpu.next_step.distinct_experts)
+                                    .Total()));
+  gpu.next_step.status = gpu::RunStatus::kCannotImplement;
   EXPECT_EQ(backend->Run(in).status().code(),
-            absl::StatusCode::kInvalidArgument);
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

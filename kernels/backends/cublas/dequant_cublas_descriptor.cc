@@ -21,6 +21,7 @@ const BackendDescriptor& Descriptor() {
       // It copies the routing to the host mid-layer (per-expert cuBLAS
       // shapes), so its layer cannot be captured in a CUDA graph.
       .graph_capturable = false,
+      .times_decode_step = true,
       .gpu = {.min_sm = 90, .cublas = true, .feature = "Hopper"},
       .error_bound = 2e-2,
       .shape_rules = &Rules,

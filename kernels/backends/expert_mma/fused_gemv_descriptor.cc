@@ -24,6 +24,7 @@ const BackendDescriptor& Descriptor() {
       .description = "expert-batched fused NVFP4 dequant-GEMV",
       .tiles = kTiles,
       .graph_capturable = true,
+      .times_decode_step = true,
       .max_batch = 64,
       .max_batch_why = "8 mma n-tiles; use grouped_mma",
       .gpu = {.min_sm = 90, .feature = "Hopper"},

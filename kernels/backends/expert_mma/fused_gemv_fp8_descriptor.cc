@@ -27,6 +27,7 @@ const BackendDescriptor& Descriptor() {
           "E4M3, activations split into hi + lo E4M3",
       .tiles = kTiles,
       .graph_capturable = true,
+      .times_decode_step = true,
       .max_batch = 1,
       .max_batch_why =
           "its FP8 mma columns carry one token's four scale blocks; use "

@@ -24,6 +24,7 @@ const BackendDescriptor& Descriptor() {
       .description = "token-permuted grouped GEMM on tensor cores",
       .tiles = kTiles,
       .graph_capturable = true,
+      .times_decode_step = true,
       .gpu = {.min_sm = 90, .feature = "Hopper"},
       .error_bound = 2e-2,
       .shape_rules = &Rules,

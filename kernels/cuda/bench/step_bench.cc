@@ -1,0 +1,237 @@
+// moetune-step-bench: rank r's whole GLM-5 decode step on the GPU
+// (kernels/cuda/step_gpu.h), side by side over layouts, batches, contexts
+// and CUDA graph on/off: time, the roofline floor (the rank's bytes by
+// category over the measured read bandwidth), efficiency, the graph's
+// kernels, and where the time goes (an eager pass timed part by part).
+// Every MoE layer of every configuration is checked against the trusted
+// path on its own input in the step (rel_err: the worst layer). Exits 1 on
+// a wrong result, 2 on a setup failure.
+//
+//   moetune-step-bench [--layouts=tp8,ep8] [--batches=1,8,32]
+//       [--contexts=4096,32768] [--graph=both|on|off] [--layers=78]
+//       [--backend=fused_gemv_fp8] [--rank=0] [--iterations=20]
+//       [--warmup=3] [--preset=glm5] [--device=D]
+// A layout is tpN or epN: N ranks, the MoE split N ways by TP or by EP
+// (attention, the dense MLP and lm_head are split over the N ranks in
+// both). A configuration whose shard does not fit is reported, not run.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/step_gpu.h"
+#include "kernels/cuda/step_problem.h"
+#include "kernels/reference/step_bytes.h"
+
+namespace moetune::gpu {
+namespace {
+
+struct Flags {
+  std::vector<std::string> layouts = {"tp8", "ep8"};
+  std::vector<int> batches = {1, 8, 32};
+  std::vector<int> contexts = {4096, 32768};
+  std::string graph = "both", backend = "fused_gemv_fp8", preset = "glm5";
+  int layers = 0, rank = 0, iterations = 20, warmup = 3, device = 0;
+};
+
+std::vector<std::string> Split(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const size_t end = comma == std::string::npos ? text.size() : comma;
+    if (end > start) out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::vector<int> Ints(const std::string& text) {
+  std::vector<int> out;
+  for (const std::string& s : Split(text)) out.push_back(std::atoi(s.c_str()));
+  return out;
+}
+
+bool ParseFlag(const std::string& arg, Flags* f) {
+  const size_t eq = arg.find('=');
+  if (arg.rfind("--", 0) != 0 || eq == std::string::npos) return false;
+  const std::string key = arg.substr(2, eq - 2), value = arg.substr(eq + 1);
+  if (key == "layouts")
+    f->layouts = Split(value);
+  else if (key == "batches")
+    f->batches = Ints(value);
+  else if (key == "contexts")
+    f->contexts = Ints(value);
+  else if (key == "graph")
+    f->graph = value;
+  else if (key == "backend")
+    f->backend = value;
+  else if (key == "preset")
+    f->preset = value;
+  else if (key == "layers")
+    f->layers = std::atoi(value.c_str());
+  else if (key == "rank")
+    f->rank = std::atoi(value.c_str());
+  else if (key == "iterations")
+    f->iterations = std::atoi(value.c_str());
+  else if (key == "warmup")
+    f->warmup = std::atoi(value.c_str());
+  else if (key == "device")
+    f->device = std::atoi(value.c_str());
+  else
+    return false;
+  return true;
+}
+
+// "tp8" -> {8, 1}, "ep8" -> {1, 8}; {0, 0} when malformed.
+ref::Shard LayoutShard(const std::string& layout, int rank) {
+  const int n = layout.size() > 2 ? std::atoi(layout.c_str() + 2) : 0;
+  if (n < 1) return {0, 0, 0};
+  if (layout.rfind("tp", 0) == 0) return {n, 1, rank};
+  if (layout.rfind("ep", 0) == 0) return {1, n, rank};
+  return {0, 0, 0};
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2]
+                      : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// The worst relative L2 error over blocks of `block` values.
+double WorstBlockError(const std::vector<float>& a, const std::vector<float>& b,
+                       size_t block) {
+  double worst = 0;
+  for (size_t at = 0; at + block <= b.size() && at + block <= a.size();
+       at += block) {
+    double diff = 0, norm = 0;
+    for (size_t i = at; i < at + block; ++i) {
+      diff += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
+      norm += double{b[i]} * b[i];
+    }
+    worst = std::max(worst, std::sqrt(diff / std::max(norm, 1e-30)));
+  }
+  return worst;
+}
+
+// The bytes by category, the eager pass's time by part ("part/kernel"
+// summed by part) and its slowest kernels.
+void PrintBreakdown(const ref::StepBytes& bytes, const StepRunResult& r) {
+  std::printf("    bytes MB:");
+  for (const auto& [name, value] : bytes.Categories()) {
+    if (value > 0) std::printf(" %s %.1f", name.c_str(), value / 1e6);
+  }
+  std::vector<std::pair<std::string, double>> parts;
+  for (const auto& [name, us] : r.part_us) {
+    const std::string part = name.substr(0, name.find('/'));
+    auto it = std::find_if(parts.begin(), parts.end(),
+                           [&](const auto& p) { return p.first == part; });
+    if (it == parts.end()) it = parts.insert(parts.end(), {part, 0.0});
+    it->second += us;
+  }
+  std::printf("\n    eager parts us:");
+  for (const auto& [name, us] : parts)
+    std::printf(" %s %.1f", name.c_str(), us);
+  std::vector<std::pair<std::string, double>> kernels = r.part_us;
+  std::sort(kernels.begin(), kernels.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
+  kernels.resize(std::min<size_t>(kernels.size(), 8));
+  std::printf("\n    slowest kernels us:");
+  for (const auto& [name, us] : kernels)
+    std::printf(" %s %.1f", name.c_str(), us);
+  std::printf("\n");
+}
+
+// Runs one configuration; false when its result is wrong.
+bool RunOne(const Flags& f, const ref::StepSpec& spec,
+            const std::string& layout, bool graph, double read_gbps) {
+  StepRunOptions o;
+  o.backend = f.backend;
+  o.cuda_graph = graph;
+  o.warmup = f.warmup;
+  o.iterations = f.iterations;
+  o.device = f.device;
+  o.compute_reference = true;
+  o.profile_parts = true;
+  const StepRunResult r = RunDecodeStep(MakeStepProblem(spec), o);
+  std::printf("%-5s %5d %6d %-5s ", layout.c_str(), spec.batch, spec.context,
+              graph ? "on" : "off");
+  if (r.status != RunStatus::kOk) {
+    std::printf("not run: %s\n", r.message.c_str());
+    return r.status == RunStatus::kCannotImplement;
+  }
+  const ref::StepBytes bytes =
+      ref::DecodeStepByteBreakdown(spec, r.distinct_experts);
+  const double floor_us = bytes.Total() / (read_gbps * 1e3);
+  const double median = Median(r.samples_us);
+  // Every MoE layer against the trusted path on its own input.
+  const double error =
+      WorstBlockError(r.moe_output, r.moe_reference,
+                      static_cast<size_t>(spec.batch) * spec.config.hidden);
+  const bool ok = error < 2e-2 && r.next_tokens.size() == size_t(spec.batch);
+  std::printf("%10.1f %9.1f %6.1f%% %7d %7.1f %7.1f %9.2e %s\n", median,
+              floor_us, 100.0 * floor_us / median, r.kernels_per_step,
+              r.weight_bytes / 1073741824.0, r.cache_bytes / 1073741824.0,
+              error, ok ? "ok" : "WRONG");
+  PrintBreakdown(bytes, r);
+  return ok;
+}
+
+int Main(const Flags& f) {
+  if (DeviceCount() == 0) {
+    std::fprintf(stderr, "no CUDA device\n");
+    return 2;
+  }
+  std::string error;
+  const double read_gbps = MeasureReadBandwidthGBps(f.device, &error);
+  const model::ModelConfig* config = model::FindPreset(f.preset);
+  if (read_gbps <= 0 || config == nullptr) {
+    std::fprintf(stderr, "setup: %s\n",
+                 config == nullptr ? "unknown preset" : error.c_str());
+    return 2;
+  }
+  std::printf("%s, %d layers, backend %s, rank %d; read bandwidth %.0f GB/s\n",
+              config->name.c_str(),
+              f.layers > 0 ? f.layers : config->num_layers, f.backend.c_str(),
+              f.rank, read_gbps);
+  std::printf("%-5s %5s %6s %-5s %10s %9s %7s %7s %7s %7s %9s\n", "lay",
+              "batch", "ctx", "graph", "median_us", "floor_us", "eff",
+              "kernels", "w_GiB", "kv_GiB", "rel_err");
+  bool all_ok = true;
+  for (const std::string& layout : f.layouts) {
+    for (int batch : f.batches) {
+      for (int context : f.contexts) {
+        ref::StepSpec spec;
+        spec.config = *config;
+        spec.layers = f.layers > 0 ? f.layers : config->num_layers;
+        spec.batch = batch;
+        spec.context = context;
+        spec.seed = 42;
+        spec.shard = LayoutShard(layout, f.rank);
+        for (bool graph : {false, true}) {
+          if ((graph && f.graph == "off") || (!graph && f.graph == "on"))
+            continue;
+          all_ok = RunOne(f, spec, layout, graph, read_gbps) && all_ok;
+        }
+      }
+    }
+  }
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace moetune::gpu
+
+int main(int argc, char** argv) {
+  moetune::gpu::Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    if (!moetune::gpu::ParseFlag(argv[i], &flags)) {
+      std::fprintf(stderr, "unknown flag %s\n", argv[i]);
+      return 2;
+    }
+  }
+  return moetune::gpu::Main(flags);
+}

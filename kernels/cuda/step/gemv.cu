@@ -1,0 +1,229 @@
+#include <algorithm>
+#include <string>
+
+#include "kernels/cuda/step/gemv.cuh"
+#include "kernels/cuda/step/reduce.cuh"
+#include "kernels/model/nvfp4_format.h"
+
+namespace moetune::gpu {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+
+__device__ __forceinline__ void Unpack8(const uint4& w, float* out) {
+  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(words[i] << 16);
+    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+}
+
+__device__ __forceinline__ float Dot8(const float* w, const float* x) {
+  const float4 a = reinterpret_cast<const float4*>(x)[0];
+  const float4 b = reinterpret_cast<const float4*>(x)[1];
+  return w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x +
+         w[5] * b.y + w[6] * b.z + w[7] * b.w;
+}
+
+// Loads in flight per lane: enough bytes per SM to cover DRAM latency.
+constexpr int kGemvUnroll = 4;
+
+__global__ void GemvBf16Kernel(Bf16Gemv g) {
+  const int r = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (r >= g.rows) return;
+  const int group = r / g.rows_per_x, within = r % g.rows_per_x;
+  const int64_t w_row = group * g.w_group_stride + g.w_group_offset + within;
+  const uint4* w = reinterpret_cast<const uint4*>(g.w + w_row * g.k);
+  const float* x = g.x + group * g.x_group_stride;
+  const int chunks = g.k / 8;
+  for (int b0 = 0; b0 < g.batch; b0 += kGemvBatchChunk) {
+    const int nb = min(kGemvBatchChunk, g.batch - b0);
+    float acc[kGemvBatchChunk] = {};
+    for (int c0 = lane; c0 < chunks; c0 += 32 * kGemvUnroll) {
+      uint4 loaded[kGemvUnroll];
+#pragma unroll
+      for (int u = 0; u < kGemvUnroll; ++u) {
+        const int c8 = c0 + 32 * u;
+        loaded[u] = c8 < chunks ? __ldg(w + c8) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kGemvUnroll; ++u) {
+        const int c8 = c0 + 32 * u;
+        if (c8 >= chunks) break;
+        float wf[8];
+        Unpack8(loaded[u], wf);
+#pragma unroll
+        for (int i = 0; i < kGemvBatchChunk; ++i) {
+          if (i < nb) acc[i] += Dot8(wf, x + (b0 + i) * g.x_stride + c8 * 8);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kGemvBatchChunk; ++i) {
+      const float sum = WarpSum(acc[i]);
+      if (lane == 0 && i < nb) g.y[(b0 + i) * g.y_stride + r] = sum;
+    }
+  }
+}
+
+// Few rows (kv_a, the indexer's k and w): a block a row, its 8 warps each
+// summing an eighth of K, so that such a GEMV still fills the GPU.
+__global__ void GemvBf16SplitKernel(Bf16Gemv g) {
+  __shared__ float partial[kWarpsPerBlock][kGemvBatchChunk];
+  const int r = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int group = r / g.rows_per_x, within = r % g.rows_per_x;
+  const int64_t w_row = group * g.w_group_stride + g.w_group_offset + within;
+  const uint4* w = reinterpret_cast<const uint4*>(g.w + w_row * g.k);
+  const float* x = g.x + group * g.x_group_stride;
+  const int chunks = g.k / 8;
+  for (int b0 = 0; b0 < g.batch; b0 += kGemvBatchChunk) {
+    const int nb = min(kGemvBatchChunk, g.batch - b0);
+    float acc[kGemvBatchChunk] = {};
+    for (int c8 = warp * 32 + lane; c8 < chunks; c8 += 32 * kWarpsPerBlock) {
+      float wf[8];
+      Unpack8(__ldg(w + c8), wf);
+#pragma unroll
+      for (int i = 0; i < kGemvBatchChunk; ++i) {
+        if (i < nb) acc[i] += Dot8(wf, x + (b0 + i) * g.x_stride + c8 * 8);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kGemvBatchChunk; ++i) {
+      const float sum = WarpSum(acc[i]);
+      if (lane == 0) partial[warp][i] = sum;
+    }
+    __syncthreads();
+    if (threadIdx.x < nb) {
+      float sum = 0.0f;
+      for (int k = 0; k < kWarpsPerBlock; ++k) sum += partial[k][threadIdx.x];
+      g.y[(b0 + threadIdx.x) * g.y_stride + r] = sum;
+    }
+    __syncthreads();
+  }
+}
+
+// Decodes 16 weights of one block (8 code bytes) with the E2M1 table and
+// the block's decoded scale.
+__device__ __forceinline__ void DecodeBlock(uint32_t lo, uint32_t hi, float s,
+                                            const float* e2m1, float* out) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    out[i] = e2m1[(lo >> (4 * i)) & 0xfu] * s;
+    out[8 + i] = e2m1[(hi >> (4 * i)) & 0xfu] * s;
+  }
+}
+
+// A lane takes two blocks (16 code bytes, 2 scales) at a time; the E2M1 and
+// E4M3 values come from tables in shared memory. k % 32 == 0.
+__global__ void GemvNvfp4Kernel(Nvfp4Gemv g) {
+  __shared__ float e2m1[16], e4m3[256];
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+    e4m3[i] = nvfp4::E4M3ToFloat(i);
+    if (i < 16) e2m1[i] = nvfp4::E2M1ToFloat(i);
+  }
+  __syncthreads();
+  const int r = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (r >= g.rows) return;
+  const uint4* codes = reinterpret_cast<const uint4*>(
+      g.codes + static_cast<int64_t>(r) * g.k / 2);
+  const uint16_t* scales = reinterpret_cast<const uint16_t*>(
+      g.scales + static_cast<int64_t>(r) * (g.k / 16));
+  const int pairs = g.k / 32;
+  for (int b0 = 0; b0 < g.batch; b0 += kGemvBatchChunk) {
+    const int nb = min(kGemvBatchChunk, g.batch - b0);
+    float acc[kGemvBatchChunk] = {};
+    for (int pi = lane; pi < pairs; pi += 32) {
+      const uint4 c = __ldg(codes + pi);
+      const uint16_t sc = __ldg(scales + pi);
+      float wf[32];
+      DecodeBlock(c.x, c.y, e4m3[sc & 0xffu], e2m1, wf);
+      DecodeBlock(c.z, c.w, e4m3[sc >> 8], e2m1, wf + 16);
+#pragma unroll
+      for (int i = 0; i < kGemvBatchChunk; ++i) {
+        if (i >= nb) continue;
+        const float* x = g.x + (b0 + i) * g.x_stride + pi * 32;
+        acc[i] += Dot8(wf, x) + Dot8(wf + 8, x + 8) + Dot8(wf + 16, x + 16) +
+                  Dot8(wf + 24, x + 24);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kGemvBatchChunk; ++i) {
+      const float sum = WarpSum(acc[i]);
+      if (lane == 0 && i < nb) {
+        g.y[(b0 + i) * g.y_stride + r] = sum * g.tensor_scale;
+      }
+    }
+  }
+}
+
+constexpr int kAbsorbColumns = 32, kAbsorbGroups = 8;
+
+// Block (head, sequence, 32 latent columns): 8 warps each sum every 8th row
+// of W_UK for the columns (a lane a column: coalesced), then one adds them.
+__global__ void AbsorbQueryKernel(AbsorbQuery a) {
+  __shared__ float partial[kAbsorbGroups][kAbsorbColumns + 1];
+  const int h = blockIdx.x, b = blockIdx.y;
+  const int col = threadIdx.x % kAbsorbColumns;
+  const int group = threadIdx.x / kAbsorbColumns;
+  const int j = blockIdx.z * kAbsorbColumns + col;
+  const float* q = a.q + b * a.q_stride + h * a.q_head_stride;
+  const uint16_t* w =
+      a.kv_b + static_cast<int64_t>(h) * (a.nope + a.v_dim) * a.kv_lora + j;
+  float acc = 0.0f;
+  if (j < a.kv_lora) {
+    for (int i = group; i < a.nope; i += kAbsorbGroups) {
+      acc += q[i] * Bf16ToFloat(w[static_cast<int64_t>(i) * a.kv_lora]);
+    }
+  }
+  partial[group][col] = acc;
+  __syncthreads();
+  if (group != 0 || j >= a.kv_lora) return;
+  float sum = 0.0f;
+  for (int g = 0; g < kAbsorbGroups; ++g) sum += partial[g][col];
+  a.q_lat[(static_cast<int64_t>(b) * a.heads + h) * a.kv_lora + j] = sum;
+}
+
+}  // namespace
+
+// Below this many rows a warp a row leaves most of the GPU idle.
+constexpr int kSplitRows = 1024;
+
+GpuStatus LaunchGemvBf16(const Bf16Gemv& given, cudaStream_t stream) {
+  Bf16Gemv g = given;
+  if (g.rows_per_x == 0) g.rows_per_x = g.rows;
+  if (g.rows < kSplitRows) {
+    GemvBf16SplitKernel<<<g.rows, 32 * kWarpsPerBlock, 0, stream>>>(g);
+    MG_CHECK_LAUNCH();
+    return OkStatus();
+  }
+  const int blocks = (g.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  GemvBf16Kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(g);
+  MG_CHECK_LAUNCH();
+  return OkStatus();
+}
+
+GpuStatus LaunchGemvNvfp4(const Nvfp4Gemv& g, cudaStream_t stream) {
+  if (g.k % 32 != 0) {
+    return Fail(RunStatus::kCannotImplement,
+                "the NVFP4 GEMV reads two blocks at a time: k must be a "
+                "multiple of 32, got " +
+                    std::to_string(g.k));
+  }
+  const int blocks = (g.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  GemvNvfp4Kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(g);
+  MG_CHECK_LAUNCH();
+  return OkStatus();
+}
+
+GpuStatus LaunchAbsorbQuery(const AbsorbQuery& a, cudaStream_t stream) {
+  const int column_blocks = (a.kv_lora + kAbsorbColumns - 1) / kAbsorbColumns;
+  AbsorbQueryKernel<<<dim3(a.heads, a.batch, column_blocks),
+                      kAbsorbColumns * kAbsorbGroups, 0, stream>>>(a);
+  MG_CHECK_LAUNCH();
+  return OkStatus();
+}
+
+}  // namespace moetune::gpu

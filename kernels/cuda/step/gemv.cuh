@@ -1,0 +1,68 @@
+// The decode step's matrix-vector products over the batch: BF16 weights
+// (attention, indexer, lm_head) and plain row-major NVFP4 weights (the dense
+// MLP). One warp a weight row, 16-byte loads, float accumulation; the batch
+// is taken in chunks of kGemvBatchChunk, each chunk re-reading the row (from
+// L1 after the first). Launch-only; not thread-safe.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/cuda_util.cuh"
+
+namespace moetune::gpu {
+
+inline constexpr int kGemvBatchChunk = 8;
+
+// y[b][r] = sum_c W[w_row(r)][c] * x_r[b][c] for r < rows, c < k, with
+//   w_row(r) = (r / rows_per_x) * w_group_stride + w_group_offset
+//              + r % rows_per_x
+//   x_r[b]   = x + b * x_stride + (r / rows_per_x) * x_group_stride,
+// so one launch serves a plain GEMV (rows_per_x = rows) and per-head
+// products whose heads read their own input and every other block of W's
+// rows (kv_b's value rows: W_UV). y rows are `y_stride` apart. k must be a
+// multiple of 8, x and W rows 16-byte aligned.
+struct Bf16Gemv {
+  const uint16_t* w = nullptr;
+  int rows = 0, k = 0;
+  int rows_per_x = 0;  // 0 = rows
+  int64_t w_group_stride = 0, w_group_offset = 0;
+  const float* x = nullptr;
+  int64_t x_stride = 0, x_group_stride = 0;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+  int batch = 1;
+};
+GpuStatus LaunchGemvBf16(const Bf16Gemv& g, cudaStream_t stream);
+
+// y[b][r] = tensor_scale * sum_c E2M1(code) * E4M3(scale) * x[b][c]: codes
+// [rows][k / 2] (low nibble = even column), block scales [rows][k / 16];
+// k a multiple of 32.
+struct Nvfp4Gemv {
+  const uint8_t* codes = nullptr;
+  const uint8_t* scales = nullptr;
+  float tensor_scale = 0;
+  int rows = 0, k = 0;
+  const float* x = nullptr;
+  int64_t x_stride = 0;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+  int batch = 1;
+};
+GpuStatus LaunchGemvNvfp4(const Nvfp4Gemv& g, cudaStream_t stream);
+
+// q_lat[b][h][j] = sum_i q[b][h][i] * kv_b[h * (nope + v) + i][j]: the query
+// absorbed into the latent space (W_UK of this rank's heads), j < kv_lora.
+// q rows are `q_head_stride` apart per head and `q_stride` per sequence.
+struct AbsorbQuery {
+  const uint16_t* kv_b = nullptr;  // this rank's heads' rows
+  int heads = 0, nope = 0, v_dim = 0, kv_lora = 0;
+  const float* q = nullptr;
+  int64_t q_stride = 0, q_head_stride = 0;
+  float* q_lat = nullptr;  // [batch][heads][kv_lora]
+  int batch = 1;
+};
+GpuStatus LaunchAbsorbQuery(const AbsorbQuery& a, cudaStream_t stream);
+
+}  // namespace moetune::gpu

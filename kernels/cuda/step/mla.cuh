@@ -1,0 +1,71 @@
+// The decode step's attention kernels (docs/design.md §2): the DSA
+// indexer's scores over the FP8 key cache, the top-k choice of the tokens to
+// attend to, and absorbed MLA over the chosen tokens of the BF16 latent
+// cache. The new token (position `context`) is never read from a cache: its
+// key and latent entry come from this step's float buffers, as the
+// reference has them. Launch-only; not thread-safe.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/cuda_util.cuh"
+
+namespace moetune::gpu {
+
+inline constexpr int kMaxIndexHeads = 32;
+
+// scores[b][t], t <= context: sum_h w[b][h] * w_scale *
+// ReLU(q[b][h] . k_t * dot_scale), k_t the FP8 key of past token t
+// (keys [batch][context][dim]) or new_key[b] for t == context.
+struct IndexerScores {
+  const float* q = nullptr;        // [batch][heads][dim], rotated
+  const float* w = nullptr;        // [batch][heads]
+  const float* new_key = nullptr;  // [batch][dim]
+  const uint8_t* keys = nullptr;   // E4M3
+  int heads = 0, dim = 0, context = 0, batch = 1;
+  float w_scale = 0, dot_scale = 0;
+  float* scores = nullptr;  // [batch][context + 1]
+};
+GpuStatus LaunchIndexerScores(const IndexerScores& s, cudaStream_t stream);
+
+// kept[b][:kept_n] = the indices of the top k of scores[b][:n] (every index
+// when n <= k), ascending; ties at the boundary keep the lower index (the
+// reference's rule). kept rows are k wide.
+GpuStatus LaunchTopK(const float* scores, int n, int k, int batch, int* kept,
+                     int* kept_n, cudaStream_t stream);
+
+// For each of this rank's heads h and sequence b: scores of the kept tokens
+// (q_lat . c_t + q_rope . k_rope_t) * scale, softmax, and
+// out_lat[b][h] = sum_t p_t c_t. Past entries [kv_lora | rope] come from the
+// BF16 cache (latent [batch][context][kv_lora + rope]), the new token's from
+// new_entry [batch][kv_lora + rope].
+// Split over the kept tokens (flash-decoding): a block takes
+// kAttentionTokens of them for up to kAttentionHeads heads, staging their
+// entries in shared memory once for all its heads, and writes a partial
+// (max, sum, weighted values); a second kernel combines the partials.
+// kv_lora + rope must be a multiple of 8 (16-byte cache loads).
+struct SparseAttention {
+  const float* q_lat = nullptr;  // [batch][heads][kv_lora]
+  const float* q = nullptr;      // the rope part at q + rope_offset
+  int64_t q_stride = 0, q_head_stride = 0;
+  int rope_offset = 0;
+  const uint16_t* latent = nullptr;
+  const float* new_entry = nullptr;
+  const int* kept = nullptr;  // [batch][k]
+  const int* kept_n = nullptr;
+  int k = 0, heads = 0, kv_lora = 0, rope = 0, context = 0, batch = 1;
+  float scale = 0;
+  float* out_lat = nullptr;  // [batch][heads][kv_lora]
+  // [batch][heads][SparseAttentionSplits(k)][kv_lora + 2] scratch.
+  float* partial = nullptr;
+};
+inline constexpr int kAttentionTokens = 32;
+inline constexpr int kAttentionHeads = 8;
+inline int SparseAttentionSplits(int k) {
+  return (k + kAttentionTokens - 1) / kAttentionTokens;
+}
+GpuStatus LaunchSparseAttention(const SparseAttention& a, cudaStream_t stream);
+
+}  // namespace moetune::gpu

@@ -1,0 +1,440 @@
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cuda/run_buffers.cuh"
+#include "kernels/cuda/step/gemv.cuh"
+#include "kernels/cuda/step/mla.cuh"
+#include "kernels/cuda/step/step_launch.cuh"
+#include "kernels/cuda/trusted.cuh"
+
+namespace moetune::gpu {
+namespace {
+
+int MoeLayers(const StepProblem& p) {
+  return std::max(0, p.layers - p.dims.num_dense_layers);
+}
+
+void CarveStep(const StepProblem& p, const Launcher& launcher, Carver& c,
+               StepBuffers* b) {
+  const StepDims& d = p.dims;
+  const StepGeometry g = MakeStepGeometry(p);
+  const size_t batch = p.batch;
+  b->tokens = c.Take<int>(batch);
+  b->rope_cos = c.Take<double>(d.rope / 2);
+  b->rope_sin = c.Take<double>(d.rope / 2);
+  b->router_bias = c.Take<float>(size_t(MoeLayers(p)) * d.moe.num_experts);
+  b->h = c.Take<float>(batch * d.hidden);
+  b->xn = c.Take<float>(batch * d.hidden);
+  b->qa = c.Take<float>(batch * d.q_lora);
+  b->q = c.Take<float>(batch * g.heads * g.head_dim);
+  b->kv = c.Take<float>(batch * g.latent_dim);
+  b->qi = c.Take<float>(batch * d.index_heads * d.index_dim);
+  b->iw = c.Take<float>(batch * d.index_heads);
+  b->ik = c.Take<float>(batch * d.index_dim);
+  b->scores = c.Take<float>(batch * (p.context + 1));
+  b->kept = c.Take<int>(batch * d.index_topk);
+  b->kept_n = c.Take<int>(batch);
+  b->q_lat = c.Take<float>(batch * g.heads * d.kv_lora);
+  b->o_lat = c.Take<float>(batch * g.heads * d.kv_lora);
+  b->attn_partial = c.Take<float>(
+      batch * g.heads * SparseAttentionSplits(d.index_topk) * (d.kv_lora + 2));
+  b->values = c.Take<float>(batch * g.heads * d.v_dim);
+  b->block_out = c.Take<float>(batch * d.hidden);
+  b->gu = c.Take<float>(batch * 2 * g.dense);
+  b->act = c.Take<float>(batch * g.dense);
+  b->moe_x = c.Take<float>(batch * d.hidden);
+  b->moe_y = c.Take<float>(batch * d.hidden);
+  b->logits = c.Take<float>(batch * g.vocab);
+  b->next = c.Take<int>(batch);
+  b->routed = c.Take<int>(std::max(1, MoeLayers(p)));
+  uint16_t* x_bf16 = c.Take<uint16_t>(batch * d.hidden);
+  CarveLayerBuffers(MakeGeometry(MoeLayerProblem(p, d.num_dense_layers)),
+                    launcher, c, &b->moe);
+  b->moe.x_bf16 = x_bf16;
+}
+
+GpuStatus Upload(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) MG_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  return OkStatus();
+}
+
+// Weight rows of a GEMV over the batch: plain (one input for all rows).
+Bf16Gemv Plain(const uint16_t* w, int rows, int k, const float* x,
+               int64_t x_stride, float* y, int64_t y_stride, int batch) {
+  Bf16Gemv g;
+  g.w = w;
+  g.rows = rows;
+  g.k = k;
+  g.x = x;
+  g.x_stride = x_stride;
+  g.y = y;
+  g.y_stride = y_stride;
+  g.batch = batch;
+  return g;
+}
+
+RopeTable Rope(const StepLaunch& s) {
+  return RopeTable{s.buffers->rope_cos, s.buffers->rope_sin,
+                   s.problem->dims.rope / 2};
+}
+
+GpuStatus Mark(const StepLaunch& s, const char* part, cudaStream_t stream) {
+  return s.timer == nullptr ? OkStatus() : s.timer->Mark(part, stream);
+}
+
+// Enqueues `launch` as part `name` ("part/kernel") of the step: timed on
+// its own in a profiling pass.
+#define STEP_LAUNCH(name, launch)              \
+  do {                                         \
+    MG_RETURN_IF_ERROR(Mark(s, name, stream)); \
+    MG_RETURN_IF_ERROR(launch);                \
+  } while (0)
+
+// q (rotated) and the new token's latent entry (normed, rotated).
+GpuStatus QueryAndLatent(const StepLaunch& s, const LayerParams& w,
+                         cudaStream_t stream) {
+  const StepDims& d = s.problem->dims;
+  const StepGeometry& g = s.geo;
+  StepBuffers& b = *s.buffers;
+  const int n = s.problem->batch, q_rows = g.heads * g.head_dim;
+  STEP_LAUNCH("attention/q_a",
+              LaunchGemvBf16(Plain(w.q_a, d.q_lora, d.hidden, b.xn, d.hidden,
+                                   b.qa, d.q_lora, n),
+                             stream));
+  STEP_LAUNCH("attention/q_a_norm",
+              LaunchRmsNorm(b.qa, d.q_lora, w.q_a_norm, d.q_lora, d.latent_eps,
+                            n, {b.qa, d.q_lora}, stream));
+  STEP_LAUNCH("attention/q_b",
+              LaunchGemvBf16(Plain(w.q_b, q_rows, d.q_lora, b.qa, d.q_lora, b.q,
+                                   q_rows, n),
+                             stream));
+  STEP_LAUNCH("attention/q_rope", LaunchRope(b.q, n * g.heads, g.head_dim,
+                                             d.nope, Rope(s), stream));
+  STEP_LAUNCH("attention/kv_a",
+              LaunchGemvBf16(Plain(w.kv_a, g.latent_dim, d.hidden, b.xn,
+                                   d.hidden, b.kv, g.latent_dim, n),
+                             stream));
+  STEP_LAUNCH("attention/kv_norm",
+              LaunchRmsNorm(b.kv, g.latent_dim, w.kv_a_norm, d.kv_lora,
+                            d.latent_eps, n, {b.kv, g.latent_dim}, stream));
+  STEP_LAUNCH("attention/kv_rope",
+              LaunchRope(b.kv, n, g.latent_dim, d.kv_lora, Rope(s), stream));
+  return OkStatus();
+}
+
+IndexerScores ScoresOf(const StepLaunch& s, int layer) {
+  const StepDims& d = s.problem->dims;
+  StepBuffers& b = *s.buffers;
+  IndexerScores scores;
+  scores.q = b.qi;
+  scores.w = b.iw;
+  scores.new_key = b.ik;
+  scores.keys = s.caches->keys(layer);
+  scores.heads = d.index_heads;
+  scores.dim = d.index_dim;
+  scores.context = s.problem->context;
+  scores.batch = s.problem->batch;
+  scores.w_scale = static_cast<float>(1.0 / std::sqrt(double(d.index_heads)));
+  scores.dot_scale = static_cast<float>(1.0 / std::sqrt(double(d.index_dim)));
+  scores.scores = b.scores;
+  return scores;
+}
+
+// The DSA indexer: its query, head weights and new key; the scores of every
+// token; the kept set.
+GpuStatus Indexer(const StepLaunch& s, int layer, const LayerParams& w,
+                  cudaStream_t stream) {
+  const StepDims& d = s.problem->dims;
+  StepBuffers& b = *s.buffers;
+  const int n = s.problem->batch, qi_rows = d.index_heads * d.index_dim;
+  STEP_LAUNCH("indexer/q",
+              LaunchGemvBf16(Plain(w.index_q, qi_rows, d.q_lora, b.qa, d.q_lora,
+                                   b.qi, qi_rows, n),
+                             stream));
+  STEP_LAUNCH("indexer/q_rope", LaunchRope(b.qi, n * d.index_heads, d.index_dim,
+                                           0, Rope(s), stream));
+  STEP_LAUNCH("indexer/w",
+              LaunchGemvBf16(Plain(w.index_w, d.index_heads, d.hidden, b.xn,
+                                   d.hidden, b.iw, d.index_heads, n),
+                             stream));
+  STEP_LAUNCH("indexer/k",
+              LaunchGemvBf16(Plain(w.index_k, d.index_dim, d.hidden, b.xn,
+                                   d.hidden, b.ik, d.index_dim, n),
+                             stream));
+  STEP_LAUNCH("indexer/k_norm",
+              LaunchIndexKeyNorm(b.ik, d.index_dim, w.key_norm, w.key_bias,
+                                 d.index_eps, Rope(s), n, stream));
+  STEP_LAUNCH("indexer/scores",
+              LaunchIndexerScores(ScoresOf(s, layer), stream));
+  STEP_LAUNCH("indexer/topk",
+              LaunchTopK(b.scores, s.problem->context + 1, d.index_topk, n,
+                         b.kept, b.kept_n, stream));
+  return OkStatus();
+}
+
+SparseAttention AttentionOf(const StepLaunch& s, int layer) {
+  const StepDims& d = s.problem->dims;
+  const StepGeometry& g = s.geo;
+  StepBuffers& b = *s.buffers;
+  SparseAttention a;
+  a.q_lat = b.q_lat;
+  a.q = b.q;
+  a.q_stride = int64_t{g.heads} * g.head_dim;
+  a.q_head_stride = g.head_dim;
+  a.rope_offset = d.nope;
+  a.latent = s.caches->latent(layer);
+  a.new_entry = b.kv;
+  a.kept = b.kept;
+  a.kept_n = b.kept_n;
+  a.k = d.index_topk;
+  a.heads = g.heads;
+  a.kv_lora = d.kv_lora;
+  a.rope = d.rope;
+  a.context = s.problem->context;
+  a.batch = s.problem->batch;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
+  a.out_lat = b.o_lat;
+  a.partial = b.attn_partial;
+  return a;
+}
+
+// Absorbed MLA over the kept tokens, W_UV per head, o_proj's partial sum,
+// the residual.
+GpuStatus Mla(const StepLaunch& s, int layer, const LayerParams& w,
+              cudaStream_t stream) {
+  const StepDims& d = s.problem->dims;
+  const StepGeometry& g = s.geo;
+  StepBuffers& b = *s.buffers;
+  const int n = s.problem->batch, width = g.heads * d.v_dim;
+  const AbsorbQuery absorb{w.kv_b,
+                           g.heads,
+                           d.nope,
+                           d.v_dim,
+                           d.kv_lora,
+                           b.q,
+                           int64_t{g.heads} * g.head_dim,
+                           g.head_dim,
+                           b.q_lat,
+                           n};
+  STEP_LAUNCH("mla/absorb", LaunchAbsorbQuery(absorb, stream));
+  STEP_LAUNCH("mla/attention",
+              LaunchSparseAttention(AttentionOf(s, layer), stream));
+  Bf16Gemv expand = Plain(w.kv_b, width, d.kv_lora, b.o_lat,
+                          int64_t{g.heads} * d.kv_lora, b.values, width, n);
+  expand.rows_per_x = d.v_dim;
+  expand.w_group_stride = d.nope + d.v_dim;
+  expand.w_group_offset = d.nope;
+  expand.x_group_stride = d.kv_lora;
+  STEP_LAUNCH("mla/values", LaunchGemvBf16(expand, stream));
+  STEP_LAUNCH("mla/o_proj",
+              LaunchGemvBf16(Plain(w.o, d.hidden, width, b.values, width,
+                                   b.block_out, d.hidden, n),
+                             stream));
+  STEP_LAUNCH("mla/residual",
+              LaunchAdd(b.h, b.block_out, int64_t{n} * d.hidden, stream));
+  return OkStatus();
+}
+
+GpuStatus AttentionBlock(const StepLaunch& s, int layer, const LayerParams& w,
+                         cudaStream_t stream) {
+  const StepDims& d = s.problem->dims;
+  StepBuffers& b = *s.buffers;
+  STEP_LAUNCH("attention/norm",
+              LaunchRmsNorm(b.h, d.hidden, w.attn_norm, d.hidden, d.rms_eps,
+                            s.problem->batch, {b.xn, d.hidden}, stream));
+  MG_RETURN_IF_ERROR(QueryAndLatent(s, w, stream));
+  MG_RETURN_IF_ERROR(Indexer(s, layer, w, stream));
+  return Mla(s, layer, w, stream);
+}
+
+GpuStatus DenseMlp(const StepLaunch& s, const LayerParams& w,
+                   cudaStream_t stream) {
+  const StepDims& d = s.problem->dims;
+  const int slice = s.geo.dense, n = s.problem->batch;
+  StepBuffers& b = *s.buffers;
+  STEP_LAUNCH("dense/norm",
+              LaunchRmsNorm(b.h, d.hidden, w.ffn_norm, d.hidden, d.rms_eps, n,
+                            {b.xn, d.hidden}, stream));
+  const Nvfp4Gemv gu{w.dense_gu_codes, w.dense_gu_scales,
+                     w.dense_gu_scale, 2 * slice,
+                     d.hidden,         b.xn,
+                     d.hidden,         b.gu,
+                     2 * slice,        n};
+  STEP_LAUNCH("dense/gate_up", LaunchGemvNvfp4(gu, stream));
+  STEP_LAUNCH("dense/silu", LaunchSiluMul(b.gu, slice, n, b.act, stream));
+  const Nvfp4Gemv down{w.dense_down_codes,
+                       w.dense_down_scales,
+                       w.dense_down_scale,
+                       d.hidden,
+                       slice,
+                       b.act,
+                       slice,
+                       b.block_out,
+                       d.hidden,
+                       n};
+  STEP_LAUNCH("dense/down", LaunchGemvNvfp4(down, stream));
+  STEP_LAUNCH("dense/residual",
+              LaunchAdd(b.h, b.block_out, int64_t{n} * d.hidden, stream));
+  return OkStatus();
+}
+
+// Appends n floats from the device to *out (synchronous).
+GpuStatus AppendDevice(const float* src, size_t n, cudaStream_t stream,
+                       std::vector<float>* out) {
+  const size_t at = out->size();
+  out->resize(at + n);
+  MG_CUDA(cudaMemcpyAsync(out->data() + at, src, n * sizeof(float),
+                          cudaMemcpyDeviceToHost, stream));
+  MG_CUDA(cudaStreamSynchronize(stream));
+  return OkStatus();
+}
+
+// The trusted path on the layer's own input (its BF16-rounded floats), and
+// both outputs kept for the check.
+GpuStatus CheckMoe(const StepLaunch& s, int layer, cudaStream_t stream) {
+  StepBuffers& b = *s.buffers;
+  const LayerArgs& args = s.moe_args[layer - s.problem->dims.num_dense_layers];
+  MG_RETURN_IF_ERROR(RunTrusted(MoeLayerProblem(*s.problem, layer), args.geo,
+                                b.moe_x, args.buf.bias, b.moe_y, stream));
+  const size_t n =
+      static_cast<size_t>(s.problem->batch) * s.problem->dims.hidden;
+  MG_RETURN_IF_ERROR(AppendDevice(args.buf.y, n, stream, s.moe_output));
+  return AppendDevice(b.moe_y, n, stream, s.moe_reference);
+}
+
+GpuStatus MoeMlp(const StepLaunch& s, int layer, const LayerParams& w,
+                 cudaStream_t stream) {
+  const StepDims& d = s.problem->dims;
+  const int n = s.problem->batch, moe = layer - d.num_dense_layers;
+  StepBuffers& b = *s.buffers;
+  const LayerArgs& args = s.moe_args[moe];
+  NormOut out;
+  out.bf16 = const_cast<uint16_t*>(args.buf.x_bf16);
+  out.bf16_float = b.moe_x;
+  STEP_LAUNCH("moe/norm", LaunchRmsNorm(b.h, d.hidden, w.ffn_norm, d.hidden,
+                                        d.rms_eps, n, out, stream));
+  STEP_LAUNCH("moe/layer", s.launcher->launch(args, b.workspace.get(), stream));
+  if (s.record_routed) {
+    MG_CUDA(cudaMemcpyAsync(b.routed + moe, args.buf.meta + kMetaRouted,
+                            sizeof(int), cudaMemcpyDeviceToDevice, stream));
+  }
+  if (s.moe_output != nullptr) MG_RETURN_IF_ERROR(CheckMoe(s, layer, stream));
+  STEP_LAUNCH("moe/residual",
+              LaunchAdd(b.h, args.buf.y, int64_t{n} * d.hidden, stream));
+  return OkStatus();
+}
+
+GpuStatus Head(const StepLaunch& s, cudaStream_t stream) {
+  const StepDims& d = s.problem->dims;
+  StepBuffers& b = *s.buffers;
+  const int n = s.problem->batch;
+  STEP_LAUNCH("lm_head/norm",
+              LaunchRmsNorm(b.h, d.hidden, s.weights->final_norm, d.hidden,
+                            d.rms_eps, n, {b.xn, d.hidden}, stream));
+  STEP_LAUNCH("lm_head/gemv",
+              LaunchGemvBf16(Plain(s.weights->lm_head, s.geo.vocab, d.hidden,
+                                   b.xn, d.hidden, b.logits, s.geo.vocab, n),
+                             stream));
+  STEP_LAUNCH("lm_head/argmax",
+              LaunchArgMax(b.logits, s.geo.vocab, n, s.geo.vocab_begin, b.next,
+                           stream));
+  return OkStatus();
+}
+
+}  // namespace
+
+GpuStatus AllocStepBuffers(const StepProblem& p, const Launcher& launcher,
+                           StepBuffers* b) {
+  Carver sizing(nullptr);
+  CarveStep(p, launcher, sizing, b);
+  MG_RETURN_IF_ERROR(b->main.Allocate(sizing.used()));
+  Carver c(b->main.get());
+  CarveStep(p, launcher, c, b);
+  MG_RETURN_IF_ERROR(
+      Upload(b->tokens, p.tokens.data(), p.tokens.size() * sizeof(int)));
+  MG_RETURN_IF_ERROR(Upload(b->rope_cos, p.rope_cos.data(),
+                            p.rope_cos.size() * sizeof(double)));
+  MG_RETURN_IF_ERROR(Upload(b->rope_sin, p.rope_sin.data(),
+                            p.rope_sin.size() * sizeof(double)));
+  const size_t experts = p.dims.moe.num_experts;
+  for (size_t l = 0; l < p.router_bias.size(); ++l) {
+    MG_RETURN_IF_ERROR(Upload(b->router_bias + l * experts,
+                              p.router_bias[l].data(),
+                              experts * sizeof(float)));
+  }
+  LayerArgs args;
+  args.geo = MakeGeometry(MoeLayerProblem(p, p.dims.num_dense_layers));
+  args.buf = b->moe;
+  MG_RETURN_IF_ERROR(b->workspace.Allocate(launcher.workspace_bytes(args)));
+  MG_CUDA(cudaDeviceSynchronize());
+  return OkStatus();
+}
+
+PartTimer::~PartTimer() {
+  for (cudaEvent_t e : events_) cudaEventDestroy(e);
+}
+
+GpuStatus PartTimer::Mark(const char* part, cudaStream_t stream) {
+  cudaEvent_t e;
+  MG_CUDA(cudaEventCreate(&e));
+  events_.push_back(e);
+  parts_.emplace_back(part);
+  MG_CUDA(cudaEventRecord(e, stream));
+  return OkStatus();
+}
+
+GpuStatus PartTimer::Totals(
+    std::vector<std::pair<std::string, double>>* out) const {
+  out->clear();
+  for (size_t i = 0; i + 1 < events_.size(); ++i) {
+    float ms = 0;
+    MG_CUDA(cudaEventElapsedTime(&ms, events_[i], events_[i + 1]));
+    auto it = std::find_if(out->begin(), out->end(),
+                           [&](const auto& e) { return e.first == parts_[i]; });
+    if (it == out->end()) it = out->insert(out->end(), {parts_[i], 0.0});
+    it->second += 1000.0 * ms;
+  }
+  return OkStatus();
+}
+
+void PrepareMoeArgs(StepLaunch* s, int block_n, int block_k) {
+  const StepProblem& p = *s->problem;
+  s->moe_args.clear();
+  for (int layer = p.dims.num_dense_layers; layer < p.layers; ++layer) {
+    const LayerParams& w = s->weights->layers[layer];
+    LayerArgs a;
+    a.geo = MakeGeometry(MoeLayerProblem(p, layer));
+    a.block_n = block_n;
+    a.block_k = block_k;
+    a.gate_up = w.moe->gate_up;
+    a.down = w.moe->down;
+    a.router_w = w.moe->router.as<uint16_t>();
+    a.buf = s->buffers->moe;
+    a.buf.bias =
+        s->buffers->router_bias +
+        size_t(layer - p.dims.num_dense_layers) * p.dims.moe.num_experts;
+    a.device = s->device;
+    a.sm_count = s->sm_count;
+    a.cublas = s->cublas;
+    s->moe_args.push_back(a);
+  }
+}
+
+GpuStatus EnqueueStep(const StepLaunch& s, cudaStream_t stream) {
+  const StepProblem& p = *s.problem;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(p.dims.hidden));
+  STEP_LAUNCH("embed", LaunchEmbed(s.buffers->tokens, p.batch, p.dims.hidden,
+                                   p.seed, scale, s.buffers->h, stream));
+  for (int layer = 0; layer < p.layers; ++layer) {
+    const LayerParams& w = s.weights->layers[layer];
+    MG_RETURN_IF_ERROR(AttentionBlock(s, layer, w, stream));
+    MG_RETURN_IF_ERROR(layer < p.dims.num_dense_layers
+                           ? DenseMlp(s, w, stream)
+                           : MoeMlp(s, layer, w, stream));
+  }
+  MG_RETURN_IF_ERROR(Head(s, stream));
+  return Mark(s, "end", stream);
+}
+
+}  // namespace moetune::gpu

@@ -1,0 +1,88 @@
+// One decode step enqueued on a stream: the launch sequence of rank r's
+// step over its weights (step_weights.cuh) and one set of activation
+// buffers, so that it can run eagerly, be captured in a CUDA graph, or be
+// timed part by part. Not thread-safe (one step at a time per buffer set).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/launcher.cuh"
+#include "kernels/cuda/step/step_ops.cuh"
+#include "kernels/cuda/step/step_weights.cuh"
+
+namespace moetune::gpu {
+
+// The step's activations and inputs on the device, carved from one
+// allocation (float unless noted).
+struct StepBuffers {
+  DeviceBuffer main, workspace;
+  int* tokens = nullptr;  // [batch]
+  double *rope_cos = nullptr, *rope_sin = nullptr;
+  float* router_bias = nullptr;       // [MoE layers][experts]
+  float *h = nullptr, *xn = nullptr;  // [batch][hidden]
+  float* qa = nullptr;                // [batch][q_lora]
+  float* q = nullptr;                 // [batch][heads][head_dim]
+  float* kv = nullptr;                // [batch][latent_dim]
+  float *qi = nullptr, *iw = nullptr, *ik = nullptr;  // the indexer's q, w, k
+  float* scores = nullptr;                            // [batch][context + 1]
+  int *kept = nullptr, *kept_n = nullptr;    // [batch][index_topk], [batch]
+  float *q_lat = nullptr, *o_lat = nullptr;  // [batch][heads][kv_lora]
+  float* attn_partial = nullptr;             // SparseAttention::partial
+  float* values = nullptr;                   // [batch][heads * v_dim]
+  float* block_out = nullptr;                // [batch][hidden]
+  float *gu = nullptr, *act = nullptr;       // dense MLP [batch][2 * slice]
+  float *moe_x = nullptr, *moe_y = nullptr;  // the trusted MoE's in / out
+  float* logits = nullptr;                   // [batch][vocab slice]
+  int* next = nullptr;                       // [batch]
+  int* routed = nullptr;                     // [MoE layers] distinct experts
+  RunBuffers moe;                            // the MoE layers' (shared)
+};
+
+// Allocates `b` for `p` (the MoE layers' buffers as `launcher` needs them)
+// and uploads the inputs: tokens, RoPE table, router biases.
+GpuStatus AllocStepBuffers(const StepProblem& p, const Launcher& launcher,
+                           StepBuffers* b);
+
+// Records an event where each part of the step begins, for part timing.
+class PartTimer {
+ public:
+  ~PartTimer();
+  GpuStatus Mark(const char* part, cudaStream_t stream);
+  // Sums the time between marks per part (after the stream finished).
+  GpuStatus Totals(std::vector<std::pair<std::string, double>>* out) const;
+
+ private:
+  std::vector<cudaEvent_t> events_;
+  std::vector<std::string> parts_;
+};
+
+struct StepLaunch {
+  const StepProblem* problem = nullptr;
+  StepGeometry geo;
+  const StepWeights* weights = nullptr;
+  const StepCaches* caches = nullptr;
+  const Launcher* launcher = nullptr;  // the MoE backend
+  std::vector<LayerArgs> moe_args;     // one a MoE layer, over b->moe
+  StepBuffers* buffers = nullptr;
+  int device = 0, sm_count = 0;
+  void* cublas = nullptr;
+  bool record_routed = false;  // copy each MoE layer's distinct experts
+  // Eager checking pass: after each MoE layer, also run the trusted path on
+  // the same input and append both outputs ([batch][hidden] each) here; the
+  // step goes on with the backend's.
+  std::vector<float>* moe_output = nullptr;
+  std::vector<float>* moe_reference = nullptr;
+  PartTimer* timer = nullptr;  // mark parts when set
+};
+
+// Fills moe_args for each MoE layer (weights, router bias, buffers).
+void PrepareMoeArgs(StepLaunch* s, int block_n, int block_k);
+
+// Enqueues the whole step on `stream`.
+GpuStatus EnqueueStep(const StepLaunch& s, cudaStream_t stream);
+
+}  // namespace moetune::gpu

@@ -1,0 +1,192 @@
+#include "kernels/cuda/step/reduce.cuh"
+#include "kernels/cuda/step/step_ops.cuh"
+#include "kernels/model/weight_gen.h"
+
+namespace moetune::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+
+int Blocks(int64_t n, int threads = kThreads) {
+  return static_cast<int>((n + threads - 1) / threads);
+}
+
+__global__ void EmbedKernel(const int* tokens, int hidden, uint64_t seed,
+                            float scale, float* h) {
+  const int b = blockIdx.y;
+  const uint64_t row = static_cast<uint64_t>(tokens[b]) * hidden;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < hidden;
+       i += gridDim.x * blockDim.x) {
+    h[static_cast<int64_t>(b) * hidden + i] =
+        weights::Bf16Weight(seed, 0, weights::kEmbedding, row + i, scale);
+  }
+}
+
+// One block a row.
+__global__ void RmsNormKernel(const float* x, int64_t x_stride,
+                              const float* gamma, int n, float eps,
+                              NormOut out) {
+  __shared__ float scratch[32];
+  const float* row = x + blockIdx.x * x_stride;
+  float sum = 0.0f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) sum += row[i] * row[i];
+  const float inv = rsqrtf(BlockSum(sum, scratch) / n + eps);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = row[i] * inv * gamma[i];
+    if (out.out != nullptr) out.out[blockIdx.x * out.stride + i] = v;
+    const int64_t at = static_cast<int64_t>(blockIdx.x) * n + i;
+    if (out.bf16 != nullptr) out.bf16[at] = FloatToBf16(v);
+    if (out.bf16_float != nullptr) {
+      out.bf16_float[at] = Bf16ToFloat(FloatToBf16(v));
+    }
+  }
+}
+
+__device__ void RotatePair(float* p, int i, const RopeTable& rope) {
+  const double even = p[2 * i], odd = p[2 * i + 1];
+  const double c = rope.cos[i], s = rope.sin[i];
+  p[2 * i] = static_cast<float>(even * c - odd * s);
+  p[2 * i + 1] = static_cast<float>(odd * c + even * s);
+}
+
+// One block a row of k.
+__global__ void IndexKeyNormKernel(float* k, int dim, const float* gamma,
+                                   const float* beta, float eps,
+                                   RopeTable rope) {
+  __shared__ float scratch[32];
+  float* row = k + static_cast<int64_t>(blockIdx.x) * dim;
+  float sum = 0.0f;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) sum += row[i];
+  const float mean = BlockSum(sum, scratch) / dim;
+  float var = 0.0f;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    var += (row[i] - mean) * (row[i] - mean);
+  }
+  const float inv = rsqrtf(BlockSum(var, scratch) / dim + eps);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    row[i] = (row[i] - mean) * inv * gamma[i] + beta[i];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < rope.pairs; i += blockDim.x) {
+    RotatePair(row, i, rope);
+  }
+}
+
+__global__ void RopeKernel(float* x, int rows, int stride, int offset,
+                           RopeTable rope) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<int64_t>(rows) * rope.pairs) return;
+  const int64_t row = i / rope.pairs;
+  RotatePair(x + row * stride + offset, static_cast<int>(i % rope.pairs), rope);
+}
+
+__global__ void AddKernel(float* h, const float* y, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) h[i] += y[i];
+}
+
+__global__ void SiluMulKernel(const float* gu, int width, int batch,
+                              float* act) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= static_cast<int64_t>(width) * batch) return;
+  const int64_t b = i / width, j = i % width;
+  const float gate = gu[b * 2 * width + j], up = gu[b * 2 * width + width + j];
+  act[i] = gate / (1.0f + expf(-gate)) * up;
+}
+
+// One block a row: (value, index) maxima, the lower index on ties.
+__global__ void ArgMaxKernel(const float* logits, int width, int first_token,
+                             int* next) {
+  __shared__ float best_v[32];
+  __shared__ int best_i[32];
+  const float* row = logits + static_cast<int64_t>(blockIdx.x) * width;
+  float v = -INFINITY;
+  int idx = width;
+  for (int i = threadIdx.x; i < width; i += blockDim.x) {
+    if (row[i] > v) {  // ascending i per thread: the first maximum stays
+      v = row[i];
+      idx = i;
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+    if (ov > v || (ov == v && oi < idx)) {
+      v = ov;
+      idx = oi;
+    }
+  }
+  if ((threadIdx.x & 31) == 0) {
+    best_v[threadIdx.x >> 5] = v;
+    best_i[threadIdx.x >> 5] = idx;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < blockDim.x / 32; ++w) {
+    if (best_v[w] > v || (best_v[w] == v && best_i[w] < idx)) {
+      v = best_v[w];
+      idx = best_i[w];
+    }
+  }
+  next[blockIdx.x] = first_token + idx;
+}
+
+}  // namespace
+
+GpuStatus LaunchEmbed(const int* tokens, int batch, int hidden, uint64_t seed,
+                      float scale, float* h, cudaStream_t stream) {
+  EmbedKernel<<<dim3(Blocks(hidden), batch), kThreads, 0, stream>>>(
+      tokens, hidden, seed, scale, h);
+  MG_CHECK_LAUNCH();
+  return OkStatus();
+}
+
+GpuStatus LaunchRmsNorm(const float* x, int64_t x_stride, const float* gamma,
+                        int n, float eps, int batch, const NormOut& out,
+                        cudaStream_t stream) {
+  // One block a row: wide, so that a row of 6144 is a few loads a thread.
+  RmsNormKernel<<<batch, 1024, 0, stream>>>(x, x_stride, gamma, n, eps, out);
+  MG_CHECK_LAUNCH();
+  return OkStatus();
+}
+
+GpuStatus LaunchIndexKeyNorm(float* k, int dim, const float* gamma,
+                             const float* beta, float eps,
+                             const RopeTable& rope, int batch,
+                             cudaStream_t stream) {
+  IndexKeyNormKernel<<<batch, 128, 0, stream>>>(k, dim, gamma, beta, eps, rope);
+  MG_CHECK_LAUNCH();
+  return OkStatus();
+}
+
+GpuStatus LaunchRope(float* x, int rows, int stride, int offset,
+                     const RopeTable& rope, cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(rows) * rope.pairs;
+  RopeKernel<<<Blocks(n), kThreads, 0, stream>>>(x, rows, stride, offset, rope);
+  MG_CHECK_LAUNCH();
+  return OkStatus();
+}
+
+GpuStatus LaunchAdd(float* h, const float* y, int64_t n, cudaStream_t stream) {
+  AddKernel<<<Blocks(n), kThreads, 0, stream>>>(h, y, n);
+  MG_CHECK_LAUNCH();
+  return OkStatus();
+}
+
+GpuStatus LaunchSiluMul(const float* gu, int width, int batch, float* act,
+                        cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(width) * batch;
+  SiluMulKernel<<<Blocks(n), kThreads, 0, stream>>>(gu, width, batch, act);
+  MG_CHECK_LAUNCH();
+  return OkStatus();
+}
+
+GpuStatus LaunchArgMax(const float* logits, int width, int batch,
+                       int first_token, int* next, cudaStream_t stream) {
+  ArgMaxKernel<<<batch, kThreads, 0, stream>>>(logits, width, first_token,
+                                               next);
+  MG_CHECK_LAUNCH();
+  return OkStatus();
+}
+
+}  // namespace moetune::gpu

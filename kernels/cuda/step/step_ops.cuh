@@ -1,0 +1,66 @@
+// The decode step's small kernels: embedding rows, RMSNorm, the indexer key's
+// LayerNorm, RoPE, residual adds, SiLU(gate) * up and the argmax. Each
+// Launch* enqueues one kernel on `stream` (capturable in a graph) and checks
+// the launch. Rows are sequences of the batch; float activations. Launch-
+// only; not thread-safe.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/cuda_util.cuh"
+
+namespace moetune::gpu {
+
+// RoPE of one position: cos and sin of each pair (double, as the reference
+// computes them), on the device.
+struct RopeTable {
+  const double* cos = nullptr;
+  const double* sin = nullptr;
+  int pairs = 0;
+};
+
+// h[b][i] = embedding[tokens[b]][i]: the BF16 weight straight from the hash
+// (layer 0, tensor kEmbedding, scale 1/sqrt(hidden)).
+GpuStatus LaunchEmbed(const int* tokens, int batch, int hidden, uint64_t seed,
+                      float scale, float* h, cudaStream_t stream);
+
+// out[b][:n] = x[b][:n] / rms * gamma, rows `x_stride` / `out_stride` apart
+// (out may be x). Also, when non-null, the result as BF16 bits and as the
+// BF16-rounded float (the MoE layer's input forms).
+struct NormOut {
+  float* out = nullptr;
+  int64_t stride = 0;
+  uint16_t* bf16 = nullptr;     // [batch][n]
+  float* bf16_float = nullptr;  // [batch][n]
+};
+GpuStatus LaunchRmsNorm(const float* x, int64_t x_stride, const float* gamma,
+                        int n, float eps, int batch, const NormOut& out,
+                        cudaStream_t stream);
+
+// The indexer key, in place on k [batch][dim]: LayerNorm (gamma, beta, eps,
+// biased variance), then RoPE on its first 2 * rope.pairs elements.
+GpuStatus LaunchIndexKeyNorm(float* k, int dim, const float* gamma,
+                             const float* beta, float eps,
+                             const RopeTable& rope, int batch,
+                             cudaStream_t stream);
+
+// RoPE in place on `rows` rows of `stride` floats, at `offset` in each row
+// (interleaved pairs, kernels/reference/ops.h ApplyRope).
+GpuStatus LaunchRope(float* x, int rows, int stride, int offset,
+                     const RopeTable& rope, cudaStream_t stream);
+
+// h[i] += y[i] for i < n.
+GpuStatus LaunchAdd(float* h, const float* y, int64_t n, cudaStream_t stream);
+
+// act[b][j] = SiLU(gu[b][j]) * gu[b][width + j], gu rows 2 * width wide.
+GpuStatus LaunchSiluMul(const float* gu, int width, int batch, float* act,
+                        cudaStream_t stream);
+
+// next[b] = first_token + the index of the largest logits[b][:width] (the
+// lowest on ties).
+GpuStatus LaunchArgMax(const float* logits, int width, int batch,
+                       int first_token, int* next, cudaStream_t stream);
+
+}  // namespace moetune::gpu

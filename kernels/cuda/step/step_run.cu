@@ -1,0 +1,324 @@
+// RunDecodeStep (kernels/cuda/step_gpu.h): checks the request, makes sure
+// the rank's shard fits and is generated (cached between runs of the same
+// problem in this process), runs the step once, untimed, for its logits (and
+// the trusted-MoE step's), counts its kernels, times it, and profiles its
+// parts when asked.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/device_probe.cuh"
+#include "kernels/cuda/run_checks.cuh"
+#include "kernels/cuda/run_context.cuh"
+#include "kernels/cuda/step/step_launch.cuh"
+#include "kernels/cuda/step/step_weights.cuh"
+#include "kernels/cuda/step_gpu.h"
+
+namespace moetune::gpu {
+namespace {
+
+GpuStatus Bad(const std::string& message) {
+  return Fail(RunStatus::kBadProblem, message);
+}
+
+std::unique_ptr<StepWeights>& WeightsSlot() {
+  static auto* slot = new std::unique_ptr<StepWeights>;
+  return *slot;
+}
+
+// The MoE runtime's checks on the first MoE layer, as a layer run of this
+// step's batch would see it.
+MoeProblem FirstMoeLayer(const StepProblem& p) {
+  MoeProblem m;
+  m.dims = p.dims.moe;
+  m.seed = p.seed;
+  m.layer = p.dims.num_dense_layers;
+  m.batch = p.batch;
+  m.shard = p.shard;
+  m.input.assign(static_cast<size_t>(p.batch) * p.dims.moe.hidden, 0.0f);
+  m.router_bias = p.router_bias.empty()
+                      ? std::vector<float>(p.dims.moe.num_experts, 0.0f)
+                      : p.router_bias.front();
+  return m;
+}
+
+MoeRunOptions MoeOptions(const StepRunOptions& o) {
+  MoeRunOptions m;
+  m.backend = o.backend;
+  m.block_n = o.block_n;
+  m.block_k = o.block_k;
+  m.cuda_graph = o.cuda_graph;
+  m.warmup = o.warmup;
+  m.iterations = o.iterations;
+  m.device = o.device;
+  return m;
+}
+
+GpuStatus ValidateStep(const StepProblem& p) {
+  const StepDims& d = p.dims;
+  const int world = p.shard.tp * p.shard.ep;
+  if (p.layers < 1) return Bad("problem.layers: must be >= 1");
+  if (p.context < 0) return Bad("problem.context: must be >= 0");
+  if (world < 1 || d.heads % world != 0 || d.vocab % world != 0 ||
+      d.dense_inter % (16 * world) != 0) {
+    return Bad(
+        "problem.shard: tp * ep must divide the heads, the vocabulary "
+        "and the dense MLP (in blocks of 16)");
+  }
+  if (d.index_heads > 32) return Bad("problem.dims.index_heads: at most 32");
+  if (d.hidden % 32 || d.q_lora % 8 || d.kv_lora % 8 || d.v_dim % 8 ||
+      d.rope % 8) {
+    return Bad(
+        "problem.dims: hidden must be a multiple of 32, q_lora, "
+        "kv_lora, v_dim and rope of 8");
+  }
+  if (p.tokens.size() != static_cast<size_t>(p.batch))
+    return Bad("problem.tokens: one a sequence");
+  const int moe_layers = std::max(0, p.layers - d.num_dense_layers);
+  if (p.router_bias.size() != static_cast<size_t>(moe_layers))
+    return Bad("problem.router_bias: one a MoE layer run");
+  if (p.rope_cos.size() != static_cast<size_t>(d.rope / 2) ||
+      p.rope_sin.size() != p.rope_cos.size()) {
+    return Bad("problem.rope_cos / rope_sin: rope / 2 values each");
+  }
+  return OkStatus();
+}
+
+std::string Gib(double bytes) {
+  char text[32];
+  snprintf(text, sizeof(text), "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+  return text;
+}
+
+// Refuses, with the sizes, a shard that does not fit next to what is free
+// (`weights_resident`: its weights are already on the device).
+GpuStatus CheckFits(const StepProblem& p, WeightLayout layout,
+                    bool weights_resident) {
+  size_t free_bytes = 0, total_bytes = 0;
+  MG_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const double weights = static_cast<double>(StepWeightBytes(p, layout));
+  const double caches = static_cast<double>(StepCacheBytes(p));
+  const double margin = 1.0 * (1 << 30);  // activations, workspace, graphs
+  const double needed = (weights_resident ? 0 : weights) + caches + margin;
+  if (needed <= static_cast<double>(free_bytes)) return OkStatus();
+  return Fail(RunStatus::kCannotImplement,
+              "rank " + std::to_string(p.shard.rank) + "'s shard needs " +
+                  Gib(weights + caches) + " (weights " + Gib(weights) +
+                  ", KV caches and indexer keys " + Gib(caches) + ") and " +
+                  Gib(static_cast<double>(free_bytes)) + " is free" +
+                  (weights_resident ? " beside its resident weights" : "") +
+                  ": run fewer layers, a smaller batch or context");
+}
+
+std::unique_ptr<StepCaches>& CachesSlot() {
+  static auto* slot = new std::unique_ptr<StepCaches>;
+  return *slot;
+}
+
+// The shard's weights (kept while the next run's shard is the same) and its
+// caches (kept while the batch and context are too); what changed is freed
+// before the fit check and made again.
+GpuStatus EnsureShard(const StepProblem& p, Context* ctx, int device,
+                      WeightLayout layout, const StepWeights** weights,
+                      const StepCaches** caches) {
+  std::unique_ptr<StepWeights>& w = WeightsSlot();
+  std::unique_ptr<StepCaches>& c = CachesSlot();
+  const StepWeightKey key = WeightKeyOf(p, device, layout);
+  const bool weights_ok = w != nullptr && w->key == key;
+  const bool caches_ok = weights_ok && c != nullptr && c->weights == key &&
+                         c->batch == p.batch && c->context == p.context;
+  if (!caches_ok) c.reset();
+  if (!weights_ok) {
+    w.reset();
+    ctx->weights = WeightSet();  // the MoE runtime's cached layers too
+    ctx->chain.clear();
+  }
+  if (!caches_ok) MG_RETURN_IF_ERROR(CheckFits(p, layout, weights_ok));
+  if (!weights_ok) {
+    auto fresh = std::make_unique<StepWeights>();
+    MG_RETURN_IF_ERROR(GenerateStepWeights(p, device, layout, fresh.get()));
+    w = std::move(fresh);
+  }
+  if (!caches_ok) {
+    auto fresh = std::make_unique<StepCaches>();
+    MG_RETURN_IF_ERROR(GenerateStepCaches(p, fresh.get()));
+    fresh->weights = key;
+    c = std::move(fresh);
+  }
+  *weights = w.get();
+  *caches = c.get();
+  return OkStatus();
+}
+
+template <typename T>
+GpuStatus Download(const T* src, size_t n, std::vector<T>* out) {
+  out->resize(n);
+  if (n > 0) {
+    MG_CUDA(
+        cudaMemcpy(out->data(), src, n * sizeof(T), cudaMemcpyDeviceToHost));
+  }
+  return OkStatus();
+}
+
+// One untimed step: its logits, next tokens and routed experts, and with
+// compute_reference every MoE layer checked on its own input.
+GpuStatus CheckedRuns(StepLaunch s, Context* ctx, const StepRunOptions& o,
+                      StepRunResult* r) {
+  const StepProblem& p = *s.problem;
+  const size_t logits = static_cast<size_t>(p.batch) * s.geo.vocab;
+  s.record_routed = true;
+  if (o.compute_reference) {
+    s.moe_output = &r->moe_output;
+    s.moe_reference = &r->moe_reference;
+  }
+  MG_RETURN_IF_ERROR(EnqueueStep(s, ctx->stream));
+  MG_CUDA(cudaStreamSynchronize(ctx->stream));
+  MG_RETURN_IF_ERROR(Download(s.buffers->logits, logits, &r->logits));
+  MG_RETURN_IF_ERROR(Download(s.buffers->next, p.batch, &r->next_tokens));
+  return Download(s.buffers->routed, s.moe_args.size(), &r->distinct_experts);
+}
+
+struct Graph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ~Graph() {
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+  }
+};
+
+GpuStatus Capture(const StepLaunch& s, cudaStream_t stream, Graph* g,
+                  bool instantiate) {
+  MG_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  const GpuStatus launched = EnqueueStep(s, stream);
+  const cudaError_t ended = cudaStreamEndCapture(stream, &g->graph);
+  MG_RETURN_IF_ERROR(launched);
+  MG_CUDA(ended);
+  if (instantiate) MG_CUDA(cudaGraphInstantiate(&g->exec, g->graph, 0));
+  return OkStatus();
+}
+
+// The step's kernels: the nodes of its captured graph.
+GpuStatus CountKernels(const StepLaunch& s, Context* ctx, int* kernels) {
+  Graph g;
+  MG_RETURN_IF_ERROR(Capture(s, ctx->stream, &g, false));
+  size_t nodes = 0;
+  MG_CUDA(cudaGraphGetNodes(g.graph, nullptr, &nodes));
+  *kernels = static_cast<int>(nodes);
+  return OkStatus();
+}
+
+struct Events {
+  std::vector<cudaEvent_t> events;
+  ~Events() {
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
+  }
+};
+
+GpuStatus TimeSteps(const StepLaunch& s, Context* ctx, const StepRunOptions& o,
+                    std::vector<double>* samples) {
+  Graph graph;
+  if (o.cuda_graph) MG_RETURN_IF_ERROR(Capture(s, ctx->stream, &graph, true));
+  const int total = o.warmup + o.iterations;
+  Events ev;
+  ev.events.resize(2 * static_cast<size_t>(total));
+  for (cudaEvent_t& e : ev.events) MG_CUDA(cudaEventCreate(&e));
+  for (int it = 0; it < total; ++it) {
+    // Every step starts from DRAM: L2 flushed with a read sweep.
+    MG_RETURN_IF_ERROR(LaunchReadSweep(ctx->flush.get(), ctx->flush.bytes(),
+                                       ctx->sink.as<unsigned>(), ctx->sm_count,
+                                       ctx->stream));
+    MG_CUDA(cudaEventRecord(ev.events[2 * it], ctx->stream));
+    if (o.cuda_graph) {
+      MG_CUDA(cudaGraphLaunch(graph.exec, ctx->stream));
+    } else {
+      MG_RETURN_IF_ERROR(EnqueueStep(s, ctx->stream));
+    }
+    MG_CUDA(cudaEventRecord(ev.events[2 * it + 1], ctx->stream));
+  }
+  MG_CUDA(cudaStreamSynchronize(ctx->stream));
+  for (int it = o.warmup; it < total; ++it) {
+    float ms = 0;
+    MG_CUDA(
+        cudaEventElapsedTime(&ms, ev.events[2 * it], ev.events[2 * it + 1]));
+    samples->push_back(ms * 1000.0);
+  }
+  return OkStatus();
+}
+
+GpuStatus ProfileParts(StepLaunch s, Context* ctx, StepRunResult* r) {
+  PartTimer timer;
+  s.timer = &timer;
+  MG_RETURN_IF_ERROR(EnqueueStep(s, ctx->stream));
+  MG_CUDA(cudaStreamSynchronize(ctx->stream));
+  return timer.Totals(&r->part_us);
+}
+
+GpuStatus Prepare(const StepProblem& p, const StepRunOptions& o, Context** ctx,
+                  const Launcher** launcher) {
+  MG_RETURN_IF_ERROR(ValidateStep(p));
+  const MoeProblem first = FirstMoeLayer(p);
+  const MoeRunOptions mo = MoeOptions(o);
+  MG_RETURN_IF_ERROR(ValidateProblem(first, mo));
+  MG_RETURN_IF_ERROR(ResolveLauncher(mo, launcher));
+  MG_RETURN_IF_ERROR(
+      CheckCanImplement(MakeGeometry(first), mo, *(*launcher)->descriptor));
+  MG_RETURN_IF_ERROR(GetContext(o.device, ctx));
+  if ((*launcher)->descriptor->gpu.cublas)
+    MG_RETURN_IF_ERROR(EnsureCublas(*ctx));
+  return OkStatus();
+}
+
+GpuStatus RunLocked(const StepProblem& p, const StepRunOptions& o,
+                    StepRunResult* r) {
+  Context* ctx = nullptr;
+  const Launcher* launcher = nullptr;
+  MG_RETURN_IF_ERROR(Prepare(p, o, &ctx, &launcher));
+  const StepWeights* weights = nullptr;
+  const StepCaches* caches = nullptr;
+  MG_RETURN_IF_ERROR(EnsureShard(p, ctx, o.device, launcher->weight_layout,
+                                 &weights, &caches));
+  StepBuffers buffers;
+  MG_RETURN_IF_ERROR(AllocStepBuffers(p, *launcher, &buffers));
+  StepLaunch s;
+  s.problem = &p;
+  s.geo = MakeStepGeometry(p);
+  s.weights = weights;
+  s.caches = caches;
+  s.launcher = launcher;
+  s.buffers = &buffers;
+  s.device = o.device;
+  s.sm_count = ctx->sm_count;
+  s.cublas = ctx->cublas;
+  const backends::Tile tile = RunTile(MoeOptions(o), *launcher->descriptor);
+  PrepareMoeArgs(&s, tile.block_n, tile.block_k);
+  r->weight_bytes = weights->bytes;
+  r->cache_bytes = caches->bytes;
+  MG_RETURN_IF_ERROR(CheckedRuns(s, ctx, o, r));
+  if (launcher->descriptor->graph_capturable) {
+    MG_RETURN_IF_ERROR(CountKernels(s, ctx, &r->kernels_per_step));
+  }
+  MG_RETURN_IF_ERROR(TimeSteps(s, ctx, o, &r->samples_us));
+  if (o.profile_parts) MG_RETURN_IF_ERROR(ProfileParts(s, ctx, r));
+  return OkStatus();
+}
+
+}  // namespace
+
+StepRunResult RunDecodeStep(const StepProblem& problem,
+                            const StepRunOptions& options) {
+  std::lock_guard<std::mutex> lock(DeviceMutex());
+  StepRunResult result;
+  const GpuStatus status = RunLocked(problem, options, &result);
+  if (!status.ok()) {
+    result.status = status.code;
+    result.message = status.message;
+    result.samples_us.clear();
+  }
+  return result;
+}
+
+}  // namespace moetune::gpu

@@ -1,0 +1,100 @@
+// The GPU decode step's public face: plain C++ (no CUDA, abseil or gRPC
+// headers), like moe_gpu.h, so the worker calls it from g++-compiled code;
+// worker/gpu_stub.cc answers "built without CUDA" where there is no CUDA.
+//
+// RunDecodeStep runs rank r's whole decode step of GLM-5 (docs/design.md
+// §2; kernels/reference/step_spec.h says what the rank owns): embedding,
+// every decoder layer's attention (MLA with absorbed weights over the BF16
+// latent cache, the DSA indexer over FP8 keys picking the attended tokens)
+// and MLP (NVFP4 dense MLP, or the MoE layer through the trial's backend),
+// the final norm, its lm_head slice and the argmax. Every weight and cache
+// entry is generated on the device from the counter hash. Communication
+// after each sharded block is not done here: the rank's partial sum stands
+// in for the collective (modelled by the worker). Safe without a GPU: errors
+// come back as values. Uses the device exclusively while it runs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/moe_gpu.h"
+
+namespace moetune::gpu {
+
+// The model's dimensions (kernels/model/model_config.h's, as plain values).
+struct StepDims {
+  int hidden = 0, num_dense_layers = 0, vocab = 0;
+  float rms_eps = 0, latent_eps = 0, index_eps = 0;
+  int q_lora = 0, heads = 0, nope = 0, rope = 0, kv_lora = 0, v_dim = 0;
+  int index_heads = 0, index_dim = 0, index_topk = 0;
+  int dense_inter = 0;
+  MoeDims moe;
+};
+
+struct StepProblem {
+  StepDims dims;
+  uint64_t seed = 0;
+  int layers = 1;           // the first `layers` decoder layers
+  int batch = 1;            // sequences, each its own token and caches
+  int context = 0;          // past tokens in every sequence's caches
+  MoeShard shard;           // rank = ep_rank * tp + tp_rank; world = tp * ep
+  std::vector<int> tokens;  // [batch] token ids
+  // [MoE layers run][experts]: each MoE layer's e_score_correction_bias.
+  std::vector<std::vector<float>> router_bias;
+  // RoPE at position `context`: cos and sin of pair i (rope / 2 of each),
+  // as the reference computes them (double).
+  std::vector<double> rope_cos, rope_sin;
+};
+
+struct StepRunOptions {
+  std::string backend;  // the MoE layers' backend
+  int block_n = 0, block_k = 0;
+  bool cuda_graph = false;  // the whole step captured in one graph
+  int warmup = 3;
+  int iterations = 20;
+  int device = 0;
+  // Check every MoE layer against the trusted path (plain kernels from the
+  // hash) on that layer's own input in the step: the oracle at dims the CPU
+  // cannot run. (A whole step is not compared with a whole trusted step:
+  // over tens of layers the two drift apart wherever BF16 rounding tips a
+  // router near-tie, however right both are.)
+  bool compute_reference = false;
+  // Time each part of the step in an extra eager pass (events between
+  // parts): StepRunResult::part_us.
+  bool profile_parts = false;
+};
+
+struct StepRunResult {
+  RunStatus status = RunStatus::kOk;
+  std::string message;
+  std::vector<double> samples_us;  // raw timed iterations (us a step)
+  // From an untimed run: [batch][vocab / world] this rank's logits slice;
+  // with compute_reference, [MoE layers][batch][hidden] each MoE layer's
+  // output and the trusted path's on the same input.
+  std::vector<float> logits;
+  std::vector<float> moe_output, moe_reference;
+  // [batch]: the argmax of the rank's slice, as a token id of the whole
+  // vocabulary (the global argmax needs the other slices).
+  std::vector<int> next_tokens;
+  // Per MoE layer run: the distinct experts this rank owns that the step's
+  // tokens chose (the floor's routed bytes).
+  std::vector<int> distinct_experts;
+  // Nodes of the step's CUDA graph (kernels and copies); 0 when the
+  // backend cannot be captured.
+  int kernels_per_step = 0;
+  int64_t weight_bytes = 0;  // resident weights of the rank's shard
+  int64_t cache_bytes = 0;   // resident KV caches and indexer keys
+  // profile_parts: ("part/kernel", microseconds of one eager step, summed
+  // over the layers), in step order of first appearance. Parts: "embed",
+  // "attention" (its norm, the q and kv latents), "indexer" (its
+  // projections, scores, top-k), "mla" (absorbed attention over the kept
+  // tokens, values, o_proj, residual), "dense", "moe", "lm_head".
+  std::vector<std::pair<std::string, double>> part_us;
+};
+
+StepRunResult RunDecodeStep(const StepProblem& problem,
+                            const StepRunOptions& options);
+
+}  // namespace moetune::gpu

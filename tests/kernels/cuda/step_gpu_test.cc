@@ -1,0 +1,213 @@
+// kernels/cuda/step_gpu.h: the GPU decode step against the CPU reference's
+// (kernels/reference/decode_step.h) -- the whole tiny model on every GPU
+// backend, graph on and off, trivial and sharded ranks; the real GLM-5 dims
+// of one dense layer (every non-MoE kernel at its real size, the indexer
+// dropping tokens); the trusted-MoE step at real dims. GPU cases skip
+// without a device.
+#include "kernels/cuda/step_gpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/backends/registry.h"
+#include "kernels/cuda/step_problem.h"
+#include "kernels/reference/decode_step.h"
+#include "kernels/reference/step_bytes.h"
+
+namespace moetune::gpu {
+namespace {
+
+#define SKIP_WITHOUT_GPU() \
+  if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device"
+
+constexpr double kTolerance = 2e-2;
+
+ref::StepSpec Spec(const std::string& preset, int layers, int batch,
+                   int context, ref::Shard shard = {}) {
+  ref::StepSpec spec;
+  spec.config = *model::FindPreset(preset);
+  spec.layers = layers;
+  spec.batch = batch;
+  spec.context = context;
+  spec.seed = 11;
+  spec.shard = shard;
+  return spec;
+}
+
+double RelL2(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff += (double{got[i]} - want[i]) * (double{got[i]} - want[i]);
+    norm += double{want[i]} * want[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+// Argmax of each row (the lowest index on ties), as token ids.
+std::vector<int> ArgMax(const std::vector<float>& logits, int batch,
+                        int first_token) {
+  const size_t width = logits.size() / batch;
+  std::vector<int> out;
+  for (int b = 0; b < batch; ++b) {
+    const auto row = logits.begin() + b * width;
+    out.push_back(first_token +
+                  static_cast<int>(std::max_element(row, row + width) - row));
+  }
+  return out;
+}
+
+StepRunOptions Options(const std::string& backend, bool graph) {
+  StepRunOptions o;
+  o.backend = backend;
+  o.cuda_graph = graph;
+  o.warmup = 1;
+  o.iterations = 2;
+  return o;
+}
+
+// GPU backends with kernels that this device runs.
+std::vector<std::string> RunnableBackends() {
+  std::vector<std::string> out;
+  for (const backends::BackendDescriptor* b : backends::AllBackends()) {
+    if (!b->is_gpu() || !b->gpu.not_implemented.empty()) continue;
+    if (ProbeMoeBackend(std::string(b->name), 0).available) {
+      out.emplace_back(b->name);
+    }
+  }
+  return out;
+}
+
+// Runs the step and checks it against the CPU reference's (its MoE layers
+// on BF16 inputs, as the GPU reads them).
+void ExpectMatchesReference(const ref::StepSpec& spec,
+                            const StepRunOptions& o) {
+  const auto want = ref::DecodeStep(spec, ref::Bf16InputReferenceMoe(spec));
+  ASSERT_TRUE(want.ok()) << want.status();
+  const StepRunResult r = RunDecodeStep(MakeStepProblem(spec), o);
+  ASSERT_EQ(r.status, RunStatus::kOk) << o.backend << ": " << r.message;
+  ASSERT_EQ(r.logits.size(), want->size()) << o.backend;
+  EXPECT_LT(RelL2(r.logits, *want), kTolerance)
+      << o.backend << " graph " << o.cuda_graph;
+  const int first = ref::VocabBegin(spec.config, spec.shard);
+  EXPECT_EQ(r.next_tokens, ArgMax(r.logits, spec.batch, first)) << o.backend;
+  EXPECT_EQ(r.next_tokens, ArgMax(*want, spec.batch, first)) << o.backend;
+  EXPECT_EQ(r.samples_us.size(), 2u);
+  for (double us : r.samples_us) EXPECT_GT(us, 0);
+}
+
+TEST(StepGpuTest, TinyWholeStepMatchesTheReferenceOnEveryBackend) {
+  SKIP_WITHOUT_GPU();
+  const model::ModelConfig& tiny = *model::FindPreset("tiny");
+  for (const std::string& name : RunnableBackends()) {
+    const backends::BackendDescriptor& backend = *backends::FindBackend(name);
+    // 40 past tokens > index_topk 16: the indexer drops some. Three
+    // sequences, or one for a backend that runs one token.
+    const int batch = backend.max_batch > 0 && backend.max_batch < 3 ? 1 : 3;
+    const std::string why = backend.CanImplement(
+        {tiny.hidden, tiny.moe_intermediate, batch}, backend.DefaultTile());
+    if (!why.empty()) continue;  // e.g. fused_gemv_fp8's tiles exceed tiny
+    for (bool graph : {false, true}) {
+      if (graph && !backend.graph_capturable) continue;
+      ExpectMatchesReference(Spec("tiny", 4, batch, 40), Options(name, graph));
+    }
+  }
+}
+
+TEST(StepGpuTest, TinyShardedRanksMatchTheReferenceRank) {
+  SKIP_WITHOUT_GPU();
+  for (ref::Shard shard :
+       {ref::Shard{2, 1, 1}, ref::Shard{1, 2, 1}, ref::Shard{2, 2, 2}}) {
+    SCOPED_TRACE(::testing::Message() << "tp " << shard.tp << " ep " << shard.ep
+                                      << " rank " << shard.rank);
+    ExpectMatchesReference(Spec("tiny", 4, 2, 24, shard),
+                           Options("fused_gemv", true));
+  }
+}
+
+TEST(StepGpuTest, ShortContextsKeepEveryToken) {
+  SKIP_WITHOUT_GPU();
+  for (int context : {0, 1, 15}) {
+    ExpectMatchesReference(Spec("tiny", 2, 2, context),
+                           Options("fused_gemv", false));
+  }
+}
+
+TEST(StepGpuTest, GraphAndEagerGiveTheSameTokens) {
+  SKIP_WITHOUT_GPU();
+  const StepProblem p = MakeStepProblem(Spec("tiny", 4, 4, 33));
+  const StepRunResult eager = RunDecodeStep(p, Options("fused_gemv", false));
+  const StepRunResult graph = RunDecodeStep(p, Options("fused_gemv", true));
+  ASSERT_EQ(eager.status, RunStatus::kOk) << eager.message;
+  ASSERT_EQ(graph.status, RunStatus::kOk) << graph.message;
+  EXPECT_EQ(eager.next_tokens, graph.next_tokens);
+  EXPECT_LT(RelL2(graph.logits, eager.logits), 1e-6);
+  EXPECT_GT(graph.kernels_per_step, 4 * 10);
+}
+
+// GLM-5's real dims, rank 0 and rank 3 of world 8, one dense layer: every
+// kernel of attention, the indexer (3000 past tokens: it keeps 2048) and
+// the dense MLP at its real size, against the CPU reference.
+TEST(StepGpuTest, Glm5DenseLayerMatchesTheReference) {
+  SKIP_WITHOUT_GPU();
+  for (ref::Shard shard : {ref::Shard{8, 1, 0}, ref::Shard{1, 8, 3}}) {
+    const ref::StepSpec spec = Spec("glm5", 1, 2, 3000, shard);
+    ExpectMatchesReference(spec, Options("fused_gemv", false));
+  }
+}
+
+// Real dims with MoE layers: each MoE layer against the trusted path on its
+// own input in the step, its routed experts counted for the floor.
+TEST(StepGpuTest, Glm5MoeLayersMatchTheTrustedPath) {
+  SKIP_WITHOUT_GPU();
+  const ref::StepSpec spec = Spec("glm5", 5, 2, 512, ref::Shard{8, 1, 0});
+  StepRunOptions o = Options("fused_gemv", true);
+  o.compute_reference = true;
+  o.profile_parts = true;
+  const StepRunResult r = RunDecodeStep(MakeStepProblem(spec), o);
+  ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+  const size_t block = 2u * spec.config.hidden;
+  ASSERT_EQ(r.moe_output.size(), 2 * block);  // layers 3 and 4
+  ASSERT_EQ(r.moe_reference.size(), 2 * block);
+  for (size_t l = 0; l < 2; ++l) {
+    const std::vector<float> got(r.moe_output.begin() + l * block,
+                                 r.moe_output.begin() + (l + 1) * block);
+    const std::vector<float> want(r.moe_reference.begin() + l * block,
+                                  r.moe_reference.begin() + (l + 1) * block);
+    EXPECT_LT(RelL2(got, want), kTolerance) << "MoE layer " << l;
+  }
+  ASSERT_EQ(r.distinct_experts.size(), 2u);  // layers 3 and 4
+  for (int distinct : r.distinct_experts) {
+    EXPECT_GE(distinct, 8);  // 2 tokens x 8 experts, TP: every rank owns all
+    EXPECT_LE(distinct, 16);
+  }
+  double parts = 0;
+  for (const auto& [name, us] : r.part_us) parts += us;
+  EXPECT_GT(parts, 0);
+  EXPECT_GT(r.weight_bytes, 0);
+}
+
+TEST(StepGpuTest, AShardThatDoesNotFitIsRefusedWithItsSize) {
+  SKIP_WITHOUT_GPU();
+  // Every layer, batch 64, context 32768 at world 1: terabytes.
+  const StepRunResult r =
+      RunDecodeStep(MakeStepProblem(Spec("glm5", 78, 64, 32768)),
+                    Options("fused_gemv", true));
+  EXPECT_EQ(r.status, RunStatus::kCannotImplement);
+  EXPECT_NE(r.message.find("GiB"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("free"), std::string::npos) << r.message;
+}
+
+// Checked before the device is touched: runs anywhere.
+TEST(StepGpuTest, BadProblemsAreRefusedNamingTheField) {
+  StepProblem p = MakeStepProblem(Spec("tiny", 2, 1, 8));
+  p.tokens.clear();
+  const StepRunResult r = RunDecodeStep(p, Options("fused_gemv", false));
+  EXPECT_EQ(r.status, RunStatus::kBadProblem);
+  EXPECT_NE(r.message.find("problem.tokens"), std::string::npos) << r.message;
+}
+
+}  // namespace
+}  // namespace moetune::gpu
