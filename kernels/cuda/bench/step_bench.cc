@@ -9,7 +9,7 @@
 //
 //   moetune-step-bench [--layouts=tp8,ep8] [--batches=1,8,32]
 //       [--contexts=4096,32768] [--graph=both|on|off] [--layers=78]
-//       [--backend=fused_gemv_fp8] [--rank=0] [--iterations=20]
+//       [--backend=fused_gemv] [--rank=0] [--iterations=20]
 //       [--warmup=3] [--preset=glm5] [--device=D]
 // A layout is tpN or epN: N ranks, the MoE split N ways by TP or by EP
 // (attention, the dense MLP and lm_head are split over the N ranks in
@@ -32,7 +32,7 @@ struct Flags {
   std::vector<std::string> layouts = {"tp8", "ep8"};
   std::vector<int> batches = {1, 8, 32};
   std::vector<int> contexts = {4096, 32768};
-  std::string graph = "both", backend = "fused_gemv_fp8", preset = "glm5";
+  std::string graph = "both", backend = "fused_gemv", preset = "glm5";
   int layers = 0, rank = 0, iterations = 20, warmup = 3, device = 0;
 };
 
