@@ -29,14 +29,36 @@ __device__ __forceinline__ float Dot8(const float* w, const float* x) {
 // Loads in flight per lane: enough bytes per SM to cover DRAM latency.
 constexpr int kGemvUnroll = 4;
 
+// Weight row r of the GEMV and the input its group reads (Bf16Gemv).
+struct GemvRow {
+  const uint4* w;
+  const float* x;
+};
+__device__ __forceinline__ GemvRow RowOf(const Bf16Gemv& g, int r) {
+  const int group = r / g.rows_per_x, within = r % g.rows_per_x;
+  const int64_t w_row = group * g.w_group_stride + g.w_group_offset + within;
+  return {reinterpret_cast<const uint4*>(g.w + w_row * g.k),
+          g.x + group * g.x_group_stride};
+}
+
+// acc[i] += 8 weights of chunk c8 . sequence b0 + i's inputs, i < nb.
+__device__ __forceinline__ void AccumulateChunk(const uint4& packed,
+                                                const GemvRow& row,
+                                                const Bf16Gemv& g, int b0,
+                                                int nb, int c8, float* acc) {
+  float wf[8];
+  Unpack8(packed, wf);
+#pragma unroll
+  for (int i = 0; i < kGemvBatchChunk; ++i) {
+    if (i < nb) acc[i] += Dot8(wf, row.x + (b0 + i) * g.x_stride + c8 * 8);
+  }
+}
+
 __global__ void GemvBf16Kernel(Bf16Gemv g) {
   const int r = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (r >= g.rows) return;
-  const int group = r / g.rows_per_x, within = r % g.rows_per_x;
-  const int64_t w_row = group * g.w_group_stride + g.w_group_offset + within;
-  const uint4* w = reinterpret_cast<const uint4*>(g.w + w_row * g.k);
-  const float* x = g.x + group * g.x_group_stride;
+  const GemvRow row = RowOf(g, r);
   const int chunks = g.k / 8;
   for (int b0 = 0; b0 < g.batch; b0 += kGemvBatchChunk) {
     const int nb = min(kGemvBatchChunk, g.batch - b0);
@@ -46,18 +68,13 @@ __global__ void GemvBf16Kernel(Bf16Gemv g) {
 #pragma unroll
       for (int u = 0; u < kGemvUnroll; ++u) {
         const int c8 = c0 + 32 * u;
-        loaded[u] = c8 < chunks ? __ldg(w + c8) : make_uint4(0, 0, 0, 0);
+        loaded[u] = c8 < chunks ? __ldg(row.w + c8) : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
       for (int u = 0; u < kGemvUnroll; ++u) {
         const int c8 = c0 + 32 * u;
         if (c8 >= chunks) break;
-        float wf[8];
-        Unpack8(loaded[u], wf);
-#pragma unroll
-        for (int i = 0; i < kGemvBatchChunk; ++i) {
-          if (i < nb) acc[i] += Dot8(wf, x + (b0 + i) * g.x_stride + c8 * 8);
-        }
+        AccumulateChunk(loaded[u], row, g, b0, nb, c8, acc);
       }
     }
 #pragma unroll
@@ -73,21 +90,13 @@ __global__ void GemvBf16Kernel(Bf16Gemv g) {
 __global__ void GemvBf16SplitKernel(Bf16Gemv g) {
   __shared__ float partial[kWarpsPerBlock][kGemvBatchChunk];
   const int r = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int group = r / g.rows_per_x, within = r % g.rows_per_x;
-  const int64_t w_row = group * g.w_group_stride + g.w_group_offset + within;
-  const uint4* w = reinterpret_cast<const uint4*>(g.w + w_row * g.k);
-  const float* x = g.x + group * g.x_group_stride;
+  const GemvRow row = RowOf(g, r);
   const int chunks = g.k / 8;
   for (int b0 = 0; b0 < g.batch; b0 += kGemvBatchChunk) {
     const int nb = min(kGemvBatchChunk, g.batch - b0);
     float acc[kGemvBatchChunk] = {};
     for (int c8 = warp * 32 + lane; c8 < chunks; c8 += 32 * kWarpsPerBlock) {
-      float wf[8];
-      Unpack8(__ldg(w + c8), wf);
-#pragma unroll
-      for (int i = 0; i < kGemvBatchChunk; ++i) {
-        if (i < nb) acc[i] += Dot8(wf, x + (b0 + i) * g.x_stride + c8 * 8);
-      }
+      AccumulateChunk(__ldg(row.w + c8), row, g, b0, nb, c8, acc);
     }
 #pragma unroll
     for (int i = 0; i < kGemvBatchChunk; ++i) {

@@ -1,3 +1,5 @@
+#include <atomic>
+
 #include "kernels/cuda/step/mla.cuh"
 #include "kernels/cuda/step/reduce.cuh"
 #include "kernels/model/nvfp4_format.h"
@@ -304,9 +306,15 @@ GpuStatus LaunchSparseAttention(const SparseAttention& a, cudaStream_t stream) {
   const size_t smem =
       sizeof(float) * (static_cast<size_t>(hg) * dim +
                        kAttentionTokens * (dim + 1) + hg * kAttentionTokens);
-  MG_CUDA(cudaFuncSetAttribute(SparseAttentionSplitKernel,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(smem)));
+  // Raised once to the largest size asked for, not on every launch (the
+  // eager step launches it once a layer).
+  static std::atomic<size_t> allowed{48 * 1024};
+  if (smem > allowed.load()) {
+    MG_CUDA(cudaFuncSetAttribute(SparseAttentionSplitKernel,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(smem)));
+    allowed = smem;
+  }
   SparseAttentionSplitKernel<<<dim3(splits, a.batch, a.heads / hg),
                                kAttentionThreads, smem, stream>>>(a);
   MG_CHECK_LAUNCH();

@@ -32,12 +32,7 @@ std::unique_ptr<StepWeights>& WeightsSlot() {
 // The MoE runtime's checks on the first MoE layer, as a layer run of this
 // step's batch would see it.
 MoeProblem FirstMoeLayer(const StepProblem& p) {
-  MoeProblem m;
-  m.dims = p.dims.moe;
-  m.seed = p.seed;
-  m.layer = p.dims.num_dense_layers;
-  m.batch = p.batch;
-  m.shard = p.shard;
+  MoeProblem m = MoeLayerProblem(p, p.dims.num_dense_layers);
   m.input.assign(static_cast<size_t>(p.batch) * p.dims.moe.hidden, 0.0f);
   m.router_bias = p.router_bias.empty()
                       ? std::vector<float>(p.dims.moe.num_experts, 0.0f)
