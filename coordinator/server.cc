@@ -25,7 +25,12 @@ std::string HostOf(const std::string& listen) {
 // certificates signed by `client_ca` when it is non-empty), else plain.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
     const TlsServerOptions& tls, bool require_client_cert) {
-  if (tls.cert_file.empty() && tls.key_file.empty()) {
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert / --tls_key: give both (the certificate chain and its "
+        "key) or neither");
+  }
+  if (tls.cert_file.empty()) {
     if (require_client_cert) {
       return absl::InvalidArgumentError(
           "--tls_client_ca: needs --tls_cert and --tls_key (mutual TLS "
@@ -97,22 +102,19 @@ absl::Status CoordinatorServer::OpenState(const ServerOptions& options,
   return absl::OkStatus();
 }
 
-absl::Status CoordinatorServer::Listen(const ServerOptions& options) {
+absl::Status CoordinatorServer::Listen(const ServerOptions& options,
+                                       const ListenerCredentials& credentials) {
   // Health answers through reflection too: health.proto is linked in.
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  ASSIGN_OR_RETURN(auto public_credentials, Credentials(options.tls, false));
   ASSIGN_OR_RETURN(
-      auto worker_credentials,
-      Credentials(options.tls, !options.tls.client_ca_file.empty()));
-  ASSIGN_OR_RETURN(server_,
-                   BuildServer(options.listen, "--listen", public_credentials,
-                               public_service_.get(), &address_));
+      server_, BuildServer(options.listen, "--listen", credentials.public_api,
+                           public_service_.get(), &address_));
   if (options.read_only) return absl::OkStatus();
   ASSIGN_OR_RETURN(
       worker_server_,
-      BuildServer(options.worker_listen, "--worker_listen", worker_credentials,
+      BuildServer(options.worker_listen, "--worker_listen", credentials.workers,
                   worker_service_.get(), &worker_address_));
   return store_->SetOwner(db::DescribeThisProcess(
       absl::StrCat("moetune-coordinator listening on ", address_,
@@ -123,9 +125,16 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const ServerOptions& options, const Clock* clock) {
   RETURN_IF_ERROR(CheckListenAddress(options.listen, "--listen"));
   RETURN_IF_ERROR(CheckListenAddress(options.worker_listen, "--worker_listen"));
+  // Every flag is checked (the certificates read) before the database is
+  // opened: a bad flag creates or changes nothing.
+  ListenerCredentials credentials;
+  ASSIGN_OR_RETURN(credentials.public_api, Credentials(options.tls, false));
+  ASSIGN_OR_RETURN(
+      credentials.workers,
+      Credentials(options.tls, !options.tls.client_ca_file.empty()));
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
   RETURN_IF_ERROR(server->OpenState(options, clock));
-  RETURN_IF_ERROR(server->Listen(options));
+  RETURN_IF_ERROR(server->Listen(options, credentials));
   // Often enough that a lapsed lease or a trial nobody can run is noticed
   // well inside one lease.
   server->expiry_period_ms_ =

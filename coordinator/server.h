@@ -68,7 +68,11 @@ class CoordinatorServer {
  private:
   CoordinatorServer() = default;
   absl::Status OpenState(const ServerOptions& options, const Clock* clock);
-  absl::Status Listen(const ServerOptions& options);
+  struct ListenerCredentials {
+    std::shared_ptr<grpc::ServerCredentials> public_api, workers;
+  };
+  absl::Status Listen(const ServerOptions& options,
+                      const ListenerCredentials& credentials);
   void ExpiryLoop();
 
   Authorizer auth_;

@@ -111,6 +111,27 @@ TEST(StartupTest, AReadOnlyMountIsRefusedForWritingButReadable) {
   umount2(mount_point.c_str(), MNT_DETACH);
 }
 
+// Flags are checked before the database is touched: a bad one names itself
+// and leaves no database behind.
+TEST(StartupTest, BadTlsFlagsAreNamedBeforeTheDatabaseIsOpened) {
+  const fs::path dir = TempDir("tls-flags");
+  const std::string base = "timeout 30 " + kBin +
+                           "/moetune-coordinator --listen=127.0.0.1:0 "
+                           "--worker_listen=127.0.0.1:0 --db=" +
+                           (dir / "m.db").string();
+  const CommandResult missing =
+      RunCommand(base + " --tls_cert=" + (dir / "none.pem").string() +
+                 " --tls_key=" + (dir / "none.key").string());
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_THAT(missing.output, HasSubstr("--tls_cert: cannot read"));
+  const CommandResult half =
+      RunCommand(base + " --tls_cert=" + (dir / "none.pem").string());
+  EXPECT_EQ(half.exit_code, 2) << half.output;
+  EXPECT_THAT(half.output, HasSubstr("give both"));
+  EXPECT_FALSE(fs::exists(dir / "m.db"));
+  EXPECT_FALSE(fs::exists(dir / "m.db.lock"));
+}
+
 TEST(StartupTest, ASecondCoordinatorOnTheDatabaseIsRefusedNamingTheFirst) {
   const fs::path dir = TempDir("two-writers");
   Cluster first(dir);
