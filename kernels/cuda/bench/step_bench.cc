@@ -181,6 +181,15 @@ bool RunOne(const Flags& f, const ref::StepSpec& spec,
 }
 
 int Main(const Flags& f) {
+  for (const std::string& layout : f.layouts) {
+    if (LayoutShard(layout, f.rank).tp == 0) {
+      std::fprintf(stderr,
+                   "--layouts: '%s' is not allowed; allowed: tpN or epN (N "
+                   "ranks, e.g. tp8)\n",
+                   layout.c_str());
+      return 2;
+    }
+  }
   if (DeviceCount() == 0) {
     std::fprintf(stderr, "no CUDA device\n");
     return 2;
