@@ -75,6 +75,9 @@ struct StepRunResult {
   // output and the trusted path's on the same input.
   std::vector<float> logits;
   std::vector<float> moe_output, moe_reference;
+  // The logits the last timed iteration left (the graph's replay when
+  // cuda_graph): what the timed work computed, against `logits`.
+  std::vector<float> timed_logits;
   // [batch]: the argmax of the rank's slice, as a token id of the whole
   // vocabulary (the global argmax needs the other slices).
   std::vector<int> next_tokens;

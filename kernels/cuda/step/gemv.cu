@@ -26,8 +26,11 @@ __device__ __forceinline__ float Dot8(const float* w, const float* x) {
          w[5] * b.y + w[6] * b.z + w[7] * b.w;
 }
 
-// Loads in flight per lane: enough bytes per SM to cover DRAM latency.
-constexpr int kGemvUnroll = 4;
+// Loads in flight per lane: enough bytes per SM to cover DRAM latency (at
+// a batch of one or two, the whole row part of most rows of the step in one
+// round trip; larger batches spend their registers on accumulators).
+template <int NB>
+inline constexpr int kGemvUnroll = NB <= 2 ? 8 : 4;
 
 // Weight row r of the GEMV and the input its group reads (Bf16Gemv).
 struct GemvRow {
@@ -41,7 +44,10 @@ __device__ __forceinline__ GemvRow RowOf(const Bf16Gemv& g, int r) {
           g.x + group * g.x_group_stride};
 }
 
-// acc[i] += 8 weights of chunk c8 . sequence b0 + i's inputs, i < nb.
+// acc[i] += 8 weights of chunk c8 . sequence b0 + i's inputs, i < nb. NB is
+// a compile-time bound so that a batch of one issues one product, not
+// kGemvBatchChunk predicated ones.
+template <int NB>
 __device__ __forceinline__ void AccumulateChunk(const uint4& packed,
                                                 const GemvRow& row,
                                                 const Bf16Gemv& g, int b0,
@@ -49,65 +55,54 @@ __device__ __forceinline__ void AccumulateChunk(const uint4& packed,
   float wf[8];
   Unpack8(packed, wf);
 #pragma unroll
-  for (int i = 0; i < kGemvBatchChunk; ++i) {
+  for (int i = 0; i < NB; ++i) {
     if (i < nb) acc[i] += Dot8(wf, row.x + (b0 + i) * g.x_stride + c8 * 8);
   }
 }
 
-__global__ void GemvBf16Kernel(Bf16Gemv g) {
-  const int r = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
-  const int lane = threadIdx.x & 31;
-  if (r >= g.rows) return;
-  const GemvRow row = RowOf(g, r);
-  const int chunks = g.k / 8;
-  for (int b0 = 0; b0 < g.batch; b0 += kGemvBatchChunk) {
-    const int nb = min(kGemvBatchChunk, g.batch - b0);
-    float acc[kGemvBatchChunk] = {};
-    for (int c0 = lane; c0 < chunks; c0 += 32 * kGemvUnroll) {
-      uint4 loaded[kGemvUnroll];
+// Block = kWarpsPerBlock / ks rows x ks parts of K: warp (row, part) sums
+// every ks-th group of 32 chunks of its row, kGemvUnroll loads in flight a
+// lane; the parts meet in shared memory. ks > 1 lets a GEMV of few rows
+// keep enough warps (and loads) in flight to fill the GPU.
+template <int NB>
+__global__ void GemvBf16Kernel(Bf16Gemv g, int ks) {
+  __shared__ float partial[kWarpsPerBlock][NB];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int rows_per_block = kWarpsPerBlock / ks;
+  const int r = blockIdx.x * rows_per_block + warp / ks, part = warp % ks;
+  const bool live = r < g.rows;
+  const GemvRow row = RowOf(g, live ? r : 0);
+  const int chunks = g.k / 8, stride = 32 * ks;
+  for (int b0 = 0; b0 < g.batch; b0 += NB) {
+    const int nb = min(NB, g.batch - b0);
+    float acc[NB] = {};
+    for (int c0 = part * 32 + lane; live && c0 < chunks;
+         c0 += stride * kGemvUnroll<NB>) {
+      uint4 loaded[kGemvUnroll<NB>];
 #pragma unroll
-      for (int u = 0; u < kGemvUnroll; ++u) {
-        const int c8 = c0 + 32 * u;
+      for (int u = 0; u < kGemvUnroll<NB>; ++u) {
+        const int c8 = c0 + stride * u;
         loaded[u] = c8 < chunks ? __ldg(row.w + c8) : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
-      for (int u = 0; u < kGemvUnroll; ++u) {
-        const int c8 = c0 + 32 * u;
-        if (c8 >= chunks) break;
-        AccumulateChunk(loaded[u], row, g, b0, nb, c8, acc);
+      for (int u = 0; u < kGemvUnroll<NB>; ++u) {
+        const int c8 = c0 + stride * u;
+        if (c8 < chunks)
+          AccumulateChunk<NB>(loaded[u], row, g, b0, nb, c8, acc);
       }
     }
 #pragma unroll
-    for (int i = 0; i < kGemvBatchChunk; ++i) {
-      const float sum = WarpSum(acc[i]);
-      if (lane == 0 && i < nb) g.y[(b0 + i) * g.y_stride + r] = sum;
-    }
-  }
-}
-
-// Few rows (kv_a, the indexer's k and w): a block a row, its 8 warps each
-// summing an eighth of K, so that such a GEMV still fills the GPU.
-__global__ void GemvBf16SplitKernel(Bf16Gemv g) {
-  __shared__ float partial[kWarpsPerBlock][kGemvBatchChunk];
-  const int r = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const GemvRow row = RowOf(g, r);
-  const int chunks = g.k / 8;
-  for (int b0 = 0; b0 < g.batch; b0 += kGemvBatchChunk) {
-    const int nb = min(kGemvBatchChunk, g.batch - b0);
-    float acc[kGemvBatchChunk] = {};
-    for (int c8 = warp * 32 + lane; c8 < chunks; c8 += 32 * kWarpsPerBlock) {
-      AccumulateChunk(__ldg(row.w + c8), row, g, b0, nb, c8, acc);
-    }
-#pragma unroll
-    for (int i = 0; i < kGemvBatchChunk; ++i) {
+    for (int i = 0; i < NB; ++i) {
       const float sum = WarpSum(acc[i]);
       if (lane == 0) partial[warp][i] = sum;
     }
     __syncthreads();
-    if (threadIdx.x < nb) {
+    const int t = threadIdx.x, row_in_block = t / NB, i = t % NB;
+    const int out_row = blockIdx.x * rows_per_block + row_in_block;
+    if (row_in_block < rows_per_block && i < nb && out_row < g.rows) {
       float sum = 0.0f;
-      for (int k = 0; k < kWarpsPerBlock; ++k) sum += partial[k][threadIdx.x];
-      g.y[(b0 + threadIdx.x) * g.y_stride + r] = sum;
+      for (int k = 0; k < ks; ++k) sum += partial[row_in_block * ks + k][i];
+      g.y[(b0 + i) * g.y_stride + out_row] = sum;
     }
     __syncthreads();
   }
@@ -197,19 +192,33 @@ __global__ void AbsorbQueryKernel(AbsorbQuery a) {
 
 }  // namespace
 
-// Below this many rows a warp a row leaves most of the GPU idle.
-constexpr int kSplitRows = 1024;
+// Warps a GEMV should have to keep enough loads in flight on every SM.
+constexpr int kGemvTargetWarps = 4096;
+
+template <int NB>
+void LaunchGemvBf16Nb(const Bf16Gemv& g, cudaStream_t stream) {
+  int ks = 1;
+  while (ks < kWarpsPerBlock && int64_t{g.rows} * ks < kGemvTargetWarps &&
+         g.k / 8 >= 64 * ks) {
+    ks *= 2;
+  }
+  const int rows_per_block = kWarpsPerBlock / ks;
+  const int blocks = (g.rows + rows_per_block - 1) / rows_per_block;
+  GemvBf16Kernel<NB><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(g, ks);
+}
 
 GpuStatus LaunchGemvBf16(const Bf16Gemv& given, cudaStream_t stream) {
   Bf16Gemv g = given;
   if (g.rows_per_x == 0) g.rows_per_x = g.rows;
-  if (g.rows < kSplitRows) {
-    GemvBf16SplitKernel<<<g.rows, 32 * kWarpsPerBlock, 0, stream>>>(g);
-    MG_CHECK_LAUNCH();
-    return OkStatus();
+  if (g.batch >= 8) {
+    LaunchGemvBf16Nb<8>(g, stream);
+  } else if (g.batch >= 4) {
+    LaunchGemvBf16Nb<4>(g, stream);
+  } else if (g.batch >= 2) {
+    LaunchGemvBf16Nb<2>(g, stream);
+  } else {
+    LaunchGemvBf16Nb<1>(g, stream);
   }
-  const int blocks = (g.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  GemvBf16Kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(g);
   MG_CHECK_LAUNCH();
   return OkStatus();
 }

@@ -1,8 +1,11 @@
 // The decode step's matrix-vector products over the batch: BF16 weights
 // (attention, indexer, lm_head) and plain row-major NVFP4 weights (the dense
-// MLP). One warp a weight row, 16-byte loads, float accumulation; the batch
-// is taken in chunks of kGemvBatchChunk, each chunk re-reading the row (from
-// L1 after the first). Launch-only; not thread-safe.
+// MLP). BF16: a warp a weight row, or a part of one where the rows are too
+// few to fill the GPU (the parts add up in shared memory); 16-byte loads,
+// float accumulation; the batch in chunks of up to kGemvBatchChunk (a
+// compile-time size, so a batch of one computes one product), each chunk
+// re-reading the row (from L1 after the first). Launch-only; not
+// thread-safe.
 #pragma once
 
 #include <cuda_runtime.h>

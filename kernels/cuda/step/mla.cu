@@ -1,4 +1,8 @@
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
 #include <atomic>
+#include <string>
 
 #include "kernels/cuda/step/mla.cuh"
 #include "kernels/cuda/step/reduce.cuh"
@@ -7,47 +11,104 @@
 namespace moetune::gpu {
 namespace {
 
-constexpr int kScoreThreads = 256;
 constexpr int kSelectThreads = 1024;
 constexpr int kAttentionThreads = 256;
 
-constexpr int kScoreTokensPerWarp = 4;
+// Four FP8 E4M3 values (a little-endian word) to floats with the
+// hardware's conversion (E4M3 -> FP16 is exact, as is FP16 -> float).
+__device__ __forceinline__ void DecodeE4M3x4(uint32_t word, float* out) {
+  const __half2 lo(__nv_cvt_fp8x2_to_halfraw2(
+      static_cast<__nv_fp8x2_storage_t>(word & 0xffffu), __NV_E4M3));
+  const __half2 hi(__nv_cvt_fp8x2_to_halfraw2(
+      static_cast<__nv_fp8x2_storage_t>(word >> 16), __NV_E4M3));
+  const float2 a = __half22float2(lo), b = __half22float2(hi);
+  out[0] = a.x;
+  out[1] = a.y;
+  out[2] = b.x;
+  out[3] = b.y;
+}
 
-// A warp a token at a time, a lane a head: the queries in shared memory
-// (rows padded by one: lanes read different rows without bank conflicts),
-// the token's key decoded once into the warp's shared row.
-__global__ void IndexerScoresKernel(IndexerScores s) {
-  extern __shared__ float shared[];
-  const int row = s.dim + 1, warps = blockDim.x / 32;
-  float* q = shared;                // [heads][dim + 1]
-  float* keys = q + s.heads * row;  // [warps][dim]
-  const int b = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int i = threadIdx.x; i < s.heads * s.dim; i += blockDim.x) {
-    q[(i / s.dim) * row + i % s.dim] =
-        s.q[static_cast<int64_t>(b) * s.heads * s.dim + i];
-  }
-  __syncthreads();
-  const float w = lane < s.heads ? s.w[b * s.heads + lane] * s.w_scale : 0.0f;
-  float* key = keys + warp * s.dim;
-  const float* new_key = s.new_key + static_cast<int64_t>(b) * s.dim;
-  const int first = (blockIdx.x * warps + warp) * kScoreTokensPerWarp;
-  for (int t = first; t < first + kScoreTokensPerWarp && t <= s.context; ++t) {
-    const uint8_t* past =
-        s.keys + (static_cast<int64_t>(b) * s.context + t) * s.dim;
-    for (int d = lane; d < s.dim; d += 32) {
-      key[d] = t < s.context ? nvfp4::E4M3ToFloat(past[d]) : new_key[d];
-    }
-    __syncwarp();
-    float dot = 0.0f;
-    if (lane < s.heads) {
-      const float* qh = q + lane * row;
+// kScoreLanes lanes a token, lane g of them the heads h = kScoreLanes j + g:
+// the token's key is read 16 FP8 values at a time and each head's query
+// comes from shared memory, so a 16-byte shared load feeds 4 FMAs; the
+// accumulators are independent chains (no branch between heads: the
+// queries are padded to 32 heads with zero rows and weights). The partial
+// sums meet by shuffles. Query rows are dim + 4 floats apart, so the lanes
+// of a token read different banks.
+constexpr int kScoreLanes = 8;
+constexpr int kScoreHeadsPerLane = kMaxIndexHeads / kScoreLanes;
+constexpr int kScoreBlock = 128;
+
+// The sequence's queries (zero rows past `heads`) and scaled weights, with
+// 16-byte loads all in flight at once.
+__device__ void StageIndexQueries(const IndexerScores& s, int b, int qrow,
+                                  float* q, float* w) {
+  const int quads = s.dim / 4, total = kMaxIndexHeads * quads;
+  const float4* src =
+      reinterpret_cast<const float4*>(s.q + int64_t{b} * s.heads * s.dim);
 #pragma unroll 8
-      for (int d = 0; d < s.dim; ++d) dot += qh[d] * key[d];
+  for (int i = threadIdx.x; i < total; i += blockDim.x) {
+    const int h = i / quads, d4 = i % quads;
+    reinterpret_cast<float4*>(q + h * qrow)[d4] =
+        h < s.heads ? src[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+  for (int h = threadIdx.x; h < kMaxIndexHeads; h += blockDim.x) {
+    w[h] = h < s.heads ? s.w[b * s.heads + h] * s.w_scale : 0.0f;
+  }
+}
+
+__global__ void __launch_bounds__(kScoreBlock)
+    IndexerScoresKernel(IndexerScores s) {
+  extern __shared__ float4 shared4[];
+  const int qrow = s.dim + 4;
+  float* q = reinterpret_cast<float*>(shared4);  // [32][qrow]
+  float* w = q + kMaxIndexHeads * qrow;          // [32], scaled
+  const int b = blockIdx.y;
+  StageIndexQueries(s, b, qrow, q, w);
+  __syncthreads();
+  const int g = threadIdx.x % kScoreLanes;
+  const int t =
+      blockIdx.x * (kScoreBlock / kScoreLanes) + threadIdx.x / kScoreLanes;
+  const int tc = min(t, s.context);  // lanes past the end compute a copy
+  float acc[kScoreHeadsPerLane] = {};
+  const uint8_t* past =
+      s.keys + (static_cast<int64_t>(b) * s.context + tc) * s.dim;
+  const float* fresh = s.new_key + static_cast<int64_t>(b) * s.dim;
+  for (int d0 = 0; d0 < s.dim; d0 += 16) {
+    float k[16];
+    if (tc < s.context) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(past + d0);
+      DecodeE4M3x4(raw.x, k);
+      DecodeE4M3x4(raw.y, k + 4);
+      DecodeE4M3x4(raw.z, k + 8);
+      DecodeE4M3x4(raw.w, k + 12);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) k[i] = fresh[d0 + i];
     }
-    const float score = WarpSum(w * fmaxf(dot * s.dot_scale, 0.0f));
-    if (lane == 0)
-      s.scores[static_cast<int64_t>(b) * (s.context + 1) + t] = score;
-    __syncwarp();
+#pragma unroll
+    for (int j = 0; j < kScoreHeadsPerLane; ++j) {
+      const float4* qh = reinterpret_cast<const float4*>(
+          q + (j * kScoreLanes + g) * qrow + d0);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float4 v = qh[i];
+        acc[j] += v.x * k[4 * i] + v.y * k[4 * i + 1] + v.z * k[4 * i + 2] +
+                  v.w * k[4 * i + 3];
+      }
+    }
+  }
+  float score = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kScoreHeadsPerLane; ++j) {
+    score += w[j * kScoreLanes + g] * fmaxf(acc[j] * s.dot_scale, 0.0f);
+  }
+#pragma unroll
+  for (int o = 1; o < kScoreLanes; o <<= 1) {
+    score += __shfl_xor_sync(0xffffffffu, score, o);
+  }
+  if (g == 0 && t <= s.context) {
+    s.scores[static_cast<int64_t>(b) * (s.context + 1) + t] = score;
   }
 }
 
@@ -55,6 +116,37 @@ __global__ void IndexerScoresKernel(IndexerScores s) {
 __device__ __forceinline__ uint32_t OrderKey(float f) {
   const uint32_t bits = __float_as_uint(f);
   return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+// Warp 0 over a 256-bin histogram: the largest digit d with at least
+// `remaining` keys at or above it, and how many of d's keys are still
+// wanted (remaining minus the keys above d). A lane owns 8 bins; suffix
+// sums over lanes find the one lane that holds d, which walks its bins.
+// Returns the new remaining in that lane (*digit = d), -1 digit elsewhere.
+__device__ int DigitHolding(const int* hist, int remaining, int* digit) {
+  const int lane = threadIdx.x & 31;
+  int own = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) own += hist[lane * 8 + j];
+  int above_and_own = own;  // keys in lanes >= this one
+  for (int o = 1; o < 32; o <<= 1) {
+    const int up = __shfl_down_sync(0xffffffffu, above_and_own, o);
+    if (lane + o < 32) above_and_own += up;
+  }
+  int above = above_and_own - own;
+  *digit = -1;
+  if (above >= remaining || (above_and_own < remaining && lane != 0)) {
+    return remaining;
+  }
+  for (int j = 7; j >= 0; --j) {
+    const int count = hist[lane * 8 + j];
+    if (above + count >= remaining || j == 0) {
+      *digit = lane * 8 + j;
+      return remaining - above;
+    }
+    above += count;
+  }
+  return remaining;
 }
 
 // The k-th largest key among n (radix select, 8 bits a pass, most
@@ -85,13 +177,15 @@ __device__ uint32_t KthKey(const float* scores, int n, int k, int* hist,
       }
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-      int remaining = remaining_s, digit = 255;
-      for (; digit > 0 && hist[digit] < remaining; --digit) {
-        remaining -= hist[digit];
+    if (threadIdx.x < 32) {
+      const int wanted = remaining_s;
+      int digit = 0;
+      const int remaining = DigitHolding(hist, wanted, &digit);
+      __syncwarp();  // every lane has read remaining_s before one writes it
+      if (digit >= 0) {
+        remaining_s = remaining;
+        prefix_s = prefix | (static_cast<uint32_t>(digit) << shift);
       }
-      remaining_s = remaining;
-      prefix_s = prefix | (static_cast<uint32_t>(digit) << shift);
     }
     mask |= 255u << shift;
     __syncthreads();
@@ -156,24 +250,119 @@ __global__ void TopKKernel(const float* all_scores, int n, int k, int* kept,
   if (threadIdx.x == 0) kept_n[blockIdx.x] = written;
 }
 
-// Heads of one block: the largest divisor of `heads` up to kAttentionHeads.
-__host__ __device__ inline int HeadsPerBlock(int heads) {
-  int g = heads < kAttentionHeads ? heads : kAttentionHeads;
+// Heads of one block: the largest divisor of `heads` up to kAttentionHeads,
+// or up to 2 where the blocks would be too few to fill the GPU (a small
+// batch): the split's entries are then staged once per pair of heads (from
+// L2 after the first: a split's head groups are neighbouring blocks).
+inline int HeadsPerBlock(int heads, int blocks_at_most_heads, int sm_count) {
+  const int most = blocks_at_most_heads < 2 * sm_count ? 2 : kAttentionHeads;
+  int g = heads < most ? heads : most;
   while (heads % g != 0) --g;
   return g;
 }
 
-// Block (split, sequence, head group): stages the split's kept entries in
-// shared memory (float, rows padded by one against bank conflicts), scores
-// them for the group's heads, and writes each head's partial softmax.
-__global__ void SparseAttentionSplitKernel(SparseAttention a) {
-  extern __shared__ float shared[];
-  const int dim = a.kv_lora + a.rope, row = dim + 1;
-  const int hg = HeadsPerBlock(a.heads);
-  const int split = blockIdx.x, b = blockIdx.y, h0 = blockIdx.z * hg;
-  const int splits = gridDim.x;
+// Entry rows in shared memory: dim + 4 floats, so that rows stay 16-byte
+// aligned and the 8 lanes of a quarter-warp reading 16 bytes of 8
+// different rows hit different banks.
+__host__ __device__ inline int EntryRow(int dim) { return dim + 4; }
+
+// Stages the split's kept entries as float rows: the kept indices first
+// (so that no cache load waits on an index load), then 16-byte loads,
+// kStageLoads in flight per thread (the block's only trip to DRAM). The new
+// token's entry comes from this step's float buffer; its slot still issues
+// a (discarded) load of a valid cache row, so the loads stay unconditional.
+constexpr int kStageLoads = 8;
+
+__device__ void StageEntries(const SparseAttention& a, int b, int first,
+                             int tokens, int* kept_s, float* entry) {
+  const int dim = a.kv_lora + a.rope, row = EntryRow(dim), vectors = dim / 8;
+  const int* kept = a.kept + static_cast<int64_t>(b) * a.k + first;
+  for (int t = threadIdx.x; t < tokens; t += blockDim.x) kept_s[t] = kept[t];
+  __syncthreads();
+  const uint16_t* cache = a.latent + static_cast<int64_t>(b) * a.context * dim;
+  const float* fresh = a.new_entry + static_cast<int64_t>(b) * dim;
+  const int total = tokens * vectors, last = max(a.context - 1, 0);
+  for (int base = threadIdx.x; base < total; base += kStageLoads * blockDim.x) {
+    uint4 raw[kStageLoads];
+#pragma unroll
+    for (int u = 0; u < kStageLoads; ++u) {
+      const int i = base + u * blockDim.x;
+      const int token = i < total ? min(kept_s[i / vectors], last) : 0;
+      raw[u] = i < total && a.context > 0
+                   ? *reinterpret_cast<const uint4*>(
+                         cache + static_cast<int64_t>(token) * dim +
+                         (i % vectors) * 8)
+                   : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kStageLoads; ++u) {
+      const int i = base + u * blockDim.x;
+      if (i >= total) break;
+      const int t = i / vectors, v = i % vectors;
+      float4* dst = reinterpret_cast<float4*>(entry + t * row + v * 8);
+      if (kept_s[t] == a.context) {
+        const float4* src = reinterpret_cast<const float4*>(fresh + v * 8);
+        dst[0] = src[0];
+        dst[1] = src[1];
+        continue;
+      }
+      dst[0] = make_float4(__uint_as_float(raw[u].x << 16),
+                           __uint_as_float(raw[u].x & 0xffff0000u),
+                           __uint_as_float(raw[u].y << 16),
+                           __uint_as_float(raw[u].y & 0xffff0000u));
+      dst[1] = make_float4(__uint_as_float(raw[u].z << 16),
+                           __uint_as_float(raw[u].z & 0xffff0000u),
+                           __uint_as_float(raw[u].w << 16),
+                           __uint_as_float(raw[u].w & 0xffff0000u));
+    }
+  }
+}
+
+__device__ __forceinline__ float Dot4(const float4& a, const float4& b) {
+  return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+}
+
+// The scores of the block's (head, token) pairs, `parts` threads a pair
+// (each a strided part of the dot product, 16-byte shared loads; the parts
+// meet by shuffles), scaled, into p [hg][kAttentionTokens].
+__device__ void ScoreKept(const float* query, const float* entry, int dim,
+                          int hg, int tokens, float scale, float* p) {
+  const int row = EntryRow(dim), quads = dim / 4;
+  const int parts = max(1, min(4, blockDim.x / (hg * kAttentionTokens)));
+  const int rounds = (hg * kAttentionTokens * parts + blockDim.x - 1) /
+                     static_cast<int>(blockDim.x);
+  for (int r = 0; r < rounds; ++r) {  // uniform trip count: shuffles below
+    const int i = r * blockDim.x + threadIdx.x, part = i % parts;
+    const int pair = i / parts, h = pair / kAttentionTokens;
+    const int t = pair % kAttentionTokens;
+    float dot = 0.0f;
+    if (h < hg && t < tokens) {
+      const float4* qh = reinterpret_cast<const float4*>(query + h * dim);
+      const float4* et = reinterpret_cast<const float4*>(entry + t * row);
+#pragma unroll 4
+      for (int d4 = part; d4 < quads; d4 += parts) dot += Dot4(qh[d4], et[d4]);
+    }
+    for (int o = 1; o < parts; o <<= 1) {
+      dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    }
+    if (part == 0 && h < hg && t < tokens) {
+      p[h * kAttentionTokens + t] = dot * scale;
+    }
+  }
+}
+
+// Block (split x head group, sequence): stages the split's kept entries in
+// shared memory once for the group's `hg` heads, scores them, and writes
+// each head's partial softmax: its max, sum and weighted latent values.
+__global__ void SparseAttentionSplitKernel(SparseAttention a, int hg) {
+  extern __shared__ float4 shared4[];
+  float* shared = reinterpret_cast<float*>(shared4);
+  const int dim = a.kv_lora + a.rope, row = EntryRow(dim);
+  const int groups = a.heads / hg, b = blockIdx.y;
+  const int split = blockIdx.x / groups, h0 = (blockIdx.x % groups) * hg;
+  const int splits = gridDim.x / groups;
   float* query = shared;                      // [hg][dim]
-  float* entry = query + hg * dim;            // [tokens][dim + 1]
+  float* entry = query + hg * dim;            // [tokens][row]
   float* p = entry + kAttentionTokens * row;  // [hg][tokens]
   for (int i = threadIdx.x; i < hg * dim; i += blockDim.x) {
     const int h = h0 + i / dim, d = i % dim;
@@ -183,38 +372,12 @@ __global__ void SparseAttentionSplitKernel(SparseAttention a) {
             : a.q[b * a.q_stride + h * a.q_head_stride + a.rope_offset + d -
                   a.kv_lora];
   }
+  __shared__ int kept_s[kAttentionTokens];
   const int first = split * kAttentionTokens;
   const int tokens = max(0, min(kAttentionTokens, a.kept_n[b] - first));
-  const int* kept = a.kept + static_cast<int64_t>(b) * a.k + first;
-  const uint16_t* cache = a.latent + static_cast<int64_t>(b) * a.context * dim;
-  const float* fresh = a.new_entry + static_cast<int64_t>(b) * dim;
-  // 16-byte loads (8 values), several in flight per thread: the staging is
-  // the block's only trip to DRAM.
-  const int vectors = dim / 8;
-#pragma unroll 4
-  for (int i = threadIdx.x; i < tokens * vectors; i += blockDim.x) {
-    const int t = i / vectors, v = i % vectors, token = kept[t];
-    float* dst = entry + t * row + v * 8;
-    if (token == a.context) {
-      for (int e = 0; e < 8; ++e) dst[e] = fresh[v * 8 + e];
-      continue;
-    }
-    const uint4 raw = *reinterpret_cast<const uint4*>(
-        cache + static_cast<int64_t>(token) * dim + v * 8);
-    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-    for (int e = 0; e < 4; ++e) {
-      dst[2 * e] = __uint_as_float(words[e] << 16);
-      dst[2 * e + 1] = __uint_as_float(words[e] & 0xffff0000u);
-    }
-  }
+  StageEntries(a, b, first, tokens, kept_s, entry);
   __syncthreads();
-  for (int i = threadIdx.x; i < hg * tokens; i += blockDim.x) {
-    const int h = i / tokens, t = i % tokens;
-    float dot = 0.0f;
-    for (int d = 0; d < dim; ++d)
-      dot += query[h * dim + d] * entry[t * row + d];
-    p[h * kAttentionTokens + t] = dot * a.scale;
-  }
+  ScoreKept(query, entry, dim, hg, tokens, a.scale, p);
   __syncthreads();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float* out = a.partial;
@@ -235,22 +398,42 @@ __global__ void SparseAttentionSplitKernel(SparseAttention a) {
     }
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < hg * a.kv_lora; i += blockDim.x) {
-    const int h = i / a.kv_lora, j = i % a.kv_lora;
-    float acc = 0.0f;
-    for (int t = 0; t < tokens; ++t)
-      acc += p[h * kAttentionTokens + t] * entry[t * row + j];
-    out[((static_cast<int64_t>(b) * a.heads + h0 + h) * splits + split) *
+  const int quads = a.kv_lora / 4;
+  for (int i = threadIdx.x; i < hg * quads; i += blockDim.x) {
+    const int h = i / quads, j4 = i % quads;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int t = 0; t < tokens; ++t) {
+      const float w = p[h * kAttentionTokens + t];
+      const float4 e = reinterpret_cast<const float4*>(entry + t * row)[j4];
+      acc.x += w * e.x;
+      acc.y += w * e.y;
+      acc.z += w * e.z;
+      acc.w += w * e.w;
+    }
+    float* dst =
+        out +
+        ((static_cast<int64_t>(b) * a.heads + h0 + h) * splits + split) *
             (a.kv_lora + 2) +
-        2 + j] = acc;
+        2 + j4 * 4;
+    dst[0] = acc.x;  // partial rows are kv_lora + 2 wide: 8-byte aligned
+    dst[1] = acc.y;
+    dst[2] = acc.z;
+    dst[3] = acc.w;
   }
 }
 
-// Block (head, sequence): out_lat = sum_s e^(m_s - M) o_s / sum_s
-// e^(m_s - M) l_s; each split's weight computed once, in shared memory.
+constexpr int kCombineColumns = 64;
+constexpr int kCombineGroups = kAttentionThreads / kCombineColumns;
+
+// Block (head, sequence, 64 latent columns): out_lat = sum_s e^(m_s - M)
+// o_s / sum_s e^(m_s - M) l_s. Each split's weight is computed once, in
+// shared memory; then 4 groups of 64 threads each sum every 4th split of
+// the block's columns (a thread a column: coalesced) and meet in shared
+// memory. Several blocks a head: the partials are read by the whole GPU.
 __global__ void SparseAttentionCombineKernel(SparseAttention a, int splits) {
   extern __shared__ float weight[];  // [splits]
   __shared__ float scratch[32];
+  __shared__ float sums[kCombineGroups][kCombineColumns];
   const int h = blockIdx.x, b = blockIdx.y, stride = a.kv_lora + 2;
   const float* part =
       a.partial + (static_cast<int64_t>(b) * a.heads + h) * splits * stride;
@@ -265,30 +448,36 @@ __global__ void SparseAttentionCombineKernel(SparseAttention a, int splits) {
     l += weight[s] * part[s * stride + 1];
   }
   l = BlockSum(l, scratch);  // also: every weight is written
-  float* out = a.out_lat + (static_cast<int64_t>(b) * a.heads + h) * a.kv_lora;
-  for (int j = threadIdx.x; j < a.kv_lora; j += blockDim.x) {
-    float acc = 0.0f;
-#pragma unroll 8
-    for (int s = 0; s < splits; ++s)
+  const int col = threadIdx.x % kCombineColumns;
+  const int group = threadIdx.x / kCombineColumns;
+  const int j = blockIdx.z * kCombineColumns + col;
+  float acc = 0.0f;
+  if (j < a.kv_lora) {
+#pragma unroll 4
+    for (int s = group; s < splits; s += kCombineGroups)
       acc += weight[s] * part[s * stride + 2 + j];
-    out[j] = acc / l;
   }
+  sums[group][col] = acc;
+  __syncthreads();
+  if (group != 0 || j >= a.kv_lora) return;
+  for (int g = 1; g < kCombineGroups; ++g) acc += sums[g][col];
+  a.out_lat[(static_cast<int64_t>(b) * a.heads + h) * a.kv_lora + j] = acc / l;
 }
 
 }  // namespace
 
 GpuStatus LaunchIndexerScores(const IndexerScores& s, cudaStream_t stream) {
-  if (s.heads > kMaxIndexHeads) {
+  if (s.heads > kMaxIndexHeads || s.dim % 16 != 0) {
     return Fail(RunStatus::kCannotImplement,
-                "the indexer kernel takes at most 32 heads");
+                "the indexer kernel takes at most 32 heads and a head dim "
+                "that is a multiple of 16, got " +
+                    std::to_string(s.heads) + " x " + std::to_string(s.dim));
   }
-  const int per_block = (kScoreThreads / 32) * kScoreTokensPerWarp;
+  const int per_block = kScoreBlock / kScoreLanes;
   const int blocks = (s.context + 1 + per_block - 1) / per_block;
   const size_t smem =
-      sizeof(float) * (static_cast<size_t>(s.heads) * (s.dim + 1) +
-                       (kScoreThreads / 32) * s.dim);
-  IndexerScoresKernel<<<dim3(blocks, s.batch), kScoreThreads, smem, stream>>>(
-      s);
+      sizeof(float) * kMaxIndexHeads * (static_cast<size_t>(s.dim) + 5);
+  IndexerScoresKernel<<<dim3(blocks, s.batch), kScoreBlock, smem, stream>>>(s);
   MG_CHECK_LAUNCH();
   return OkStatus();
 }
@@ -300,12 +489,20 @@ GpuStatus LaunchTopK(const float* scores, int n, int k, int batch, int* kept,
   return OkStatus();
 }
 
-GpuStatus LaunchSparseAttention(const SparseAttention& a, cudaStream_t stream) {
-  const int dim = a.kv_lora + a.rope, hg = HeadsPerBlock(a.heads);
+GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
+                                cudaStream_t stream) {
   const int splits = SparseAttentionSplits(a.k);
-  const size_t smem =
-      sizeof(float) * (static_cast<size_t>(hg) * dim +
-                       kAttentionTokens * (dim + 1) + hg * kAttentionTokens);
+  const int dim = a.kv_lora + a.rope;
+  const int hg = HeadsPerBlock(a.heads, splits * a.batch, sm_count);
+  if (dim % 8 != 0 || a.kv_lora % 4 != 0) {
+    return Fail(RunStatus::kCannotImplement,
+                "sparse attention reads 16 bytes at a time: kv_lora + rope "
+                "must be a multiple of 8 and kv_lora of 4, got " +
+                    std::to_string(a.kv_lora) + " + " + std::to_string(a.rope));
+  }
+  const size_t smem = sizeof(float) * (static_cast<size_t>(hg) * dim +
+                                       kAttentionTokens * EntryRow(dim) +
+                                       hg * kAttentionTokens);
   // Raised once to the largest size asked for, not on every launch (the
   // eager step launches it once a layer).
   static std::atomic<size_t> allowed{48 * 1024};
@@ -315,11 +512,13 @@ GpuStatus LaunchSparseAttention(const SparseAttention& a, cudaStream_t stream) {
                                  static_cast<int>(smem)));
     allowed = smem;
   }
-  SparseAttentionSplitKernel<<<dim3(splits, a.batch, a.heads / hg),
-                               kAttentionThreads, smem, stream>>>(a);
+  SparseAttentionSplitKernel<<<dim3(splits * (a.heads / hg), a.batch),
+                               kAttentionThreads, smem, stream>>>(a, hg);
   MG_CHECK_LAUNCH();
-  SparseAttentionCombineKernel<<<dim3(a.heads, a.batch), kAttentionThreads,
-                                 splits * sizeof(float), stream>>>(a, splits);
+  const int column_blocks = (a.kv_lora + kCombineColumns - 1) / kCombineColumns;
+  SparseAttentionCombineKernel<<<dim3(a.heads, a.batch, column_blocks),
+                                 kAttentionThreads, splits * sizeof(float),
+                                 stream>>>(a, splits);
   MG_CHECK_LAUNCH();
   return OkStatus();
 }

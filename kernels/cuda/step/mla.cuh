@@ -42,10 +42,11 @@ GpuStatus LaunchTopK(const float* scores, int n, int k, int batch, int* kept,
 // BF16 cache (latent [batch][context][kv_lora + rope]), the new token's from
 // new_entry [batch][kv_lora + rope].
 // Split over the kept tokens (flash-decoding): a block takes
-// kAttentionTokens of them for up to kAttentionHeads heads, staging their
-// entries in shared memory once for all its heads, and writes a partial
+// kAttentionTokens of them for up to kAttentionHeads heads (2 where a small
+// batch would leave the GPU idle), staging their entries in shared memory
+// once for all its heads, and writes a partial
 // (max, sum, weighted values); a second kernel combines the partials.
-// kv_lora + rope must be a multiple of 8 (16-byte cache loads).
+// kv_lora + rope must be a multiple of 8 and kv_lora of 4 (16-byte loads).
 struct SparseAttention {
   const float* q_lat = nullptr;  // [batch][heads][kv_lora]
   const float* q = nullptr;      // the rope part at q + rope_offset
@@ -66,6 +67,8 @@ inline constexpr int kAttentionHeads = 8;
 inline int SparseAttentionSplits(int k) {
   return (k + kAttentionTokens - 1) / kAttentionTokens;
 }
-GpuStatus LaunchSparseAttention(const SparseAttention& a, cudaStream_t stream);
+// sm_count: the device's, to choose how many heads a block takes.
+GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
+                                cudaStream_t stream);
 
 }  // namespace moetune::gpu

@@ -219,7 +219,7 @@ GpuStatus Mla(const StepLaunch& s, int layer, const LayerParams& w,
                            n};
   STEP_LAUNCH("mla/absorb", LaunchAbsorbQuery(absorb, stream));
   STEP_LAUNCH("mla/attention",
-              LaunchSparseAttention(AttentionOf(s, layer), stream));
+              LaunchSparseAttention(AttentionOf(s, layer), s.sm_count, stream));
   Bf16Gemv expand = Plain(w.kv_b, width, d.kv_lora, b.o_lat,
                           int64_t{g.heads} * d.kv_lora, b.values, width, n);
   expand.rows_per_x = d.v_dim;
@@ -231,31 +231,33 @@ GpuStatus Mla(const StepLaunch& s, int layer, const LayerParams& w,
               LaunchGemvBf16(Plain(w.o, d.hidden, width, b.values, width,
                                    b.block_out, d.hidden, n),
                              stream));
-  STEP_LAUNCH("mla/residual",
-              LaunchAdd(b.h, b.block_out, int64_t{n} * d.hidden, stream));
   return OkStatus();
 }
 
+// Each block leaves its output in *residual for the next block's norm to
+// add to the residual stream (a launch a block fewer than adding it apart).
 GpuStatus AttentionBlock(const StepLaunch& s, int layer, const LayerParams& w,
-                         cudaStream_t stream) {
+                         const float** residual, cudaStream_t stream) {
   const StepDims& d = s.problem->dims;
   StepBuffers& b = *s.buffers;
   STEP_LAUNCH("attention/norm",
-              LaunchRmsNorm(b.h, d.hidden, w.attn_norm, d.hidden, d.rms_eps,
-                            s.problem->batch, {b.xn, d.hidden}, stream));
+              LaunchAddRmsNorm(b.h, *residual, w.attn_norm, d.hidden, d.rms_eps,
+                               s.problem->batch, {b.xn, d.hidden}, stream));
   MG_RETURN_IF_ERROR(QueryAndLatent(s, w, stream));
   MG_RETURN_IF_ERROR(Indexer(s, layer, w, stream));
+  *residual = b.block_out;
   return Mla(s, layer, w, stream);
 }
 
 GpuStatus DenseMlp(const StepLaunch& s, const LayerParams& w,
-                   cudaStream_t stream) {
+                   const float** residual, cudaStream_t stream) {
   const StepDims& d = s.problem->dims;
   const int slice = s.geo.dense, n = s.problem->batch;
   StepBuffers& b = *s.buffers;
   STEP_LAUNCH("dense/norm",
-              LaunchRmsNorm(b.h, d.hidden, w.ffn_norm, d.hidden, d.rms_eps, n,
-                            {b.xn, d.hidden}, stream));
+              LaunchAddRmsNorm(b.h, *residual, w.ffn_norm, d.hidden, d.rms_eps,
+                               n, {b.xn, d.hidden}, stream));
+  *residual = b.block_out;
   const Nvfp4Gemv gu{w.dense_gu_codes, w.dense_gu_scales,
                      w.dense_gu_scale, 2 * slice,
                      d.hidden,         b.xn,
@@ -274,8 +276,6 @@ GpuStatus DenseMlp(const StepLaunch& s, const LayerParams& w,
                        d.hidden,
                        n};
   STEP_LAUNCH("dense/down", LaunchGemvNvfp4(down, stream));
-  STEP_LAUNCH("dense/residual",
-              LaunchAdd(b.h, b.block_out, int64_t{n} * d.hidden, stream));
   return OkStatus();
 }
 
@@ -304,7 +304,7 @@ GpuStatus CheckMoe(const StepLaunch& s, int layer, cudaStream_t stream) {
 }
 
 GpuStatus MoeMlp(const StepLaunch& s, int layer, const LayerParams& w,
-                 cudaStream_t stream) {
+                 const float** residual, cudaStream_t stream) {
   const StepDims& d = s.problem->dims;
   const int n = s.problem->batch, moe = layer - d.num_dense_layers;
   StepBuffers& b = *s.buffers;
@@ -312,26 +312,26 @@ GpuStatus MoeMlp(const StepLaunch& s, int layer, const LayerParams& w,
   NormOut out;
   out.bf16 = const_cast<uint16_t*>(args.buf.x_bf16);
   out.bf16_float = b.moe_x;
-  STEP_LAUNCH("moe/norm", LaunchRmsNorm(b.h, d.hidden, w.ffn_norm, d.hidden,
-                                        d.rms_eps, n, out, stream));
+  STEP_LAUNCH("moe/norm", LaunchAddRmsNorm(b.h, *residual, w.ffn_norm, d.hidden,
+                                           d.rms_eps, n, out, stream));
+  *residual = args.buf.y;
   STEP_LAUNCH("moe/layer", s.launcher->launch(args, b.workspace.get(), stream));
   if (s.record_routed) {
     MG_CUDA(cudaMemcpyAsync(b.routed + moe, args.buf.meta + kMetaRouted,
                             sizeof(int), cudaMemcpyDeviceToDevice, stream));
   }
   if (s.moe_output != nullptr) MG_RETURN_IF_ERROR(CheckMoe(s, layer, stream));
-  STEP_LAUNCH("moe/residual",
-              LaunchAdd(b.h, args.buf.y, int64_t{n} * d.hidden, stream));
   return OkStatus();
 }
 
-GpuStatus Head(const StepLaunch& s, cudaStream_t stream) {
+GpuStatus Head(const StepLaunch& s, const float* residual,
+               cudaStream_t stream) {
   const StepDims& d = s.problem->dims;
   StepBuffers& b = *s.buffers;
   const int n = s.problem->batch;
   STEP_LAUNCH("lm_head/norm",
-              LaunchRmsNorm(b.h, d.hidden, s.weights->final_norm, d.hidden,
-                            d.rms_eps, n, {b.xn, d.hidden}, stream));
+              LaunchAddRmsNorm(b.h, residual, s.weights->final_norm, d.hidden,
+                               d.rms_eps, n, {b.xn, d.hidden}, stream));
   STEP_LAUNCH("lm_head/gemv",
               LaunchGemvBf16(Plain(s.weights->lm_head, s.geo.vocab, d.hidden,
                                    b.xn, d.hidden, b.logits, s.geo.vocab, n),
@@ -426,14 +426,15 @@ GpuStatus EnqueueStep(const StepLaunch& s, cudaStream_t stream) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(p.dims.hidden));
   STEP_LAUNCH("embed", LaunchEmbed(s.buffers->tokens, p.batch, p.dims.hidden,
                                    p.seed, scale, s.buffers->h, stream));
+  const float* residual = nullptr;  // a block's output not yet added to h
   for (int layer = 0; layer < p.layers; ++layer) {
     const LayerParams& w = s.weights->layers[layer];
-    MG_RETURN_IF_ERROR(AttentionBlock(s, layer, w, stream));
+    MG_RETURN_IF_ERROR(AttentionBlock(s, layer, w, &residual, stream));
     MG_RETURN_IF_ERROR(layer < p.dims.num_dense_layers
-                           ? DenseMlp(s, w, stream)
-                           : MoeMlp(s, layer, w, stream));
+                           ? DenseMlp(s, w, &residual, stream)
+                           : MoeMlp(s, layer, w, &residual, stream));
   }
-  MG_RETURN_IF_ERROR(Head(s, stream));
+  MG_RETURN_IF_ERROR(Head(s, residual, stream));
   return Mark(s, "end", stream);
 }
 

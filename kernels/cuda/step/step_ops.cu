@@ -22,14 +22,22 @@ __global__ void EmbedKernel(const int* tokens, int hidden, uint64_t seed,
   }
 }
 
-// One block a row.
-__global__ void RmsNormKernel(const float* x, int64_t x_stride,
+// One block a row; with `add`, the row is first added to (in place). Each
+// thread re-reads only the elements it wrote.
+__global__ void RmsNormKernel(float* x, int64_t x_stride, const float* add,
                               const float* gamma, int n, float eps,
                               NormOut out) {
   __shared__ float scratch[32];
-  const float* row = x + blockIdx.x * x_stride;
+  float* row = x + blockIdx.x * x_stride;
   float sum = 0.0f;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) sum += row[i] * row[i];
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = row[i];
+    if (add != nullptr) {
+      v += add[static_cast<int64_t>(blockIdx.x) * n + i];
+      row[i] = v;
+    }
+    sum += v * v;
+  }
   const float inv = rsqrtf(BlockSum(sum, scratch) / n + eps);
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const float v = row[i] * inv * gamma[i];
@@ -78,11 +86,6 @@ __global__ void RopeKernel(float* x, int rows, int stride, int offset,
   if (i >= static_cast<int64_t>(rows) * rope.pairs) return;
   const int64_t row = i / rope.pairs;
   RotatePair(x + row * stride + offset, static_cast<int>(i % rope.pairs), rope);
-}
-
-__global__ void AddKernel(float* h, const float* y, int64_t n) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) h[i] += y[i];
 }
 
 __global__ void SiluMulKernel(const float* gu, int width, int batch,
@@ -145,7 +148,16 @@ GpuStatus LaunchRmsNorm(const float* x, int64_t x_stride, const float* gamma,
                         int n, float eps, int batch, const NormOut& out,
                         cudaStream_t stream) {
   // One block a row: wide, so that a row of 6144 is a few loads a thread.
-  RmsNormKernel<<<batch, 1024, 0, stream>>>(x, x_stride, gamma, n, eps, out);
+  RmsNormKernel<<<batch, 1024, 0, stream>>>(const_cast<float*>(x), x_stride,
+                                            nullptr, gamma, n, eps, out);
+  MG_CHECK_LAUNCH();
+  return OkStatus();
+}
+
+GpuStatus LaunchAddRmsNorm(float* h, const float* add, const float* gamma,
+                           int n, float eps, int batch, const NormOut& out,
+                           cudaStream_t stream) {
+  RmsNormKernel<<<batch, 1024, 0, stream>>>(h, n, add, gamma, n, eps, out);
   MG_CHECK_LAUNCH();
   return OkStatus();
 }
@@ -163,12 +175,6 @@ GpuStatus LaunchRope(float* x, int rows, int stride, int offset,
                      const RopeTable& rope, cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(rows) * rope.pairs;
   RopeKernel<<<Blocks(n), kThreads, 0, stream>>>(x, rows, stride, offset, rope);
-  MG_CHECK_LAUNCH();
-  return OkStatus();
-}
-
-GpuStatus LaunchAdd(float* h, const float* y, int64_t n, cudaStream_t stream) {
-  AddKernel<<<Blocks(n), kThreads, 0, stream>>>(h, y, n);
   MG_CHECK_LAUNCH();
   return OkStatus();
 }

@@ -38,6 +38,11 @@ struct NormOut {
 GpuStatus LaunchRmsNorm(const float* x, int64_t x_stride, const float* gamma,
                         int n, float eps, int batch, const NormOut& out,
                         cudaStream_t stream);
+// h [batch][n] += add (when not null: the residual of the block before,
+// added here rather than by a kernel of its own), then LaunchRmsNorm of h.
+GpuStatus LaunchAddRmsNorm(float* h, const float* add, const float* gamma,
+                           int n, float eps, int batch, const NormOut& out,
+                           cudaStream_t stream);
 
 // The indexer key, in place on k [batch][dim]: LayerNorm (gamma, beta, eps,
 // biased variance), then RoPE on its first 2 * rope.pairs elements.
@@ -50,9 +55,6 @@ GpuStatus LaunchIndexKeyNorm(float* k, int dim, const float* gamma,
 // (interleaved pairs, kernels/reference/ops.h ApplyRope).
 GpuStatus LaunchRope(float* x, int rows, int stride, int offset,
                      const RopeTable& rope, cudaStream_t stream);
-
-// h[i] += y[i] for i < n.
-GpuStatus LaunchAdd(float* h, const float* y, int64_t n, cudaStream_t stream);
 
 // act[b][j] = SiLU(gu[b][j]) * gu[b][width + j], gu rows 2 * width wide.
 GpuStatus LaunchSiluMul(const float* gu, int width, int batch, float* act,

@@ -297,6 +297,9 @@ GpuStatus RunLocked(const StepProblem& p, const StepRunOptions& o,
     MG_RETURN_IF_ERROR(CountKernels(s, ctx, &r->kernels_per_step));
   }
   MG_RETURN_IF_ERROR(TimeSteps(s, ctx, o, &r->samples_us));
+  MG_RETURN_IF_ERROR(Download(buffers.logits,
+                              static_cast<size_t>(p.batch) * s.geo.vocab,
+                              &r->timed_logits));
   if (o.profile_parts) MG_RETURN_IF_ERROR(ProfileParts(s, ctx, r));
   return OkStatus();
 }

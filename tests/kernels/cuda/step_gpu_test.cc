@@ -91,6 +91,8 @@ void ExpectMatchesReference(const ref::StepSpec& spec,
   ASSERT_EQ(r.logits.size(), want->size()) << o.backend;
   EXPECT_LT(RelL2(r.logits, *want), kTolerance)
       << o.backend << " graph " << o.cuda_graph;
+  EXPECT_LT(RelL2(r.timed_logits, *want), kTolerance)
+      << o.backend << " graph " << o.cuda_graph << ": the timed iterations";
   const int first = ref::VocabBegin(spec.config, spec.shard);
   EXPECT_EQ(r.next_tokens, ArgMax(r.logits, spec.batch, first)) << o.backend;
   EXPECT_EQ(r.next_tokens, ArgMax(*want, spec.batch, first)) << o.backend;
@@ -135,16 +137,25 @@ TEST(StepGpuTest, ShortContextsKeepEveryToken) {
   }
 }
 
-TEST(StepGpuTest, GraphAndEagerGiveTheSameTokens) {
+// What the timed iterations computed (the graph's replays, or eager
+// launches) is checked too, not only the untimed eager pass: both match the
+// reference and pick its tokens. (Not bit for bit with each other: the
+// expert_mma backends add their experts' outputs with float atomics, so
+// two of their steps agree only to rounding.)
+TEST(StepGpuTest, GraphAndEagerStepsBothMatchTheReference) {
   SKIP_WITHOUT_GPU();
-  const StepProblem p = MakeStepProblem(Spec("tiny", 4, 4, 33));
-  const StepRunResult eager = RunDecodeStep(p, Options("fused_gemv", false));
-  const StepRunResult graph = RunDecodeStep(p, Options("fused_gemv", true));
-  ASSERT_EQ(eager.status, RunStatus::kOk) << eager.message;
-  ASSERT_EQ(graph.status, RunStatus::kOk) << graph.message;
-  EXPECT_EQ(eager.next_tokens, graph.next_tokens);
-  EXPECT_LT(RelL2(graph.logits, eager.logits), 1e-6);
-  EXPECT_GT(graph.kernels_per_step, 4 * 10);
+  for (bool graph : {false, true}) {
+    ExpectMatchesReference(Spec("tiny", 4, 4, 33),
+                           Options("fused_gemv", graph));
+  }
+  // Closer than the reference: the replay and the eager pass of one run
+  // differ by the atomics' rounding at most (1e-7 a layer; 5e-5 seen where
+  // it tips an indexer near-tie), a graph that missed a kernel by far more.
+  const StepRunResult r = RunDecodeStep(MakeStepProblem(Spec("tiny", 4, 4, 33)),
+                                        Options("fused_gemv", true));
+  ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+  EXPECT_LT(RelL2(r.timed_logits, r.logits), 1e-3);
+  EXPECT_GT(r.kernels_per_step, 4 * 10);
 }
 
 // GLM-5's real dims, rank 0 and rank 3 of world 8, one dense layer: every
