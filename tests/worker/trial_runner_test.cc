@@ -194,6 +194,11 @@ TEST(TrialRunnerTest, ShardedTrialsCarryAModelledCommFloor) {
   ASSERT_EQ(r.outcome(), v1::DONE) << r.reason();
   EXPECT_TRUE(r.roofline().comm_modelled());
   EXPECT_GT(r.roofline().comm_floor_us(), 0);
+  // The median holds no communication: the efficiency leaves it out too.
+  EXPECT_DOUBLE_EQ(
+      r.roofline().efficiency(),
+      (r.roofline().floor_us() - r.roofline().comm_floor_us()) /
+          r.stats().median_us());
 }
 
 TEST(RelativeL2ErrorTest, HandComputed) {
