@@ -27,6 +27,10 @@ ChildOutcome RunChildProcess(const std::vector<std::string>& argv,
                              std::chrono::milliseconds deadline,
                              const std::atomic<bool>* cancel);
 
+// Sets outcome's kind (kExited or kSignaled), exit code or signal from a
+// raw wait status.
+void SetExitStatus(int status, ChildOutcome* outcome);
+
 // "killed by signal 11 (Segmentation fault)" style text for reports.
 std::string DescribeOutcome(const ChildOutcome& outcome);
 

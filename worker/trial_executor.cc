@@ -7,7 +7,9 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "worker/child_process.h"
+#include "worker/frames.h"
 
 namespace moetune::worker {
 namespace {
@@ -20,6 +22,14 @@ v1::TrialResult Outcome(const v1::Trial& trial, v1::TrialState state,
   result.set_outcome(state);
   result.set_reason(reason);
   return result;
+}
+
+// A warm process that ended without a reply: how.
+std::string DescribeWarmOutcome(const ChildOutcome& outcome) {
+  if (outcome.kind == ChildOutcome::Kind::kExited && outcome.exit_code == -1) {
+    return "trial process ended its output without a result";
+  }
+  return DescribeOutcome(outcome);
 }
 
 v1::TrialState StateFor(const ChildOutcome& outcome) {
@@ -74,6 +84,63 @@ v1::TrialResult ChildProcessExecutor::Execute(
   result = Outcome(trial, StateFor(outcome), reason);
   result.set_wall_s(wall.count());
   return result;
+}
+
+WarmProcessExecutor::WarmProcessExecutor(std::vector<std::string> serve_command)
+    : process_(std::move(serve_command)) {}
+
+v1::TrialResult WarmProcessExecutor::Execute(
+    const v1::TrialExecution& execution, const std::atomic<bool>* cancel) {
+  const v1::Trial& trial = execution.trial();
+  if (process_.running() && !google::protobuf::util::MessageDifferencer::Equals(
+                                workload_, trial.workload())) {
+    process_.Stop();  // another workload: its weights would only add up
+  }
+  workload_ = trial.workload();
+  const int before = process_.running() ? process_.calls_served() : 0;
+  const auto start = std::chrono::steady_clock::now();
+  const ChildOutcome outcome = process_.Call(execution.SerializeAsString(),
+                                             TrialDeadline(trial), cancel);
+  const std::chrono::duration<double> wall =
+      std::chrono::steady_clock::now() - start;
+  v1::TrialResult result;
+  const bool replied = outcome.kind == ChildOutcome::Kind::kExited &&
+                       outcome.exit_code == 0 && process_.running();
+  if (!replied || !result.ParseFromString(outcome.stdout_data)) {
+    std::string reason =
+        replied ? "its result did not parse" : DescribeWarmOutcome(outcome);
+    if (!outcome.stderr_tail.empty()) {
+      absl::StrAppend(&reason, "; stderr: ", outcome.stderr_tail);
+    }
+    result = Outcome(trial, StateFor(outcome), reason);
+    process_.Stop();
+  } else if (result.outcome() != v1::DONE) {
+    process_.Stop();  // whatever went wrong stays with this trial
+  }
+  result.set_wall_s(wall.count());
+  result.set_process_trials(before);
+  return result;
+}
+
+int RunTrialServeMain(TrialRunner* runner) {
+  // Stdout carries the result frames alone: anything a library prints goes
+  // to stderr instead, where the supervisor keeps its tail.
+  const int result_fd = dup(STDOUT_FILENO);
+  if (result_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return 3;
+  std::string request;
+  while (ReadFrame(STDIN_FILENO, &request)) {
+    v1::TrialExecution execution;
+    if (!execution.ParseFromString(request)) {
+      std::cerr << "trial server: a frame is not a TrialExecution\n";
+      return 2;
+    }
+    const v1::TrialResult result = runner->Run(execution);
+    if (!WriteAll(result_fd, EncodeFrame(result.SerializeAsString()))) {
+      return 3;
+    }
+  }
+  close(result_fd);
+  return 0;
 }
 
 int RunTrialChildMain(TrialRunner* runner) {

@@ -11,6 +11,7 @@
 
 #include "proto/moetune.pb.h"
 #include "worker/trial_runner.h"
+#include "worker/warm_process.h"
 
 namespace moetune::worker {
 
@@ -46,9 +47,31 @@ class ChildProcessExecutor final : public TrialExecutor {
   std::vector<std::string> child_command_;
 };
 
+// Runs trials in a warm process (warm_process.h) that serves them one after
+// another, so that trials of one workload pay its start-up, CUDA context,
+// weights and caches once. The process is replaced (the next trial starts
+// clean) when the workload changes, and after any trial that is not DONE:
+// a crash, a hang or a sticky CUDA error still costs one trial.
+class WarmProcessExecutor final : public TrialExecutor {
+ public:
+  // serve_command: a process that runs RunTrialServeMain.
+  explicit WarmProcessExecutor(std::vector<std::string> serve_command);
+  v1::TrialResult Execute(const v1::TrialExecution& execution,
+                          const std::atomic<bool>* cancel) override;
+
+ private:
+  WarmProcess process_;
+  v1::Workload workload_;  // what the running process was warmed with
+};
+
 // The child side: reads a TrialExecution from stdin, runs it, writes the
 // TrialResult to stdout. Returns the process exit code.
 int RunTrialChildMain(TrialRunner* runner);
+
+// The warm child side: reads TrialExecution frames from stdin until its
+// end, answering each with a TrialResult frame on stdout. Returns the
+// process exit code (0 at end of input).
+int RunTrialServeMain(TrialRunner* runner);
 
 // The deadline a trial gets (its measurement's trial_timeout_s; default 120).
 std::chrono::milliseconds TrialDeadline(const v1::Trial& trial);

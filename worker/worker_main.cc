@@ -1,11 +1,13 @@
 // moetune-worker: one per GPU (or one CPU worker). Probes, registers with the
 // coordinator, and runs trials in supervised child processes. The same binary
-// is the child: `moetune-worker --run_trial` reads a TrialExecution on stdin.
+// is the child: `moetune-worker --run_trial` reads a TrialExecution on stdin;
+// `--serve_trials` (the default, warm) serves them framed, one after another.
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <iostream>
+#include <memory>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -47,6 +49,13 @@ ABSL_FLAG(std::string, trial_wrapper, "",
           "--tool memcheck' (split on spaces)");
 ABSL_FLAG(bool, run_trial, false,
           "internal: run one trial from stdin (the supervised child)");
+ABSL_FLAG(bool, serve_trials, false,
+          "internal: serve trials framed on stdin (the warm supervised child)");
+ABSL_FLAG(bool, warm_trials, true,
+          "keep the trial process warm between trials of one workload (its "
+          "CUDA context, weights and caches made once); it is replaced when "
+          "the workload changes and after any trial that is not DONE. "
+          "--nowarm_trials starts a process for every trial");
 
 namespace moetune::worker {
 namespace {
@@ -67,10 +76,12 @@ absl::StatusOr<int> ParseDevice(const std::string& device) {
       "--device: '", device, "' is not allowed; allowed: cpu or 0, 1, 2, ..."));
 }
 
-// The child command: this binary in --run_trial mode, behind an optional
-// wrapper (a sanitizer, a profiler, or a test's fault injector).
+// The child command: this binary in `mode` (--run_trial or --serve_trials),
+// behind an optional wrapper (a sanitizer, a profiler, or a test's fault
+// injector).
 std::vector<std::string> TrialCommand(const std::string& wrapper,
-                                      const std::string& device) {
+                                      const std::string& device,
+                                      const std::string& mode) {
   std::vector<std::string> command;
   for (absl::string_view part :
        absl::StrSplit(wrapper, ' ', absl::SkipEmpty())) {
@@ -80,7 +91,7 @@ std::vector<std::string> TrialCommand(const std::string& wrapper,
   char self[4096] = {};
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   command.push_back(n > 0 ? std::string(self, n) : "/proc/self/exe");
-  command.push_back("--run_trial");
+  command.push_back(mode);
   command.push_back(absl::StrCat("--device=", device));
   // A trial process dies with its worker (a killed worker must not leave a
   // kernel running on its GPU), behind a wrapper too.
@@ -119,14 +130,22 @@ int ServeTrials(int ordinal, const v1::Probe& probe, SystemInfo& system) {
   std::string name = absl::GetFlag(FLAGS_name);
   if (name.empty())
     name = absl::StrCat(system.HostName(), ":", absl::GetFlag(FLAGS_device));
-  ChildProcessExecutor executor(TrialCommand(absl::GetFlag(FLAGS_trial_wrapper),
-                                             absl::GetFlag(FLAGS_device)));
+  const std::string wrapper = absl::GetFlag(FLAGS_trial_wrapper);
+  const std::string device = absl::GetFlag(FLAGS_device);
+  std::unique_ptr<TrialExecutor> executor;
+  if (absl::GetFlag(FLAGS_warm_trials)) {
+    executor = std::make_unique<WarmProcessExecutor>(
+        TrialCommand(wrapper, device, "--serve_trials"));
+  } else {
+    executor = std::make_unique<ChildProcessExecutor>(
+        TrialCommand(wrapper, device, "--run_trial"));
+  }
   AgentOptions options;
   options.name = name;
   options.device_ordinal = ordinal;
   options.max_trials = absl::GetFlag(FLAGS_max_trials);
   options.report_retry_ms = absl::GetFlag(FLAGS_report_retry_s) * 1000;
-  WorkerAgent agent(*channel, options, probe, &executor);
+  WorkerAgent agent(*channel, options, probe, executor.get());
   g_agent = &agent;
   signal(SIGTERM, OnSignal);
   signal(SIGINT, OnSignal);
@@ -147,6 +166,7 @@ int WorkerMain(int ordinal) {
   BackendRegistry registry = MakeDefaultRegistry(clock, &gpu);
   TrialRunner runner(&registry);
   if (absl::GetFlag(FLAGS_run_trial)) return RunTrialChildMain(&runner);
+  if (absl::GetFlag(FLAGS_serve_trials)) return RunTrialServeMain(&runner);
   const v1::Probe probe =
       ProbeWorker(DeviceTarget{ordinal}, registry, {&system, &gpu, clock});
   if (absl::GetFlag(FLAGS_probe_only)) return PrintProbe(probe);
@@ -163,7 +183,9 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   // A trial process is killed with its worker; a worker started by the CLI
   // is asked to stop (it reports what it can) when the CLI dies.
-  const int with_parent = absl::GetFlag(FLAGS_run_trial) ? SIGKILL : SIGTERM;
+  const bool trial_child =
+      absl::GetFlag(FLAGS_run_trial) || absl::GetFlag(FLAGS_serve_trials);
+  const int with_parent = trial_child ? SIGKILL : SIGTERM;
   if (absl::GetFlag(FLAGS_parent_pid) != 0 &&
       !moetune::DieWithAncestor(absl::GetFlag(FLAGS_parent_pid), with_parent)) {
     return 1;  // the parent is already gone

@@ -43,7 +43,11 @@ v1::SweepSpec SlowTrialSpec() {
 
 TEST(FaultsTest, ACoordinatorKilledMidSweepResumesAndRunsNothingTwice) {
   const fs::path dir = TempDir("kill-coordinator");
-  Cluster cluster(dir);
+  // Leases long enough that a worker slow to reconnect to the restarted
+  // coordinator on a loaded machine (4 s seen) still holds its trial.
+  CoordinatorFlags flags;
+  flags.extra = {"--lease_ms=15000"};
+  Cluster cluster(dir, flags);
   const std::string slow = SlowWrapper(dir, 0.4).string();
   cluster.AddWorker("e2e:a", slow);
   cluster.AddWorker("e2e:b", slow);
@@ -72,7 +76,7 @@ TEST(FaultsTest, AWorkerKilledMidTrialTakesItsTrialProcessAlong) {
   std::vector<pid_t> trial;
   ASSERT_TRUE(WaitFor(
       [&] {
-        trial = ProcessesWith("--run_trial --device=cpu --parent_pid=" +
+        trial = ProcessesWith("--serve_trials --device=cpu --parent_pid=" +
                               std::to_string(cluster.worker(0).pid()) + " ");
         return !trial.empty();
       },
@@ -81,7 +85,7 @@ TEST(FaultsTest, AWorkerKilledMidTrialTakesItsTrialProcessAlong) {
   cluster.worker(0).Wait();
   EXPECT_TRUE(WaitFor(
       [&] {
-        return ProcessesWith("--run_trial --device=cpu --parent_pid=" +
+        return ProcessesWith("--serve_trials --device=cpu --parent_pid=" +
                              std::to_string(cluster.worker(0).pid()) + " ")
             .empty();
       },
@@ -164,10 +168,11 @@ TEST(FaultsTest, CtrlCOnAnEmbeddedSweepStopsItsWorkersAndAbortsTheSweep) {
   ASSERT_TRUE(WaitFor(
       [&] {
         workers = ProcessesWith(child_of_cli);
-        trials = workers.empty()
-                     ? std::vector<pid_t>()
-                     : ProcessesWith("--run_trial --device=cpu --parent_pid=" +
-                                     std::to_string(workers[0]) + " ");
+        trials =
+            workers.empty()
+                ? std::vector<pid_t>()
+                : ProcessesWith("--serve_trials --device=cpu --parent_pid=" +
+                                std::to_string(workers[0]) + " ");
         return !trials.empty();
       },
       30000));

@@ -1,0 +1,78 @@
+// WarmProcessExecutor with the real worker binary serving CPU trials.
+#include <string>
+
+#include "gtest/gtest.h"
+#include "worker/trial_executor.h"
+
+namespace moetune::worker {
+namespace {
+
+v1::TrialExecution CpuTrial(int64_t id, const std::string& backend, int batch) {
+  v1::TrialExecution execution;
+  v1::Trial* trial = execution.mutable_trial();
+  trial->set_trial_id(id);
+  trial->set_attempt(1);
+  trial->mutable_workload()->set_model_preset("tiny");
+  trial->mutable_workload()->set_batch_size(batch);
+  trial->mutable_workload()->set_seed(5);
+  trial->mutable_workload()->set_region(v1::MOE_LAYER);
+  trial->mutable_config()->set_moe_backend(backend);
+  trial->mutable_config()->set_tp(1);
+  trial->mutable_config()->set_ep(1);
+  trial->mutable_measurement()->set_warmup_iterations(1);
+  trial->mutable_measurement()->set_iterations(3);
+  execution.mutable_probe()->mutable_device()->set_measured_read_gbps(10.0);
+  execution.set_device_ordinal(-1);
+  return execution;
+}
+
+WarmProcessExecutor Executor() {
+  return WarmProcessExecutor(
+      {MOETUNE_WORKER_BINARY, "--serve_trials", "--device=cpu"});
+}
+
+TEST(WarmProcessExecutorTest, TrialsOfOneWorkloadShareAWarmProcess) {
+  WarmProcessExecutor executor = Executor();
+  for (int i = 0; i < 3; ++i) {
+    const v1::TrialResult r =
+        executor.Execute(CpuTrial(i + 1, "cpu_reference", 2), nullptr);
+    ASSERT_EQ(r.outcome(), v1::DONE) << r.reason();
+    EXPECT_EQ(r.trial_id(), i + 1);
+    EXPECT_EQ(r.process_trials(), i);
+    EXPECT_GT(r.wall_s(), 0);
+  }
+  // Another workload starts a fresh process.
+  const v1::TrialResult other =
+      executor.Execute(CpuTrial(9, "cpu_reference", 4), nullptr);
+  ASSERT_EQ(other.outcome(), v1::DONE) << other.reason();
+  EXPECT_EQ(other.process_trials(), 0);
+}
+
+TEST(WarmProcessExecutorTest, AFailedTrialRetiresItsProcess) {
+  WarmProcessExecutor executor = Executor();
+  ASSERT_EQ(
+      executor.Execute(CpuTrial(1, "cpu_reference", 2), nullptr).outcome(),
+      v1::DONE);
+  const v1::TrialResult failed =
+      executor.Execute(CpuTrial(2, "warp_drive", 2), nullptr);
+  EXPECT_EQ(failed.outcome(), v1::FAILED);
+  EXPECT_EQ(failed.process_trials(), 1);
+  const v1::TrialResult next =
+      executor.Execute(CpuTrial(3, "cpu_reference", 2), nullptr);
+  ASSERT_EQ(next.outcome(), v1::DONE) << next.reason();
+  EXPECT_EQ(next.process_trials(), 0);  // started clean
+}
+
+TEST(WarmProcessExecutorTest, ADeadProcessIsAFailedTrialNamingWhy) {
+  WarmProcessExecutor executor(
+      {"/bin/sh", "-c", "echo 'no such luck' >&2; exit 4"});
+  const v1::TrialResult r =
+      executor.Execute(CpuTrial(1, "cpu_reference", 2), nullptr);
+  EXPECT_EQ(r.outcome(), v1::FAILED);
+  EXPECT_NE(r.reason().find("exited with status 4"), std::string::npos)
+      << r.reason();
+  EXPECT_NE(r.reason().find("no such luck"), std::string::npos) << r.reason();
+}
+
+}  // namespace
+}  // namespace moetune::worker
