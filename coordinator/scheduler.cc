@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "coordinator/identity.h"
+#include "coordinator/trial_log.h"
 #include "tuner/search.h"
 #include "tuner/strategy.h"
 #include "tuner/sweep_plan.h"
@@ -262,9 +263,10 @@ absl::Status Scheduler::MarkUnavailableTrials() {
       const int64_t waiting_since =
           std::max(trial.updated_at_unix_ms(), started_ms_);
       if (now - waiting_since < options_.unavailable_grace_ms) continue;
-      RETURN_IF_ERROR(store_->FinishTrial(
-          trial.trial_id(), v1::UNAVAILABLE,
-          absl::StrCat(backend, " unavailable: ", reason), now));
+      const std::string why = absl::StrCat(backend, " unavailable: ", reason);
+      RETURN_IF_ERROR(
+          store_->FinishTrial(trial.trial_id(), v1::UNAVAILABLE, why, now));
+      LogTrialOutcome(trial, v1::UNAVAILABLE, nullptr, why);
       RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
       Notify();
     }
@@ -329,6 +331,7 @@ absl::StatusOr<v1::ReportResultResponse> Scheduler::Report(
   response.set_accepted(recorded);
   response.set_duplicate(!recorded);
   if (recorded) {
+    LogTrialOutcome(trial, stored.outcome(), &stored, stored.reason());
     RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
     Notify();
   }
@@ -371,10 +374,11 @@ absl::Status Scheduler::LoseLease(const v1::Trial& trial,
     LogWarning("trial ", trial.trial_id(), " re-queued: ", why);
     return absl::OkStatus();
   }
-  RETURN_IF_ERROR(store_->FinishTrial(
-      trial.trial_id(), v1::FAILED,
-      absl::StrCat(why, "; lost ", trial.attempt(), " times"),
-      clock_->NowUnixMs()));
+  const std::string reason =
+      absl::StrCat(why, "; lost ", trial.attempt(), " times");
+  RETURN_IF_ERROR(store_->FinishTrial(trial.trial_id(), v1::FAILED, reason,
+                                      clock_->NowUnixMs()));
+  LogTrialOutcome(trial, v1::FAILED, nullptr, reason);
   RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
   Notify();
   return absl::OkStatus();
