@@ -31,8 +31,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> StartLocal(
   std::error_code error;
   if (!with_workers && !std::filesystem::exists(options.db_path, error)) {
     return absl::NotFoundError(absl::StrCat(
-        "--db: no database at '", options.db_path,
-        "' (a sweep makes one; name another with --db, or a running "
+        "--db: '", options.db_path,
+        "' does not exist; only sweep creates a database (or name a running "
         "coordinator with --coordinator)"));
   }
   LocalClusterOptions local;
