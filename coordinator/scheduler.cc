@@ -120,6 +120,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(
   }
   const Registration registration =
       registry_->Register(request.name(), request.probe());
+  bandwidths_.Note(request.probe());
   RETURN_IF_ERROR(store_->UpsertWorker(registration.worker_id, request.name(),
                                        request.probe(), clock_->NowUnixMs(),
                                        TokenDigest(registration.token)));
@@ -149,6 +150,9 @@ absl::Status Scheduler::RestoreWorkers() {
       const std::vector<db::WorkerIdentity> identities,
       store_->WorkerIdentities(clock_->NowUnixMs() - options_.lease_ms));
   registry_->Restore(identities);
+  ASSIGN_OR_RETURN(const std::vector<v1::WorkerInfo> workers,
+                   store_->ListWorkers());
+  for (const v1::WorkerInfo& worker : workers) bandwidths_.Note(worker.probe());
   return absl::OkStatus();
 }
 
@@ -325,6 +329,7 @@ absl::StatusOr<v1::ReportResultResponse> Scheduler::Report(
   if (refused.has_value()) return *refused;
   v1::TrialResult stored = result;
   stored.set_worker_id(request.worker_id());
+  RefloorAt(bandwidths_.Best(stored.fingerprint()), &stored);
   ASSIGN_OR_RETURN(const bool recorded,
                    store_->RecordResult(stored, clock_->NowUnixMs()));
   v1::ReportResultResponse response;

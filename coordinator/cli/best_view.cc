@@ -17,6 +17,12 @@ std::string WorkloadText(const v1::BestForWorkload& w) {
                           : "");
 }
 
+// " at 4500 GB/s" when the result says which bandwidth its floor used.
+std::string AtBandwidth(const v1::Roofline& roofline) {
+  if (roofline.read_gbps() <= 0) return "";
+  return absl::StrCat(" at ", FormatDouble(roofline.read_gbps(), 0), " GB/s");
+}
+
 void PrintOne(std::ostream& out, const v1::BestForWorkload& w) {
   const v1::TimingStats& s = w.best().result().stats();
   out << "workload " << w.workload_hash() << " (" << WorkloadText(w) << ") on "
@@ -27,7 +33,7 @@ void PrintOne(std::ostream& out, const v1::BestForWorkload& w) {
       << "  median " << FormatDouble(s.median_us()) << " us (95% CI "
       << FormatDouble(s.ci_low_us()) << "-" << FormatDouble(s.ci_high_us())
       << "), floor " << FormatDouble(w.best().result().roofline().floor_us())
-      << " us, efficiency "
+      << " us" << AtBandwidth(w.best().result().roofline()) << ", efficiency "
       << FormatDouble(100 * w.best().result().roofline().efficiency()) << "%"
       << (w.decided_by().empty() ? "" : "  [" + w.decided_by() + "]") << "\n";
   if (w.has_runner_up()) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/stats.h"
+#include "coordinator/device_bandwidth.h"
 #include "tuner/config_key.h"
 #include "tuner/winner.h"
 
@@ -13,8 +14,8 @@ namespace {
 
 // The same device and software; the build only without across_builds.
 std::string MatchKey(const v1::Fingerprint& fp, bool across_builds) {
-  return absl::StrCat(DeviceIdentity(fp), "|", fp.driver_version(), "|",
-                      fp.cuda_version(), "|", fp.nccl_version(), "|",
+  return absl::StrCat(coordinator::DeviceKind(fp), "|", fp.driver_version(),
+                      "|", fp.cuda_version(), "|", fp.nccl_version(), "|",
                       across_builds ? "" : fp.build_hash());
 }
 
@@ -40,20 +41,14 @@ void BucketTrials(const std::vector<v1::Trial>& trials, bool across_builds,
   }
 }
 
-// The bandwidth a trial's floor was computed with (GB/s); 0 if unknown.
-double ImpliedGbps(const v1::Trial& trial) {
-  const v1::Roofline& r = trial.result().roofline();
-  const double memory_us = r.floor_us() - r.comm_floor_us();
-  return r.bytes() > 0 && memory_us > 0 ? r.bytes() / (memory_us * 1e3) : 0;
-}
-
 void NoteBandwidths(const std::vector<v1::Trial>& trials,
                     std::map<std::string, double>* best) {
   for (const v1::Trial& trial : trials) {
     const v1::Fingerprint& fp = trial.result().fingerprint();
     if (fp.device_name().empty()) continue;
-    double& gbps = (*best)[DeviceIdentity(fp)];
-    gbps = std::max(gbps, ImpliedGbps(trial));
+    double& gbps = (*best)[coordinator::DeviceKind(fp)];
+    gbps =
+        std::max(gbps, coordinator::FloorReadGbps(trial.result().roofline()));
   }
 }
 
@@ -86,7 +81,8 @@ Side MakeSide(const Bucket& bucket, const std::map<std::string, double>& gbps) {
   }
   if (done.size() > 1 && !pooled.empty()) side.stats = stats::Summarize(pooled);
   const v1::Roofline& r = done.front()->result().roofline();
-  const auto it = gbps.find(DeviceIdentity(last.result().fingerprint()));
+  const auto it =
+      gbps.find(coordinator::DeviceKind(last.result().fingerprint()));
   const double bandwidth = it == gbps.end() ? 0 : it->second;
   side.floor_us = bandwidth > 0
                       ? r.bytes() / (bandwidth * 1e3) + r.comm_floor_us()
@@ -153,11 +149,6 @@ const char* VerdictName(Verdict verdict) {
       return "failing";
   }
   return "?";
-}
-
-std::string DeviceIdentity(const v1::Fingerprint& fp) {
-  return absl::StrCat(fp.device_name(), "|", fp.sm_arch(), "|", fp.sm_count(),
-                      "|", fp.sm_clock_mhz(), "|", fp.mem_clock_mhz());
 }
 
 namespace {

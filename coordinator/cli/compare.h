@@ -7,7 +7,9 @@
 // build hash is left out of the match, never the GPU. Floors and
 // efficiencies on both sides use one bandwidth per device: the best read
 // bandwidth recorded for it (any worker probe, or any trial's floor), so
-// that a probe measured under load cannot flatter the efficiency. Pure.
+// that a probe measured under load cannot flatter the efficiency (results
+// recorded since the coordinator does the same carry it already; older ones
+// and the baseline are brought to the same bandwidth here). Pure.
 #pragma once
 
 #include <map>
@@ -67,7 +69,7 @@ struct WorkloadComparison {
 struct CompareOptions {
   bool across_builds = false;
   double threshold_pct = -1;  // < 0: nothing is flagged a regression
-  // Device identity (DeviceIdentity) -> best read bandwidth (GB/s) known
+  // coordinator::DeviceKind -> best read bandwidth (GB/s) known
   // from outside the two sweeps (the workers' probes).
   std::map<std::string, double> probed_gbps;
 };
@@ -75,16 +77,13 @@ struct CompareOptions {
 struct ComparisonReport {
   std::vector<ConfigComparison> configs;
   std::vector<WorkloadComparison> workloads;
-  std::map<std::string, double> floor_gbps;  // device identity -> GB/s used
+  std::map<std::string, double> floor_gbps;  // DeviceKind -> GB/s used
   int regressions = 0;
   int compared = 0;  // configs present on both sides
   // The two sweeps had results matched only because of across_builds... or
   // would have: a hint for the message when nothing matched.
   bool would_match_across_builds = false;
 };
-
-// Name, architecture, SMs and clocks: what makes two GPUs the same kind.
-std::string DeviceIdentity(const v1::Fingerprint& fingerprint);
 
 ComparisonReport Compare(const std::vector<v1::Trial>& baseline,
                          const std::vector<v1::Trial>& target,

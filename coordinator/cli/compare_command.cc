@@ -10,6 +10,7 @@
 #include "coordinator/cli/compare.h"
 #include "coordinator/cli/compare_report.h"
 #include "coordinator/cli/session.h"
+#include "coordinator/device_bandwidth.h"
 
 namespace moetune::cli {
 namespace {
@@ -53,7 +54,7 @@ absl::StatusOr<std::map<std::string, double>> ProbedBandwidths(
       session.stub->ListWorkers(&context, v1::ListWorkersRequest(), &workers)));
   std::map<std::string, double> best;
   for (const v1::WorkerInfo& worker : workers.workers()) {
-    double& gbps = best[DeviceIdentity(worker.probe().fingerprint())];
+    double& gbps = best[coordinator::DeviceKind(worker.probe().fingerprint())];
     gbps = std::max(gbps, worker.probe().device().measured_read_gbps());
   }
   return best;

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "coordinator/cli/compare_report.h"
+#include "coordinator/device_bandwidth.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -134,8 +135,8 @@ TEST(CompareTest, FloorsUseTheBestBandwidthRecordedForTheDevice) {
   EXPECT_NEAR(row.baseline.efficiency, 0.1, 1e-9);
   // A worker probe that measured more still raises the bar.
   CompareOptions probed;
-  probed.probed_gbps[DeviceIdentity(MakeTrial(loaded).result().fingerprint())] =
-      9;
+  probed.probed_gbps[coordinator::DeviceKind(
+      MakeTrial(loaded).result().fingerprint())] = 9;
   EXPECT_NEAR(Compare(Trials({old_trial}), Trials({loaded}), probed)
                   .configs[0]
                   .target.floor_us,
