@@ -111,6 +111,29 @@ int PrintHelp(const std::vector<std::string>& positional) {
   return 0;
 }
 
+// Runs COMMAND once the command line is known to be well formed.
+int RunParsed(int argc, char** argv, const std::string& command) {
+  absl::ParseCommandLine(argc, argv);
+  signal(SIGPIPE, SIG_IGN);
+  // The embedded coordinator's chatter would drown the table (its trial
+  // outcomes are in the progress lines already).
+  if (const absl::Status logging =
+          moetune::ApplyLogFlags(moetune::LogLevel::kError);
+      !logging.ok()) {
+    std::cerr << "moetune: " << logging.message() << "\n";
+    return 2;
+  }
+  moetune::cli::CommandOptions options = OptionsFromFlags(command);
+  if (!moetune::cli::ParseOutputFormat(absl::GetFlag(FLAGS_format),
+                                       &options.format)) {
+    std::cerr << "moetune: --format: '" << absl::GetFlag(FLAGS_format)
+              << "' is not allowed; allowed: table, csv, json (compare: "
+                 "also markdown)\n";
+    return 2;
+  }
+  return moetune::cli::RunCommand(command, options);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,23 +160,5 @@ int main(int argc, char** argv) {
               << moetune::cli::GlobalUsage();
     return 2;
   }
-  absl::ParseCommandLine(argc, argv);
-  signal(SIGPIPE, SIG_IGN);
-  // The embedded coordinator's chatter would drown the table (its trial
-  // outcomes are in the progress lines already).
-  if (const absl::Status logging =
-          moetune::ApplyLogFlags(moetune::LogLevel::kError);
-      !logging.ok()) {
-    std::cerr << "moetune: " << logging.message() << "\n";
-    return 2;
-  }
-  moetune::cli::CommandOptions options = OptionsFromFlags(positional[0]);
-  if (!moetune::cli::ParseOutputFormat(absl::GetFlag(FLAGS_format),
-                                       &options.format)) {
-    std::cerr << "moetune: --format: '" << absl::GetFlag(FLAGS_format)
-              << "' is not allowed; allowed: table, csv, json (compare: "
-                 "also markdown)\n";
-    return 2;
-  }
-  return moetune::cli::RunCommand(positional[0], options);
+  return RunParsed(argc, argv, positional[0]);
 }
