@@ -80,7 +80,6 @@ int main(int argc, char** argv) {
     std::cerr << "moetune-coordinator: " << logging.message() << "\n";
     return 2;
   }
-  moetune::LogInfo(moetune::VersionLine("moetune-coordinator"), " starting");
   signal(SIGPIPE, SIG_IGN);
   // Installed before anything slow, so that a signal during start-up is
   // honoured as soon as the server is up.
@@ -94,6 +93,9 @@ int main(int argc, char** argv) {
   }
   std::cout << "listening on " << (*server)->address() << " (workers on "
             << (*server)->worker_address() << ")" << std::endl;
+  // The version in the log, once started (a refused start is one line).
+  moetune::LogInfo(moetune::VersionLine("moetune-coordinator"), " serving ",
+                   OptionsFromFlags().db_path);
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   moetune::LogInfo("shutting down");
   (*server)->Shutdown();

@@ -23,8 +23,10 @@ void ProgressDisplay::OnEvent(const v1::SweepEvent& event) {
     return;
   }
   const v1::TrialState state = event.trial().state();
-  if (counted && state != v1::DONE && state != v1::CANCELLED) {
-    // A failure stays on the screen; successes only move the counter.
+  if (counted &&
+      (state == v1::FAILED || state == v1::INCORRECT || state == v1::TIMEOUT)) {
+    // A failure stays on the screen; the rest only move the counter
+    // (unavailable backends are listed, with why, after the table).
     *out_ << kClearLine << tracker_.TrialLine(event.trial(), now) << "\n";
     drawn_ = false;
   }

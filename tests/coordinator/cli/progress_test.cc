@@ -91,5 +91,20 @@ TEST(ProgressDisplayTest, OneLineRedrawnInPlaceOnATerminal) {
             "\r\x1b[K[0/2] running 1, failed 0, elapsed 3s, ETA ?\n");
 }
 
+TEST(ProgressDisplayTest, OnATerminalOnlyFailuresStayAboveTheLine) {
+  FakeClock clock(0);
+  std::ostringstream out;
+  ProgressDisplay display(&out, /*terminal=*/true, &clock);
+  display.OnEvent(Snapshot(3, 3, 0));
+  display.OnEvent(Finished(Snapshot(3, 0, 0), 1, v1::UNAVAILABLE));
+  display.OnEvent(Finished(Snapshot(3, 0, 0), 2, v1::DONE));
+  display.OnEvent(Finished(Snapshot(3, 0, 0), 3, v1::INCORRECT));
+  display.Finish();
+  EXPECT_EQ(out.str().find("trial 1 "), std::string::npos);
+  EXPECT_EQ(out.str().find("trial 2 "), std::string::npos);
+  EXPECT_THAT(out.str(), HasSubstr("\r\x1b[Ktrial 3 "));
+  EXPECT_THAT(out.str(), HasSubstr("INCORRECT"));
+}
+
 }  // namespace
 }  // namespace moetune::cli
