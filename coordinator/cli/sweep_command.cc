@@ -142,7 +142,6 @@ int CmdSweep(const CommandOptions& options) {
   if (options.spec_path.empty()) {
     return Fail(absl::InvalidArgumentError("--spec: required for sweep"));
   }
-  if (options.format == OutputFormat::kMarkdown) return FailFormat(options);
   absl::StatusOr<v1::SweepSpec> spec = LoadSweepSpec(options.spec_path);
   if (!spec.ok()) return Fail(spec.status());
   signal(SIGINT, OnInterrupt);
