@@ -7,8 +7,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/json_text.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace moetune {
 namespace {
@@ -50,24 +50,26 @@ std::string TextValue(const LogField& field) {
   return quoted + "\"";
 }
 
-// protobuf's JSON mapping does the escaping (keys come out sorted).
+// time, level and msg first, then the fields in the caller's order.
 std::string JsonLine(LogLevel level, int64_t unix_ms, absl::string_view message,
                      const std::vector<LogField>& fields) {
-  google::protobuf::Struct line;
-  auto& values = *line.mutable_fields();
+  std::vector<std::pair<std::string, google::protobuf::Value>> values(3);
+  values[0].first = "time";
+  values[0].second.set_string_value(Timestamp(unix_ms));
+  values[1].first = "level";
+  values[1].second.set_string_value(LevelName(level));
+  values[2].first = "msg";
+  values[2].second.set_string_value(std::string(message));
   for (const LogField& field : fields) {
+    auto& [key, value] = values.emplace_back();
+    key = field.key;
     if (field.is_number) {
-      values[field.key].set_number_value(field.number);
+      value.set_number_value(field.number);
     } else {
-      values[field.key].set_string_value(field.text);
+      value.set_string_value(field.text);
     }
   }
-  values["time"].set_string_value(Timestamp(unix_ms));
-  values["level"].set_string_value(LevelName(level));
-  values["msg"].set_string_value(std::string(message));
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(line, &json);
-  return json;
+  return JsonObjectLine(values);
 }
 
 }  // namespace

@@ -4,9 +4,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/json_text.h"
 #include "coordinator/cli/views.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 #include "tuner/config_key.h"
 
 namespace moetune::cli {
@@ -299,11 +299,9 @@ void PrintJsonReport(std::ostream& out, const ReportHeader& header,
   }
   f["workloads"] = RowsAsJson(WorkloadsMachineTable(report));
   f["configs"] = RowsAsJson(ComparisonTable(report, OutputFormat::kJson));
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(root, &json, options);
-  out << json;
+  google::protobuf::Value document;
+  *document.mutable_struct_value() = std::move(root);
+  out << JsonText(document) << "\n";
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_text.h"
 #include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace moetune::cli {
 namespace {
@@ -69,11 +69,11 @@ absl::StatusOr<std::string> WinnersJson(const v1::GetBestResponse& best,
         context > 0 ? absl::StrCat("no winner with context ", context)
                     : "no winner to export (no trial succeeded)");
   }
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(root, &json, options);
-  return json;
+  // Batch sizes in numeric order, fields sorted: the same winners give the
+  // same file, byte for byte.
+  google::protobuf::Value document;
+  *document.mutable_struct_value() = std::move(root);
+  return JsonText(document) + "\n";
 }
 
 }  // namespace moetune::cli
