@@ -21,22 +21,41 @@ std::string MatchKey(const v1::Fingerprint& fp, bool across_builds) {
 
 // The trials of one (workload, device, config) in one sweep.
 struct Bucket {
+  v1::Fingerprint fingerprint;
   std::vector<const v1::Trial*> trials;
 };
 
+// Where a trial ran: its result's fingerprint, or (a crash, a timeout, a
+// lost lease: no result from the trial process) its worker's probe's.
+const v1::Fingerprint* WhereItRan(const v1::Trial& trial,
+                                  const CompareOptions& options) {
+  if (!trial.result().fingerprint().device_name().empty()) {
+    return &trial.result().fingerprint();
+  }
+  const std::string& worker = trial.result().worker_id().empty()
+                                  ? trial.worker_id()
+                                  : trial.result().worker_id();
+  const auto it = options.worker_fingerprints.find(worker);
+  return it == options.worker_fingerprints.end() ? nullptr : &it->second;
+}
+
 // Full-fidelity trials that ran somewhere, by match key, in order of first
 // appearance (`order` gathers the keys).
-void BucketTrials(const std::vector<v1::Trial>& trials, bool across_builds,
+void BucketTrials(const std::vector<v1::Trial>& trials,
+                  const CompareOptions& options,
                   std::map<std::string, Bucket>* buckets,
                   std::vector<std::string>* order) {
   for (const v1::Trial& trial : trials) {
-    const v1::Fingerprint& fp = trial.result().fingerprint();
-    if (trial.rung() != 0 || fp.device_name().empty()) continue;
-    const std::string key =
-        absl::StrCat(trial.workload_hash(), "|", MatchKey(fp, across_builds),
-                     "|", tuner::ConfigKey(trial.config()));
+    const v1::Fingerprint* fp = WhereItRan(trial, options);
+    if (trial.rung() != 0 || fp == nullptr) continue;
+    const std::string key = absl::StrCat(trial.workload_hash(), "|",
+                                         MatchKey(*fp, options.across_builds),
+                                         "|", tuner::ConfigKey(trial.config()));
     Bucket& bucket = (*buckets)[key];
-    if (bucket.trials.empty()) order->push_back(key);
+    if (bucket.trials.empty()) {
+      order->push_back(key);
+      bucket.fingerprint = *fp;
+    }
     bucket.trials.push_back(&trial);
   }
 }
@@ -63,7 +82,7 @@ Side MakeSide(const Bucket& bucket, const std::map<std::string, double>& gbps) {
     if (tuner::CanRank(*trial)) done.push_back(trial);
   }
   const v1::Trial& last = *bucket.trials.back();
-  side.build_hash = last.result().fingerprint().build_hash();
+  side.build_hash = bucket.fingerprint.build_hash();
   if (done.empty()) {
     side.state = last.state();
     side.reason =
@@ -81,8 +100,7 @@ Side MakeSide(const Bucket& bucket, const std::map<std::string, double>& gbps) {
   }
   if (done.size() > 1 && !pooled.empty()) side.stats = stats::Summarize(pooled);
   const v1::Roofline& r = done.front()->result().roofline();
-  const auto it =
-      gbps.find(coordinator::DeviceKind(last.result().fingerprint()));
+  const auto it = gbps.find(coordinator::DeviceKind(bucket.fingerprint));
   const double bandwidth = it == gbps.end() ? 0 : it->second;
   side.floor_us = bandwidth > 0
                       ? r.bytes() / (bandwidth * 1e3) + r.comm_floor_us()
@@ -156,11 +174,11 @@ namespace {
 ConfigComparison RowFor(const Bucket* baseline, const Bucket* target,
                         const std::map<std::string, double>& gbps) {
   ConfigComparison row;
-  const v1::Trial& any =
-      target != nullptr ? *target->trials.front() : *baseline->trials.front();
+  const Bucket& bucket = target != nullptr ? *target : *baseline;
+  const v1::Trial& any = *bucket.trials.front();
   row.workload_hash = any.workload_hash();
   row.workload = any.workload();
-  row.device = any.result().fingerprint().device_name();
+  row.device = bucket.fingerprint.device_name();
   row.config = any.config();
   if (baseline != nullptr) row.baseline = MakeSide(*baseline, gbps);
   if (target != nullptr) row.target = MakeSide(*target, gbps);
@@ -216,11 +234,13 @@ std::vector<WorkloadComparison> SummarizeWorkloads(
 
 // Whether any result would match if build hashes were ignored.
 bool MatchesAcrossBuilds(const std::vector<v1::Trial>& baseline,
-                         const std::vector<v1::Trial>& target) {
+                         const std::vector<v1::Trial>& target,
+                         CompareOptions options) {
+  options.across_builds = true;
   std::map<std::string, Bucket> b, t;
   std::vector<std::string> b_order, t_order;
-  BucketTrials(baseline, true, &b, &b_order);
-  BucketTrials(target, true, &t, &t_order);
+  BucketTrials(baseline, options, &b, &b_order);
+  BucketTrials(target, options, &t, &t_order);
   for (const std::string& key : t_order) {
     if (b.count(key)) return true;
   }
@@ -238,8 +258,8 @@ ComparisonReport Compare(const std::vector<v1::Trial>& baseline,
   NoteBandwidths(target, &report.floor_gbps);
   std::map<std::string, Bucket> base_buckets, target_buckets;
   std::vector<std::string> base_order, target_order;
-  BucketTrials(baseline, options.across_builds, &base_buckets, &base_order);
-  BucketTrials(target, options.across_builds, &target_buckets, &target_order);
+  BucketTrials(baseline, options, &base_buckets, &base_order);
+  BucketTrials(target, options, &target_buckets, &target_order);
   for (const std::string& key : target_order) {
     const auto it = base_buckets.find(key);
     report.configs.push_back(
@@ -258,7 +278,8 @@ ComparisonReport Compare(const std::vector<v1::Trial>& baseline,
   }
   report.workloads = SummarizeWorkloads(report.configs);
   if (report.compared == 0 && !options.across_builds) {
-    report.would_match_across_builds = MatchesAcrossBuilds(baseline, target);
+    report.would_match_across_builds =
+        MatchesAcrossBuilds(baseline, target, options);
   }
   return report;
 }

@@ -72,6 +72,10 @@ struct CompareOptions {
   // coordinator::DeviceKind -> best read bandwidth (GB/s) known
   // from outside the two sweeps (the workers' probes).
   std::map<std::string, double> probed_gbps;
+  // Worker id -> its probe's fingerprint: where a trial that left no result
+  // of its own (a crash, a timeout, a lost lease) ran, so that a config that
+  // crashes tonight is "now-failing", not missing.
+  std::map<std::string, v1::Fingerprint> worker_fingerprints;
 };
 
 struct ComparisonReport {

@@ -45,19 +45,20 @@ absl::StatusOr<std::vector<v1::Trial>> SweepTrials(Session& session,
   return std::vector<v1::Trial>(trials.trials().begin(), trials.trials().end());
 }
 
-// The best bandwidth every registered worker's probe measured, per device.
-absl::StatusOr<std::map<std::string, double>> ProbedBandwidths(
-    Session& session) {
+// From every registered worker's probe: the best bandwidth per kind of
+// device, and where each worker ran.
+absl::Status NoteWorkers(Session& session, CompareOptions* options) {
   grpc::ClientContext context;
   v1::ListWorkersResponse workers;
   RETURN_IF_ERROR(FromGrpc(
       session.stub->ListWorkers(&context, v1::ListWorkersRequest(), &workers)));
-  std::map<std::string, double> best;
   for (const v1::WorkerInfo& worker : workers.workers()) {
-    double& gbps = best[coordinator::DeviceKind(worker.probe().fingerprint())];
+    const v1::Fingerprint& fp = worker.probe().fingerprint();
+    double& gbps = options->probed_gbps[coordinator::DeviceKind(fp)];
     gbps = std::max(gbps, worker.probe().device().measured_read_gbps());
+    options->worker_fingerprints[worker.worker_id()] = fp;
   }
-  return best;
+  return absl::OkStatus();
 }
 
 absl::Status WriteReport(const std::string& path, const ReportHeader& header,
@@ -90,7 +91,7 @@ absl::StatusOr<ComparisonReport> BuildReport(Session& session,
   CompareOptions compare;
   compare.across_builds = options.across_builds;
   compare.threshold_pct = options.threshold_pct;
-  ASSIGN_OR_RETURN(compare.probed_gbps, ProbedBandwidths(session));
+  RETURN_IF_ERROR(NoteWorkers(session, &compare));
   return Compare(baseline, target, compare);
 }
 

@@ -223,5 +223,29 @@ TEST(CliLogTest, TheCoordinatorLogsEachTrialInUtcAndJsonOnRequest) {
   EXPECT_EQ(trial_lines, 12) << log;
 }
 
+// The nightly gate: last night every config ran; tonight's build crashes
+// them. compare --threshold exits 3 and names them now failing.
+TEST(CliCompareTest, ARegressionBeyondTheThresholdExitsThree) {
+  const fs::path dir = TempDir("cli-regression");
+  const fs::path crash = dir / "crash.sh";
+  std::ofstream(crash) << "#!/bin/sh\nkill -SEGV $$\n";
+  fs::permissions(crash, fs::perms::owner_all);
+  Cluster cluster(dir);
+  cluster.AddWorker("e2e:good");
+  cluster.WaitForEnd(cluster.Submit(TwelveTrialSpec()));
+  cluster.worker(0).Signal(SIGTERM);
+  cluster.worker(0).Wait();
+  cluster.AddWorker("e2e:crashing", crash.string());
+  cluster.WaitForEnd(cluster.Submit(TwelveTrialSpec()));
+  const std::string compare =
+      "(" + kBin + "/moetune compare --coordinator " + cluster.address();
+  const CommandResult gated =
+      RunCommand(compare + " --threshold 0 --format csv 2>/dev/null)");
+  EXPECT_EQ(gated.exit_code, 3) << gated.output;
+  EXPECT_THAT(gated.output, HasSubstr(",now-failing,true"));
+  // Without a threshold the report is only a report.
+  EXPECT_EQ(RunCommand(compare + " 2>/dev/null)").exit_code, 0);
+}
+
 }  // namespace
 }  // namespace moetune::e2e

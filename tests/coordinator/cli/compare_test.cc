@@ -165,5 +165,26 @@ TEST(CompareReportTest, CsvIsRawAndMarkdownIsATable) {
   EXPECT_THAT(json.str(), HasSubstr("\"target_median_us\": 13.5"));
 }
 
+// A config that crashes tonight leaves no result of its own: its worker's
+// probe says where it ran, and it is a regression, not a missing row.
+TEST(CompareTest, ACrashTonightIsNowFailingThroughItsWorker) {
+  const auto baseline = Trials({{1, 1, 10, 9.9, 10.1}});
+  v1::Trial crashed = MakeTrial({2, 1, 0, 0, 0, "b1", v1::FAILED});
+  crashed.mutable_result()->clear_fingerprint();
+  crashed.set_worker_id("w-1");
+  crashed.set_reason("trial process killed by signal 11");
+  CompareOptions options;
+  options.threshold_pct = 0;
+  EXPECT_EQ(Compare(baseline, {crashed}, options).compared, 0);
+  options.worker_fingerprints["w-1"] =
+      MakeTrial({1, 1, 10, 9.9, 10.1}).result().fingerprint();
+  const ComparisonReport report = Compare(baseline, {crashed}, options);
+  ASSERT_EQ(report.compared, 1);
+  EXPECT_EQ(report.configs[0].verdict, Verdict::kNowFailing);
+  EXPECT_EQ(report.configs[0].target.reason,
+            "trial process killed by signal 11");
+  EXPECT_EQ(report.regressions, 1);
+}
+
 }  // namespace
 }  // namespace moetune::cli
