@@ -232,11 +232,13 @@ void PrintReadable(std::ostream& out, const ReportHeader& header,
         << FormatDouble(gbps) << " GB/s (the best recorded for the device)"
         << (md ? "  \n" : "\n");
   }
+  // The verdict first: what a CI reader opens the report for.
+  out << "\n"
+      << (md ? "**" : "") << Summary(header, report) << (md ? "**\n" : "\n");
   out << "\n" << (md ? "## Winners\n\n" : "winners per workload:\n");
   WorkloadsTable(report).Print(out, format);
   out << "\n" << (md ? "## Configs\n\n" : "configs:\n");
   ComparisonTable(report, format).Print(out, format);
-  out << "\n" << Summary(header, report) << "\n";
 }
 
 google::protobuf::Value Number(double v) {
