@@ -40,13 +40,17 @@ bool ProgressTracker::OnEvent(const v1::SweepEvent& event) {
     return false;
   }
   if (!finished_.insert(event.trial().trial_id()).second) return false;
-  if (IsFailure(event.trial().state())) ++failed_;
+  const v1::TrialState state = event.trial().state();
+  if (IsFailure(state)) ++failed_;
+  // Unavailable and cancelled trials end at once: they say nothing about
+  // how long the rest will take.
+  if (state != v1::UNAVAILABLE && state != v1::CANCELLED) ++ran_;
   return true;
 }
 
 std::string ProgressTracker::Status(int64_t now_ms) const {
   const int64_t elapsed = now_ms - start_ms_;
-  const int since_start = done() - std::max(0, done_at_start_);
+  const int since_start = std::max(0, ran_ - std::max(0, done_at_start_));
   std::string eta = "?";
   if (done() >= total_ && total_ > 0) {
     eta = "0s";

@@ -26,8 +26,9 @@ class ProgressTracker {
   int running() const { return running_; }
   int total() const { return total_; }
 
-  // "[5/12] running 2, failed 1, elapsed 12s, ETA 17s" (ETA "?" until a
-  // trial finishes while watching).
+  // "[5/12] running 2, failed 1, elapsed 12s, ETA 17s": the ETA is the time
+  // per trial that ran (not unavailable or cancelled) times the trials left;
+  // "?" until one has finished while watching.
   std::string Status(int64_t now_ms) const;
   // One plain line for a finished trial: its config, state and median, then
   // Status(now_ms) in parentheses (for output that is not a terminal).
@@ -37,6 +38,7 @@ class ProgressTracker {
   int64_t start_ms_;
   std::set<int64_t> finished_;
   int done_at_start_ = -1;  // finished before the first snapshot was read
+  int ran_ = 0;             // finished trials that ran (the rate of the ETA)
   int failed_ = 0;
   int running_ = 0;
   int total_ = 0;

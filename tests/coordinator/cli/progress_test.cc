@@ -106,5 +106,16 @@ TEST(ProgressDisplayTest, OnATerminalOnlyFailuresStayAboveTheLine) {
   EXPECT_THAT(out.str(), HasSubstr("INCORRECT"));
 }
 
+TEST(ProgressTrackerTest, UnavailableTrialsDoNotSpeedUpTheEta) {
+  ProgressTracker tracker(0);
+  tracker.OnEvent(Snapshot(5, 5, 0));
+  tracker.OnEvent(Finished(Snapshot(5, 2, 1), 1, v1::UNAVAILABLE));
+  tracker.OnEvent(Finished(Snapshot(5, 2, 1), 2, v1::UNAVAILABLE));
+  tracker.OnEvent(Finished(Snapshot(5, 2, 0), 3, v1::DONE));
+  // One trial ran in 10 s and two are left: 20 s, not 2 x 10 / 3.
+  EXPECT_THAT(tracker.Status(10000), HasSubstr("[3/5]"));
+  EXPECT_THAT(tracker.Status(10000), HasSubstr("ETA 20s"));
+}
+
 }  // namespace
 }  // namespace moetune::cli
