@@ -11,7 +11,10 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "common/command_line.h"
 #include "common/log.h"
+#include "common/log_flags.h"
 #include "coordinator/server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
@@ -49,12 +52,34 @@ moetune::coordinator::ServerOptions OptionsFromFlags() {
   return options;
 }
 
+std::string Usage() {
+  return absl::StrCat(
+      "moetune-coordinator: the gRPC coordinator, the database's only "
+      "writer.\n\nusage: moetune-coordinator [--listen ADDR] "
+      "[--worker_listen ADDR] [--db PATH] [flags]\n\nflags:\n",
+      moetune::DescribeFlags({"listen", "worker_listen", "db", "lease_ms",
+                              "heartbeat_ms", "tokens_file", "tls_cert",
+                              "tls_key", "tls_client_ca", "log_level",
+                              "log_format"}),
+      "  --help, --version\n\nexit: 0 stopped by SIGTERM/SIGINT, 1 refused "
+      "start, 2 bad flag\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "moetune-coordinator --listen ADDR --worker_listen ADDR --db PATH");
+  const int handled =
+      moetune::HandleCommandLine(argc, argv, "moetune-coordinator", Usage());
+  if (handled >= 0) return handled;
   absl::ParseCommandLine(argc, argv);
+  if (const absl::Status logging =
+          moetune::ApplyLogFlags(moetune::LogLevel::kInfo);
+      !logging.ok()) {
+    std::cerr << "moetune-coordinator: " << logging.message() << "\n";
+    return 2;
+  }
   signal(SIGPIPE, SIG_IGN);
   // Installed before anything slow, so that a signal during start-up is
   // honoured as soon as the server is up.
@@ -68,6 +93,9 @@ int main(int argc, char** argv) {
   }
   std::cout << "listening on " << (*server)->address() << " (workers on "
             << (*server)->worker_address() << ")" << std::endl;
+  // The version in the log, once started (a refused start is one line).
+  moetune::LogInfo(moetune::VersionLine("moetune-coordinator"), " serving ",
+                   OptionsFromFlags().db_path);
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   moetune::LogInfo("shutting down");
   (*server)->Shutdown();

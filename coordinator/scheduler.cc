@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "coordinator/identity.h"
+#include "coordinator/trial_log.h"
 #include "tuner/search.h"
 #include "tuner/strategy.h"
 #include "tuner/sweep_plan.h"
@@ -119,6 +120,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(
   }
   const Registration registration =
       registry_->Register(request.name(), request.probe());
+  bandwidths_.Note(request.probe());
   RETURN_IF_ERROR(store_->UpsertWorker(registration.worker_id, request.name(),
                                        request.probe(), clock_->NowUnixMs(),
                                        TokenDigest(registration.token)));
@@ -148,6 +150,9 @@ absl::Status Scheduler::RestoreWorkers() {
       const std::vector<db::WorkerIdentity> identities,
       store_->WorkerIdentities(clock_->NowUnixMs() - options_.lease_ms));
   registry_->Restore(identities);
+  ASSIGN_OR_RETURN(const std::vector<v1::WorkerInfo> workers,
+                   store_->ListWorkers());
+  for (const v1::WorkerInfo& worker : workers) bandwidths_.Note(worker.probe());
   return absl::OkStatus();
 }
 
@@ -262,9 +267,10 @@ absl::Status Scheduler::MarkUnavailableTrials() {
       const int64_t waiting_since =
           std::max(trial.updated_at_unix_ms(), started_ms_);
       if (now - waiting_since < options_.unavailable_grace_ms) continue;
-      RETURN_IF_ERROR(store_->FinishTrial(
-          trial.trial_id(), v1::UNAVAILABLE,
-          absl::StrCat(backend, " unavailable: ", reason), now));
+      const std::string why = absl::StrCat(backend, " unavailable: ", reason);
+      RETURN_IF_ERROR(
+          store_->FinishTrial(trial.trial_id(), v1::UNAVAILABLE, why, now));
+      LogTrialOutcome(trial, v1::UNAVAILABLE, nullptr, why);
       RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
       Notify();
     }
@@ -323,12 +329,14 @@ absl::StatusOr<v1::ReportResultResponse> Scheduler::Report(
   if (refused.has_value()) return *refused;
   v1::TrialResult stored = result;
   stored.set_worker_id(request.worker_id());
+  RefloorAt(bandwidths_.Best(stored.fingerprint()), &stored);
   ASSIGN_OR_RETURN(const bool recorded,
                    store_->RecordResult(stored, clock_->NowUnixMs()));
   v1::ReportResultResponse response;
   response.set_accepted(recorded);
   response.set_duplicate(!recorded);
   if (recorded) {
+    LogTrialOutcome(trial, stored.outcome(), &stored, stored.reason());
     RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
     Notify();
   }
@@ -371,10 +379,11 @@ absl::Status Scheduler::LoseLease(const v1::Trial& trial,
     LogWarning("trial ", trial.trial_id(), " re-queued: ", why);
     return absl::OkStatus();
   }
-  RETURN_IF_ERROR(store_->FinishTrial(
-      trial.trial_id(), v1::FAILED,
-      absl::StrCat(why, "; lost ", trial.attempt(), " times"),
-      clock_->NowUnixMs()));
+  const std::string reason =
+      absl::StrCat(why, "; lost ", trial.attempt(), " times");
+  RETURN_IF_ERROR(store_->FinishTrial(trial.trial_id(), v1::FAILED, reason,
+                                      clock_->NowUnixMs()));
+  LogTrialOutcome(trial, v1::FAILED, nullptr, reason);
   RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
   Notify();
   return absl::OkStatus();

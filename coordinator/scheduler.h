@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "coordinator/device_bandwidth.h"
 #include "coordinator/registry.h"
 #include "db/store.h"
 #include "proto/moetune.pb.h"
@@ -110,6 +111,9 @@ class Scheduler {
 
   db::Store* store_;
   WorkerRegistry* registry_;
+  // The best probe per kind of device: every result's floor is recorded
+  // against it (device_bandwidth.h says why).
+  DeviceBandwidths bandwidths_;
   const Clock* clock_;
   const SchedulerOptions options_;
   const int64_t started_ms_;  // when this coordinator started

@@ -21,7 +21,7 @@ echo "== probe"
 : > "$OUT/sweep.txt"; : > "$OUT/best.txt"
 for spec in "${SPECS[@]}"; do
   echo "== sweep $spec"
-  "$BUNDLE/moetune" sweep --spec "$spec" --db "$OUT/h200.db" 2>&1 | tee -a "$OUT/sweep.txt"
+  "$BUNDLE/moetune" sweep --spec "$spec" --db "$OUT/h200.db" --keep_worker_logs 2>&1 | tee -a "$OUT/sweep.txt"
   echo "sweep exit: ${PIPESTATUS[0]}" | tee -a "$OUT/sweep.txt"
   { echo "== $spec"; "$BUNDLE/moetune" best --db "$OUT/h200.db"; } >> "$OUT/best.txt" 2>&1
 done

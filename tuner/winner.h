@@ -62,7 +62,10 @@ v1::GetBestResponse SelectBest(const std::vector<v1::Trial>& trials);
 // is challenger median - incumbent median (negative when the challenger's
 // median is lower but not by enough), and tie / tied_trial_ids are against
 // the incumbent's interval (its id first). Incumbents of groups without
-// trials here are not reported.
+// trials here are not reported. An incumbent whose config was measured again
+// here at full fidelity is represented by that new pooled entry (its figure,
+// its trial id), which the best of the other configs must beat beyond the
+// interval; alone, it is kept (kRuleIncumbentKept) with the new figure.
 v1::GetBestResponse SelectBest(const std::vector<v1::Trial>& trials,
                                const std::vector<v1::Trial>& incumbents);
 

@@ -16,7 +16,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/command_line.h"
 #include "common/log.h"
+#include "common/log_flags.h"
 #include "common/process.h"
 #include "common/rpc/channel.h"
 #include "google/protobuf/util/json_util.h"
@@ -173,13 +175,35 @@ int WorkerMain(int ordinal) {
   return ServeTrials(ordinal, probe, system);
 }
 
+std::string Usage() {
+  return absl::StrCat(
+      "moetune-worker: one per GPU (or one CPU worker); probes, registers "
+      "with the coordinator and runs trials in supervised child "
+      "processes.\n\nusage: moetune-worker --coordinator HOST:PORT "
+      "--device cpu|N [flags]\n\nflags:\n",
+      DescribeFlags({"coordinator", "device", "name", "token_file", "tls_ca",
+                     "tls_cert", "tls_key", "report_retry_s", "trial_wrapper",
+                     "max_trials", "probe_only", "count_gpus", "parent_pid",
+                     "log_level", "log_format"}),
+      "  --help, --version\n\nexit: 0 stopped, 1 failed, 2 bad flag\n");
+}
+
 }  // namespace
 }  // namespace moetune::worker
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "moetune-worker --coordinator HOST:PORT --device cpu|N");
+  const int handled = moetune::HandleCommandLine(argc, argv, "moetune-worker",
+                                                 moetune::worker::Usage());
+  if (handled >= 0) return handled;
   absl::ParseCommandLine(argc, argv);
+  if (const absl::Status logging =
+          moetune::ApplyLogFlags(moetune::LogLevel::kInfo);
+      !logging.ok()) {
+    std::cerr << "moetune-worker: " << logging.message() << "\n";
+    return 2;
+  }
   signal(SIGPIPE, SIG_IGN);
   // A trial process is killed with its worker; a worker started by the CLI
   // is asked to stop (it reports what it can) when the CLI dies.

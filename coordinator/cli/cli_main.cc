@@ -1,7 +1,6 @@
-// moetune: the command-line client. Subcommands sweep, sweeps, cancel,
-// results, best, workers, probe; --coordinator ADDR talks to a running
-// coordinator, otherwise an embedded one serves --db (and, for sweep, local
-// workers: one per GPU, or one on the CPU).
+// moetune: the command-line client. Subcommands in usage.cc; --coordinator
+// ADDR talks to a running coordinator, otherwise an embedded one serves --db
+// (and, for sweep, local workers: one per GPU, or one on the CPU).
 #include <signal.h>
 
 #include <iostream>
@@ -11,13 +10,19 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "common/command_line.h"
+#include "common/log_flags.h"
 #include "coordinator/cli/commands.h"
+#include "coordinator/cli/usage.h"
 
 ABSL_FLAG(std::string, coordinator, "",
           "coordinator host:port; empty = embedded coordinator on --db");
-ABSL_FLAG(std::string, db, "moetune.db", "SQLite database (embedded mode)");
+ABSL_FLAG(std::string, db, "moetune.db",
+          "SQLite database (embedded mode); only sweep creates it");
 ABSL_FLAG(std::string, spec, "", "sweep spec file (.json or .txtpb)");
-ABSL_FLAG(std::string, format, "table", "output: table, csv or json");
+ABSL_FLAG(std::string, format, "table",
+          "output: table (to read), csv or json (raw numbers, for programs); "
+          "compare also markdown");
 ABSL_FLAG(int64_t, sweep, 0, "sweep id (0 = the latest sweep)");
 ABSL_FLAG(std::string, state, "", "results: only trials in this state");
 ABSL_FLAG(std::string, backend, "", "results: only this backend");
@@ -26,7 +31,7 @@ ABSL_FLAG(int, limit, 0, "results: at most this many trials (0 = all)");
 ABSL_FLAG(std::string, device, "all", "probe: cpu, a GPU ordinal, or all");
 ABSL_FLAG(int, gpus, -1, "sweep: local GPU workers (-1 = one per GPU found)");
 ABSL_FLAG(std::string, worker_binary, "",
-          "sweep: moetune-worker to start (default: beside this binary)");
+          "sweep/probe: moetune-worker to run (default: beside this binary)");
 ABSL_FLAG(std::string, token_file, "",
           "with --coordinator: file whose first line is the bearer token "
           "(default: the MOETUNE_TOKEN environment variable)");
@@ -34,31 +39,33 @@ ABSL_FLAG(std::string, tls_ca, "",
           "with --coordinator: CA (PEM) of the coordinator's certificate: TLS");
 ABSL_FLAG(bool, samples, false,
           "results, sweep: include raw samples in --format json");
+ABSL_FLAG(bool, keep_worker_logs, false,
+          "sweep: keep the embedded workers' logs (kept anyway when the "
+          "sweep fails)");
+ABSL_FLAG(int64_t, baseline, 0,
+          "compare: the baseline sweep id (0 = the previous finished sweep "
+          "of the same name)");
+ABSL_FLAG(bool, across_builds, false,
+          "compare: match results whose fingerprints differ only in the "
+          "build hash (a new build against last night's); never across GPUs");
+ABSL_FLAG(double, threshold, -1,
+          "compare: exit 3 when a config is slower beyond noise by more than "
+          "this many percent (0 = any regression beyond noise; -1 = never)");
+ABSL_FLAG(std::string, markdown_out, "",
+          "compare: also write the report as Markdown to this file");
+ABSL_FLAG(std::string, json_out, "",
+          "compare: also write the report as JSON to this file");
+ABSL_FLAG(std::string, out, "-",
+          "export: the file to write (- = standard output)");
+ABSL_FLAG(int, context, 0,
+          "export: only workloads of this context length (0 = any; needed "
+          "when the sweep has several)");
 
 namespace {
 
-constexpr char kUsage[] =
-    "moetune <command> [flags]\n"
-    "  sweep   --spec FILE [--coordinator ADDR] [--db PATH]   run a sweep\n"
-    "  sweeps                                        list sweeps\n"
-    "  cancel  --sweep N                             cancel a sweep\n"
-    "  results [--sweep N] [--state S] [--backend B] [--workload H]\n"
-    "  best    [--sweep N | --workload H]            the winner, explained\n"
-    "  workers                                       workers and their probes\n"
-    "  probe   [--device cpu|N|all]                  what this machine has\n"
-    "common: --format table|csv|json, --coordinator ADDR, --db PATH";
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  signal(SIGPIPE, SIG_IGN);
-  if (args.size() != 2) {
-    std::cerr << kUsage << "\n";
-    return 2;
-  }
+moetune::cli::CommandOptions OptionsFromFlags(const std::string& command) {
   moetune::cli::CommandOptions options;
+  options.command = command;
   options.coordinator = absl::GetFlag(FLAGS_coordinator);
   options.db_path = absl::GetFlag(FLAGS_db);
   options.spec_path = absl::GetFlag(FLAGS_spec);
@@ -73,11 +80,85 @@ int main(int argc, char** argv) {
   options.token_file = absl::GetFlag(FLAGS_token_file);
   options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   options.samples = absl::GetFlag(FLAGS_samples);
-  if (!moetune::cli::ParseOutputFormat(absl::GetFlag(FLAGS_format),
-                                       &options.format)) {
-    std::cerr << "--format: '" << absl::GetFlag(FLAGS_format)
-              << "' is not allowed; allowed: table, csv, json\n";
+  options.keep_worker_logs = absl::GetFlag(FLAGS_keep_worker_logs);
+  options.baseline_sweep_id = absl::GetFlag(FLAGS_baseline);
+  options.across_builds = absl::GetFlag(FLAGS_across_builds);
+  options.threshold_pct = absl::GetFlag(FLAGS_threshold);
+  options.markdown_out = absl::GetFlag(FLAGS_markdown_out);
+  options.json_out = absl::GetFlag(FLAGS_json_out);
+  options.out_path = absl::GetFlag(FLAGS_out);
+  options.context = absl::GetFlag(FLAGS_context);
+  return options;
+}
+
+// --help, `moetune help [COMMAND]` and `moetune COMMAND --help`: usage on
+// stdout, exit 0 (2 for help on a command that does not exist).
+int PrintHelp(const std::vector<std::string>& positional) {
+  std::string command;
+  if (!positional.empty()) command = positional[0];
+  if (command == "help") command = positional.size() > 1 ? positional[1] : "";
+  if (command.empty()) {
+    std::cout << moetune::cli::GlobalUsage();
+    return 0;
+  }
+  const auto usage = moetune::cli::CommandUsage(command);
+  if (!usage.has_value()) {
+    std::cerr << "moetune: unknown command '" << command
+              << "'; allowed: " << moetune::cli::CommandNames() << "\n";
     return 2;
   }
-  return moetune::cli::RunCommand(args[1], options);
+  std::cout << *usage;
+  return 0;
+}
+
+// Runs COMMAND once the command line is known to be well formed.
+int RunParsed(int argc, char** argv, const std::string& command) {
+  absl::ParseCommandLine(argc, argv);
+  signal(SIGPIPE, SIG_IGN);
+  // The embedded coordinator's chatter would drown the table (its trial
+  // outcomes are in the progress lines already).
+  if (const absl::Status logging =
+          moetune::ApplyLogFlags(moetune::LogLevel::kError);
+      !logging.ok()) {
+    std::cerr << "moetune: " << logging.message() << "\n";
+    return 2;
+  }
+  moetune::cli::CommandOptions options = OptionsFromFlags(command);
+  if (!moetune::cli::ParseOutputFormat(absl::GetFlag(FLAGS_format),
+                                       &options.format)) {
+    std::cerr << "moetune: --format: '" << absl::GetFlag(FLAGS_format)
+              << "' is not allowed; allowed: table, csv, json (compare: "
+                 "also markdown)\n";
+    return 2;
+  }
+  return moetune::cli::RunCommand(command, options);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("moetune COMMAND [flags]; moetune --help");
+  const absl::StatusOr<moetune::CommandLineCheck> check =
+      moetune::CheckCommandLine(argc, argv);
+  if (!check.ok()) {
+    std::cerr << "moetune: " << check.status().message()
+              << "\nrun 'moetune --help' for the commands and flags\n";
+    return 2;
+  }
+  if (check->version) {
+    std::cout << moetune::VersionLine("moetune") << "\n";
+    return 0;
+  }
+  const std::vector<std::string>& positional = check->positional;
+  if (check->help || (!positional.empty() && positional[0] == "help")) {
+    return PrintHelp(positional);
+  }
+  if (positional.size() != 1) {
+    std::cerr << (positional.empty() ? "moetune: a command is required"
+                                     : "moetune: one command at a time")
+              << "\n\n"
+              << moetune::cli::GlobalUsage();
+    return 2;
+  }
+  return RunParsed(argc, argv, positional[0]);
 }

@@ -8,7 +8,9 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "coordinator/cli/best_view.h"
 #include "coordinator/cli/session.h"
+#include "coordinator/cli/usage.h"
 #include "coordinator/cli/views.h"
 #include "coordinator/cli/worker_binary.h"
 #include "proto/moetune.grpc.pb.h"
@@ -16,15 +18,12 @@
 namespace moetune::cli {
 namespace {
 
-// The sweep a command is about: --sweep, or the newest one.
-absl::StatusOr<int64_t> ResolveSweep(Session& session, int64_t sweep_id) {
-  if (sweep_id != 0) return sweep_id;
-  absl::StatusOr<v1::ListSweepsResponse> sweeps = Sweeps(session, 1);
-  if (!sweeps.ok()) return sweeps.status();
-  if (sweeps->sweeps().empty()) {
-    return absl::NotFoundError("no sweep recorded yet");
-  }
-  return sweeps->sweeps(0).sweep_id();
+// Listings print their header even when empty (a valid empty CSV), and say
+// so with exit 1: "nothing found" is the same code for every command.
+int ListedExit(int rows, const char* what) {
+  if (rows > 0) return 0;
+  std::cerr << "moetune: no " << what << " found\n";
+  return 1;
 }
 
 int CmdResults(const CommandOptions& options) {
@@ -49,8 +48,8 @@ int CmdResults(const CommandOptions& options) {
   if (!session.ok()) return Fail(session.status());
   absl::StatusOr<v1::QueryTrialsResponse> trials = Trials(*session, filter);
   if (!trials.ok()) return Fail(trials.status());
-  PrintTrials(*trials, options.format);
-  return 0;
+  PrintTrials(std::cout, *trials, options.format);
+  return ListedExit(trials->trials_size(), "trials");
 }
 
 int CmdBest(const CommandOptions& options) {
@@ -67,10 +66,12 @@ int CmdBest(const CommandOptions& options) {
   if (!best.ok()) return Fail(best.status());
   if (options.format == OutputFormat::kJson) {
     PrintJson(std::cout, *best);
+  } else if (options.format == OutputFormat::kCsv) {
+    BestTable(*best).Print(std::cout, options.format);
   } else {
     PrintBest(std::cout, *best);
   }
-  return best->workloads().empty() ? 1 : 0;
+  return ListedExit(best->workloads_size(), "winner (no correct, timed trial)");
 }
 
 int CmdWorkers(const CommandOptions& options) {
@@ -84,25 +85,9 @@ int CmdWorkers(const CommandOptions& options) {
   if (options.format == OutputFormat::kJson) {
     PrintJson(std::cout, response);
   } else {
-    WorkersTable(response).Print(std::cout, options.format);
+    WorkersTable(response, options.format).Print(std::cout, options.format);
   }
-  return 0;
-}
-
-Table SweepsTable(const v1::ListSweepsResponse& sweeps) {
-  Table table;
-  table.headers = {"sweep", "name", "state", "trials", "done", "created"};
-  for (const v1::Sweep& s : sweeps.sweeps()) {
-    auto done = s.trial_counts().find("DONE");
-    table.rows.push_back(
-        {absl::StrCat(s.sweep_id()), s.name(), v1::SweepState_Name(s.state()),
-         absl::StrCat(s.total_trials()),
-         absl::StrCat(done == s.trial_counts().end() ? 0 : done->second),
-         absl::FormatTime("%Y-%m-%d %H:%M:%S",
-                          absl::FromUnixMillis(s.created_at_unix_ms()),
-                          absl::LocalTimeZone())});
-  }
-  return table;
+  return ListedExit(response.workers_size(), "workers");
 }
 
 int CmdSweeps(const CommandOptions& options) {
@@ -113,9 +98,9 @@ int CmdSweeps(const CommandOptions& options) {
   if (options.format == OutputFormat::kJson) {
     PrintJson(std::cout, *response);
   } else {
-    SweepsTable(*response).Print(std::cout, options.format);
+    SweepsTable(*response, options.format).Print(std::cout, options.format);
   }
-  return 0;
+  return ListedExit(response->sweeps_size(), "sweeps");
 }
 
 int CmdCancel(const CommandOptions& options) {
@@ -156,40 +141,62 @@ absl::StatusOr<std::vector<std::string>> ProbeTargets(
   return targets;
 }
 
+void PrintProbes(const std::vector<std::pair<std::string, v1::Probe>>& probes,
+                 OutputFormat format) {
+  if (format == OutputFormat::kCsv) {
+    ProbesTable(probes).Print(std::cout, format);
+    return;
+  }
+  if (format == OutputFormat::kJson) {
+    // One document: an array of the probes, in device order.
+    std::cout << "[";
+    for (size_t i = 0; i < probes.size(); ++i) {
+      std::cout << (i == 0 ? "\n" : ",\n") << ToJson(probes[i].second);
+    }
+    std::cout << "]\n";
+    return;
+  }
+  for (const auto& [device, probe] : probes) {
+    std::cout << (device == "cpu" ? "cpu" : absl::StrCat("gpu ", device))
+              << ": " << probe.fingerprint().device_name() << " ("
+              << probe.fingerprint().sm_arch() << "), read "
+              << FormatDouble(probe.device().measured_read_gbps()) << " GB/s\n";
+    ProbeTable(probe).Print(std::cout, format);
+  }
+}
+
 int CmdProbe(const CommandOptions& options) {
   absl::StatusOr<std::vector<std::string>> targets = ProbeTargets(options);
   if (!targets.ok()) return Fail(targets.status());
+  std::vector<std::pair<std::string, v1::Probe>> probes;
   for (const std::string& device : *targets) {
     absl::StatusOr<v1::Probe> probe =
         ProbeDevice(WorkerBinary(options.worker_binary), device);
     if (!probe.ok()) return Fail(probe.status());
-    if (options.format == OutputFormat::kJson) {
-      PrintJson(std::cout, *probe);
-      continue;
-    }
-    std::cout << (device == "cpu" ? "cpu" : absl::StrCat("gpu ", device))
-              << ": " << probe->fingerprint().device_name() << " ("
-              << probe->fingerprint().sm_arch() << "), read "
-              << FormatDouble(probe->device().measured_read_gbps())
-              << " GB/s\n";
-    ProbeTable(*probe).Print(std::cout, options.format);
+    probes.emplace_back(device, *std::move(probe));
   }
+  PrintProbes(probes, options.format);
   return 0;
 }
 
 }  // namespace
 
 int RunCommand(const std::string& command, const CommandOptions& options) {
+  if (options.format == OutputFormat::kMarkdown && command != "compare" &&
+      CommandUsage(command).has_value()) {
+    return FailFormat(options);
+  }
   if (command == "sweep") return CmdSweep(options);
+  if (command == "compare") return CmdCompare(options);
+  if (command == "export") return CmdExport(options);
   if (command == "results") return CmdResults(options);
   if (command == "best") return CmdBest(options);
   if (command == "workers") return CmdWorkers(options);
   if (command == "sweeps") return CmdSweeps(options);
   if (command == "cancel") return CmdCancel(options);
   if (command == "probe") return CmdProbe(options);
-  std::cerr
-      << "moetune: unknown command '" << command
-      << "'; allowed: sweep, sweeps, cancel, results, best, workers, probe\n";
+  std::cerr << "moetune: unknown command '" << command
+            << "'; allowed: " << CommandNames() << "\n";
   return 2;
 }
 

@@ -112,6 +112,12 @@ void LocalCluster::StopWorkers() {
 
 LocalCluster::~LocalCluster() {
   StopWorkers();
+  if (!keep_logs_) {
+    for (const std::string& log : worker_logs_) {
+      std::error_code ignored;
+      std::filesystem::remove(log, ignored);
+    }
+  }
   if (server_ != nullptr) server_->Shutdown();
 }
 

@@ -2,7 +2,8 @@
 // given database, listening on a free loopback port, and (for sweeps) one
 // moetune-worker process per GPU, or one CPU worker where there is none.
 // The destructor stops the workers (SIGTERM, then SIGKILL after a grace
-// period) and the coordinator. Not thread-safe; owned by main.
+// period), removes their logs unless kept, and stops the coordinator. Not
+// thread-safe; owned by main.
 #pragma once
 
 #include <sys/types.h>
@@ -33,6 +34,9 @@ class LocalCluster {
 
   const std::string& address() const { return server_->address(); }
   const std::vector<std::string>& worker_logs() const { return worker_logs_; }
+  // By default the workers' logs are removed when the cluster stops; kept
+  // (for reading after a failure) when set.
+  void set_keep_logs(bool keep) { keep_logs_ = keep; }
 
  private:
   LocalCluster() = default;
@@ -43,6 +47,7 @@ class LocalCluster {
   std::unique_ptr<coordinator::CoordinatorServer> server_;
   std::vector<pid_t> workers_;
   std::vector<std::string> worker_logs_;
+  bool keep_logs_ = false;
 };
 
 // The directory of the running executable.

@@ -3,6 +3,7 @@
 #include <sys/random.h>
 
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -27,8 +28,13 @@ int LocalGpuCount(const CommandOptions& options) {
 absl::StatusOr<std::unique_ptr<LocalCluster>> StartLocal(
     const CommandOptions& options, Access access) {
   const bool with_workers = access == Access::kWriteWithWorkers;
-  // The embedded coordinator's chatter would drown the table.
-  SetLogLevel(LogLevel::kWarning);
+  std::error_code error;
+  if (!with_workers && !std::filesystem::exists(options.db_path, error)) {
+    return absl::NotFoundError(absl::StrCat(
+        "--db: '", options.db_path,
+        "' does not exist; only sweep creates a database (or name a running "
+        "coordinator with --coordinator)"));
+  }
   LocalClusterOptions local;
   local.db_path = options.db_path;
   local.start_workers = with_workers;
@@ -57,6 +63,12 @@ absl::Status FromGrpc(const grpc::Status& status) {
 int Fail(const absl::Status& status) {
   std::cerr << "moetune: " << status.message() << "\n";
   return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+int FailFormat(const CommandOptions& options) {
+  return Fail(absl::InvalidArgumentError(absl::StrCat(
+      "--format: '", FormatName(options.format), "' is not allowed for ",
+      options.command, "; allowed: table, csv, json")));
 }
 
 absl::StatusOr<Session> Open(const CommandOptions& options, Access access) {
@@ -113,6 +125,24 @@ absl::StatusOr<v1::ListSweepsResponse> Sweeps(Session& session, int limit) {
     request.set_page_token(page.next_page_token());
   } while (!request.page_token().empty());
   return all;
+}
+
+absl::StatusOr<v1::Sweep> GetSweep(Session& session, int64_t sweep_id) {
+  grpc::ClientContext context;
+  v1::GetSweepRequest request;
+  request.set_sweep_id(sweep_id);
+  v1::Sweep sweep;
+  RETURN_IF_ERROR(FromGrpc(session.stub->GetSweep(&context, request, &sweep)));
+  return sweep;
+}
+
+absl::StatusOr<int64_t> ResolveSweep(Session& session, int64_t sweep_id) {
+  if (sweep_id != 0) return sweep_id;
+  ASSIGN_OR_RETURN(const v1::ListSweepsResponse sweeps, Sweeps(session, 1));
+  if (sweeps.sweeps().empty()) {
+    return absl::NotFoundError("no sweep recorded yet");
+  }
+  return sweeps.sweeps(0).sweep_id();
 }
 
 absl::StatusOr<v1::GetBestResponse> Best(Session& session,

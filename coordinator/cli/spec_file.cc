@@ -30,7 +30,8 @@ absl::StatusOr<v1::SweepSpec> ParseSweepSpec(const std::string& text,
 absl::StatusOr<v1::SweepSpec> LoadSweepSpec(const std::string& path) {
   std::ifstream file(path);
   if (!file) {
-    return absl::NotFoundError(
+    // A spec that is not there is a usage error (exit 2), like a bad one.
+    return absl::InvalidArgumentError(
         absl::StrCat("--spec: cannot read '", path, "'"));
   }
   std::stringstream text;

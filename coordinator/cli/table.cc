@@ -1,11 +1,13 @@
 #include "coordinator/cli/table.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/time/time.h"
 
 namespace moetune::cli {
 namespace {
@@ -38,6 +40,21 @@ void PrintAligned(std::ostream& out, const Table& table) {
   for (const auto& row : table.rows) print_row(row);
 }
 
+// A GitHub-flavoured Markdown table ('|' in cells escaped).
+void PrintMarkdown(std::ostream& out, const Table& table) {
+  const auto md_row = [](const std::vector<std::string>& row) {
+    std::vector<std::string> cells;
+    for (const std::string& cell : row) {
+      cells.push_back(absl::StrReplaceAll(cell, {{"|", "\\|"}, {"\n", " "}}));
+    }
+    return "| " + absl::StrJoin(cells, " | ") + " |";
+  };
+  out << md_row(table.headers) << "\n|";
+  for (size_t c = 0; c < table.headers.size(); ++c) out << " --- |";
+  out << "\n";
+  for (const auto& row : table.rows) out << md_row(row) << "\n";
+}
+
 }  // namespace
 
 bool ParseOutputFormat(const std::string& text, OutputFormat* format) {
@@ -47,12 +64,32 @@ bool ParseOutputFormat(const std::string& text, OutputFormat* format) {
     *format = OutputFormat::kCsv;
   else if (text == "json")
     *format = OutputFormat::kJson;
+  else if (text == "markdown")
+    *format = OutputFormat::kMarkdown;
   else
     return false;
   return true;
 }
 
+const char* FormatName(OutputFormat format) {
+  switch (format) {
+    case OutputFormat::kTable:
+      return "table";
+    case OutputFormat::kCsv:
+      return "csv";
+    case OutputFormat::kJson:
+      return "json";
+    case OutputFormat::kMarkdown:
+      return "markdown";
+  }
+  return "?";
+}
+
 void Table::Print(std::ostream& out, OutputFormat format) const {
+  if (format == OutputFormat::kMarkdown) {
+    PrintMarkdown(out, *this);
+    return;
+  }
   if (format != OutputFormat::kCsv) {
     PrintAligned(out, *this);
     return;
@@ -70,6 +107,20 @@ std::string FormatDouble(double value, int precision) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return "inf";
   return absl::StrFormat("%.*f", precision, value);
+}
+
+std::string RawNumber(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char buffer[64];
+  const auto [end, error] =
+      std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, end);
+}
+
+std::string UtcTime(int64_t unix_ms) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixMillis(unix_ms),
+                          absl::UTCTimeZone());
 }
 
 }  // namespace moetune::cli

@@ -8,10 +8,19 @@
 
 namespace moetune::cli {
 
-enum class OutputFormat { kTable, kCsv, kJson };
+#include <cstdint>
 
-// "table", "csv" or "json"; false for anything else.
+// kMarkdown: `moetune compare` only (a report a CI job attaches).
+enum class OutputFormat { kTable, kCsv, kJson, kMarkdown };
+
+// "table", "csv", "json" or "markdown"; false for anything else.
 bool ParseOutputFormat(const std::string& text, OutputFormat* format);
+// The flag value that names `format`.
+const char* FormatName(OutputFormat format);
+// CSV and JSON are for programs: raw numbers, fractions, one value a cell.
+inline bool IsMachineFormat(OutputFormat format) {
+  return format == OutputFormat::kCsv || format == OutputFormat::kJson;
+}
 
 struct Table {
   std::vector<std::string> headers;
@@ -21,5 +30,9 @@ struct Table {
 
 // Compact number formatting for table cells.
 std::string FormatDouble(double value, int precision = 1);
+// The shortest text that reads back as exactly `value` (CSV cells).
+std::string RawNumber(double value);
+// "2026-12-01T13:49:06Z": UTC with the date, in every format.
+std::string UtcTime(int64_t unix_ms);
 
 }  // namespace moetune::cli

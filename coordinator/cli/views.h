@@ -1,10 +1,15 @@
 // What the CLI shows: API messages turned into tables (and, for --format
-// json, into protobuf JSON). The columns are documented in README.md.
-// Pure functions.
+// json, into protobuf JSON). A table (--format table) is for reading:
+// rounded figures, percentages, "-" for what was not measured. CSV is for
+// programs: raw numbers, the interval as ci_low_us / ci_high_us, efficiency
+// as a fraction, empty cells for what was not measured. The columns are
+// documented in README.md. Pure functions.
 #pragma once
 
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "coordinator/cli/table.h"
 #include "google/protobuf/message.h"
@@ -12,16 +17,22 @@
 
 namespace moetune::cli {
 
-Table TrialsTable(const v1::QueryTrialsResponse& trials);
-// The trials as a table (or CSV), or as JSON.
-void PrintTrials(const v1::QueryTrialsResponse& trials, OutputFormat format);
-Table WorkersTable(const v1::ListWorkersResponse& workers);
+Table TrialsTable(const v1::QueryTrialsResponse& trials,
+                  OutputFormat format = OutputFormat::kTable);
+// The trials as a table, CSV, or JSON.
+void PrintTrials(std::ostream& out, const v1::QueryTrialsResponse& trials,
+                 OutputFormat format);
+Table WorkersTable(const v1::ListWorkersResponse& workers, OutputFormat format);
+Table SweepsTable(const v1::ListSweepsResponse& sweeps, OutputFormat format);
+// One device's backends (table format: printed under a heading line).
 Table ProbeTable(const v1::Probe& probe);
-// Winner, runner-up, margin, ties, fingerprint, exclusions, as text.
-void PrintBest(std::ostream& out, const v1::GetBestResponse& best);
-// One line of progress for a trial that just finished.
-std::string ProgressLine(const v1::SweepEvent& event);
+// Every probed device's backends in one table with the device's columns
+// (CSV: one header, then rows; nothing before it).
+Table ProbesTable(const std::vector<std::pair<std::string, v1::Probe>>& probes);
+// "backend tile tpN epM [graph]".
+std::string ConfigCells(const v1::TrialConfig& config);
 // Protobuf JSON with the proto field names, for --format json.
 void PrintJson(std::ostream& out, const google::protobuf::Message& message);
+std::string ToJson(const google::protobuf::Message& message);
 
 }  // namespace moetune::cli

@@ -1,5 +1,6 @@
 #include <sstream>
 
+#include "coordinator/cli/best_view.h"
 #include "coordinator/cli/spec_file.h"
 #include "coordinator/cli/table.h"
 #include "coordinator/cli/views.h"
@@ -47,7 +48,7 @@ TEST(SpecFileTest, UnknownFieldsAndMissingFilesAreNamed) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("batchSize"));
   auto missing = LoadSweepSpec("/nonexistent/spec.json");
-  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("--spec"));
 }
 

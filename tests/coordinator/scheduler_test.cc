@@ -112,6 +112,32 @@ TEST_F(SchedulerTest, RunsASweepToTheEnd) {
   EXPECT_EQ(Sweep(submitted->sweep_id()).state(), v1::FINISHED);
 }
 
+// A worker that started beside a busy job measured 5 GB/s where its kind
+// of device reads 10: its floors are recorded at 10, not flattered.
+TEST_F(SchedulerTest, FloorsAreRecordedAtTheBestBandwidthOfTheDevice) {
+  RegisterCpuWorker("idle:cpu");  // measured 10 GB/s
+  v1::RegisterWorkerRequest loaded;
+  loaded.set_name("loaded:cpu");
+  *loaded.mutable_probe() = CpuWorkerProbe();
+  loaded.mutable_probe()->mutable_device()->set_measured_read_gbps(5);
+  const Registered worker = Register(loaded);
+  ASSERT_TRUE(scheduler_->Submit(Spec({"cpu_reference"})).ok());
+  const auto acquired = Acquire(worker);
+  ASSERT_TRUE(acquired.ok() && acquired->granted());
+  v1::ReportResultRequest report = Done(acquired->trial(), worker, 40);
+  *report.mutable_result()->mutable_fingerprint() =
+      CpuWorkerProbe().fingerprint();
+  v1::Roofline& r = *report.mutable_result()->mutable_roofline();
+  r.set_bytes(100'000);  // 20 us at 5 GB/s, 10 us at 10 GB/s
+  r.set_floor_us(20);
+  r.set_efficiency(0.5);
+  ASSERT_TRUE(scheduler_->Report(report)->accepted());
+  const v1::Roofline& stored = OnlyTrial().result().roofline();
+  EXPECT_DOUBLE_EQ(stored.floor_us(), 10);
+  EXPECT_DOUBLE_EQ(stored.efficiency(), 0.25);
+  EXPECT_DOUBLE_EQ(stored.read_gbps(), 10);
+}
+
 TEST_F(SchedulerTest, BackendNoLiveWorkerHasIsUnavailableWithTheReason) {
   const Registered worker = RegisterCpuWorker("host:cpu");
   const auto submitted = scheduler_->Submit(Spec({"fused_gemv"}));

@@ -295,5 +295,34 @@ TEST(SelectBestIncumbentTest, IncumbentKeptUnlessBeatenBeyondTheInterval) {
   EXPECT_EQ(DecidedBy(other.workloads(0)), kRuleFastest);
 }
 
+// The nightly job's fault: tonight re-measured the incumbent's config 35%
+// slower, and `best` showed last night's figure. The new figure stands.
+TEST(SelectBestIncumbentTest, ARemeasuredIncumbentShowsTheNewFigure) {
+  const std::vector<v1::Trial> incumbent = {WithCi(100, 7, 10.0, 9.5, 10.5)};
+  const v1::GetBestResponse slower = SelectBest(
+      {WithCi(5, 7, 13.5, 13.0, 14.0), WithCi(6, 2, 20.0, 19.0, 21.0)},
+      incumbent);
+  ASSERT_EQ(slower.workloads_size(), 1);
+  const v1::BestForWorkload& s = slower.workloads(0);
+  EXPECT_EQ(s.best().trial_id(), 5);
+  EXPECT_DOUBLE_EQ(s.best().result().stats().median_us(), 13.5);
+  EXPECT_EQ(s.runner_up().trial_id(), 6);
+  EXPECT_EQ(DecidedBy(s), kRuleIncumbentKept);
+  EXPECT_THAT(s.best().reason(),
+              ::testing::HasSubstr("incumbent trial 100 re-measured as "
+                                   "trial 5"));
+  // A challenger beyond the new figure's interval wins.
+  const v1::GetBestResponse beaten = SelectBest(
+      {WithCi(5, 7, 13.5, 13.0, 14.0), WithCi(6, 2, 9.0, 8.5, 9.4)}, incumbent);
+  EXPECT_EQ(beaten.workloads(0).best().trial_id(), 6);
+  EXPECT_EQ(DecidedBy(beaten.workloads(0)), kRuleChallengerWon);
+  // Alone, the re-measured incumbent is kept with its new figure.
+  const v1::GetBestResponse alone =
+      SelectBest({WithCi(5, 7, 13.5, 13.0, 14.0)}, incumbent);
+  EXPECT_EQ(alone.workloads(0).best().trial_id(), 5);
+  EXPECT_FALSE(alone.workloads(0).has_runner_up());
+  EXPECT_EQ(DecidedBy(alone.workloads(0)), kRuleIncumbentKept);
+}
+
 }  // namespace
 }  // namespace moetune::tuner

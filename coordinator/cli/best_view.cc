@@ -1,0 +1,110 @@
+#include "coordinator/cli/best_view.h"
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/cli/views.h"
+#include "tuner/config_key.h"
+
+namespace moetune::cli {
+namespace {
+
+std::string WorkloadText(const v1::BestForWorkload& w) {
+  return absl::StrCat(w.workload().model_preset(), ", batch ",
+                      w.workload().batch_size(), ", context ",
+                      w.workload().context_length(),
+                      w.workload().chain_layers() > 1
+                          ? absl::StrCat(", ", w.workload().chain_layers(),
+                                         " layers chained: figures per layer")
+                          : "");
+}
+
+// " at 4500 GB/s" when the result says which bandwidth its floor used.
+std::string AtBandwidth(const v1::Roofline& roofline) {
+  if (roofline.read_gbps() <= 0) return "";
+  return absl::StrCat(" at ", FormatDouble(roofline.read_gbps(), 0), " GB/s");
+}
+
+void PrintOne(std::ostream& out, const v1::BestForWorkload& w) {
+  const v1::TimingStats& s = w.best().result().stats();
+  out << "workload " << w.workload_hash() << " (" << WorkloadText(w) << ") on "
+      << w.fingerprint().device_name() << " [" << w.fingerprint().hash()
+      << "]\n";
+  out << "  best:      trial " << w.best().trial_id() << " (sweep "
+      << w.best().sweep_id() << ")  " << ConfigCells(w.best().config())
+      << "  median " << FormatDouble(s.median_us()) << " us (95% CI "
+      << FormatDouble(s.ci_low_us()) << "-" << FormatDouble(s.ci_high_us())
+      << "), floor " << FormatDouble(w.best().result().roofline().floor_us())
+      << " us" << AtBandwidth(w.best().result().roofline()) << ", efficiency "
+      << FormatDouble(100 * w.best().result().roofline().efficiency()) << "%"
+      << (w.decided_by().empty() ? "" : "  [" + w.decided_by() + "]") << "\n";
+  if (w.has_runner_up()) {
+    out << "  runner-up: trial " << w.runner_up().trial_id() << "  "
+        << ConfigCells(w.runner_up().config()) << "  median "
+        << FormatDouble(w.runner_up().result().stats().median_us())
+        << " us, margin " << FormatDouble(w.margin_us()) << " us"
+        << (w.tie() ? "  (TIE: intervals overlap)" : "") << "\n";
+  }
+  if (w.tied_trial_ids_size() > 1) {
+    out << "  tied trials:";
+    for (int64_t id : w.tied_trial_ids()) out << " " << id;
+    out << "\n";
+  }
+}
+
+std::vector<std::string> Row(const v1::BestForWorkload& w,
+                             const std::string& role, const v1::Trial& t) {
+  const v1::TimingStats& s = t.result().stats();
+  const bool best = role == "best";
+  return {w.workload_hash(),
+          w.workload().model_preset(),
+          absl::StrCat(w.workload().batch_size()),
+          absl::StrCat(w.workload().context_length()),
+          absl::StrCat(w.workload().chain_layers()),
+          w.fingerprint().hash(),
+          w.fingerprint().device_name(),
+          w.fingerprint().build_hash(),
+          role,
+          absl::StrCat(t.trial_id()),
+          absl::StrCat(t.sweep_id()),
+          t.config().moe_backend(),
+          tuner::TileText(t.config()),
+          absl::StrCat(t.config().tp()),
+          absl::StrCat(t.config().ep()),
+          t.config().cuda_graph() ? "true" : "false",
+          RawNumber(s.median_us()),
+          RawNumber(s.ci_low_us()),
+          RawNumber(s.ci_high_us()),
+          RawNumber(t.result().roofline().floor_us()),
+          RawNumber(t.result().roofline().efficiency()),
+          best ? "" : RawNumber(w.margin_us()),
+          best ? "" : (w.tie() ? "true" : "false"),
+          best ? w.decided_by() : ""};
+}
+
+}  // namespace
+
+void PrintBest(std::ostream& out, const v1::GetBestResponse& best) {
+  for (const v1::BestForWorkload& w : best.workloads()) PrintOne(out, w);
+  if (best.workloads().empty()) out << "no correct, timed trial to rank\n";
+  for (const v1::ExcludedBackend& e : best.excluded()) {
+    out << "  excluded:  " << e.backend() << ": " << e.reason() << "\n";
+  }
+}
+
+Table BestTable(const v1::GetBestResponse& best) {
+  Table table;
+  table.headers = {"workload_hash", "preset",      "batch",      "ctx",
+                   "chain_layers",  "fingerprint", "device",     "build",
+                   "role",          "trial",       "sweep",      "backend",
+                   "tile",          "tp",          "ep",         "graph",
+                   "median_us",     "ci_low_us",   "ci_high_us", "floor_us",
+                   "efficiency",    "margin_us",   "tie",        "decided_by"};
+  for (const v1::BestForWorkload& w : best.workloads()) {
+    table.rows.push_back(Row(w, "best", w.best()));
+    if (w.has_runner_up()) {
+      table.rows.push_back(Row(w, "runner_up", w.runner_up()));
+    }
+  }
+  return table;
+}
+
+}  // namespace moetune::cli

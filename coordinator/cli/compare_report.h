@@ -1,0 +1,28 @@
+// `moetune compare`'s report in each format: a table and a Markdown page to
+// read (percent changes, rounded figures), CSV and JSON for programs (raw
+// numbers; change and efficiency as fractions). Pure.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "coordinator/cli/compare.h"
+#include "coordinator/cli/table.h"
+#include "proto/moetune.pb.h"
+
+namespace moetune::cli {
+
+struct ReportHeader {
+  v1::Sweep baseline;
+  v1::Sweep target;
+  bool across_builds = false;
+  double threshold_pct = -1;
+};
+
+void PrintComparison(std::ostream& out, const ReportHeader& header,
+                     const ComparisonReport& report, OutputFormat format);
+
+// The per-config rows as a table (machine columns for CSV).
+Table ComparisonTable(const ComparisonReport& report, OutputFormat format);
+
+}  // namespace moetune::cli

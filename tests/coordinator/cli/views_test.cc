@@ -1,0 +1,92 @@
+#include "coordinator/cli/views.h"
+
+#include <sstream>
+
+#include "coordinator/cli/best_view.h"
+#include "coordinator/cli/usage.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace moetune::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+v1::QueryTrialsResponse OneDoneTrial() {
+  v1::QueryTrialsResponse trials;
+  v1::Trial* t = trials.add_trials();
+  t->set_trial_id(1);
+  t->set_sweep_id(4);
+  t->set_state(v1::DONE);
+  t->mutable_config()->set_moe_backend("cpu_blocked");
+  t->mutable_result()->mutable_stats()->set_samples(3);
+  t->mutable_result()->mutable_stats()->set_median_us(3650.95);
+  t->mutable_result()->mutable_stats()->set_ci_low_us(3645.9);
+  t->mutable_result()->mutable_stats()->set_ci_high_us(3656.0);
+  t->mutable_result()->mutable_roofline()->set_efficiency(0.0089);
+  return trials;
+}
+
+// What users saw: "0.9%" and "3645.9-3656.0" in CSV cells.
+TEST(ViewsTest, CsvHasRawNumbersAndTheIntervalInTwoColumns) {
+  std::ostringstream csv;
+  PrintTrials(csv, OneDoneTrial(), OutputFormat::kCsv);
+  const std::string header = csv.str().substr(0, csv.str().find('\n'));
+  EXPECT_THAT(header, StartsWith("trial,sweep,workload_hash,backend"));
+  EXPECT_THAT(header, HasSubstr("median_us,p90_us,ci_low_us,ci_high_us"));
+  EXPECT_THAT(csv.str(), HasSubstr(",3650.95,0,3645.9,3656,"));
+  EXPECT_THAT(csv.str(), HasSubstr(",0.0089,"));
+  EXPECT_EQ(csv.str().find('%'), std::string::npos);
+  // The table keeps the reader's forms.
+  std::ostringstream table;
+  PrintTrials(table, OneDoneTrial(), OutputFormat::kTable);
+  EXPECT_THAT(table.str(), HasSubstr("3645.9-3656.0"));
+  EXPECT_THAT(table.str(), HasSubstr("0.9%"));
+}
+
+TEST(ViewsTest, BestAsCsvHasOneRowPerRole) {
+  v1::GetBestResponse best;
+  v1::BestForWorkload* w = best.add_workloads();
+  w->set_workload_hash("abc");
+  w->mutable_best()->set_trial_id(3);
+  w->mutable_best()->mutable_result()->mutable_stats()->set_median_us(12.5);
+  w->mutable_runner_up()->set_trial_id(4);
+  w->set_margin_us(1.5);
+  w->set_decided_by("fastest");
+  std::ostringstream csv;
+  BestTable(best).Print(csv, OutputFormat::kCsv);
+  EXPECT_THAT(csv.str(), StartsWith("workload_hash,preset,batch"));
+  EXPECT_THAT(csv.str(), HasSubstr("\nabc,"));
+  EXPECT_THAT(csv.str(), HasSubstr(",best,3,"));
+  EXPECT_THAT(csv.str(), HasSubstr(",runner_up,4,"));
+  EXPECT_THAT(csv.str(), HasSubstr(",12.5,"));
+}
+
+TEST(ViewsTest, ProbesInCsvStartWithTheHeader) {
+  v1::Probe probe;
+  probe.mutable_fingerprint()->set_device_name("cpu model");
+  probe.mutable_device()->set_measured_read_gbps(33.5);
+  v1::BackendProbe* b = probe.add_backends();
+  b->set_name("fused_gemv");
+  b->set_reason("GPU backend");
+  std::ostringstream csv;
+  ProbesTable({{"cpu", probe}}).Print(csv, OutputFormat::kCsv);
+  EXPECT_EQ(csv.str(),
+            "device,device_name,arch,read_gbps,backend,available,tiles,"
+            "reason\ncpu,cpu model,,33.5,fused_gemv,false,,GPU backend\n");
+}
+
+TEST(UsageTest, EveryCommandHasItsOwnUsage) {
+  for (const CommandHelp& c : AllCommands()) {
+    const auto usage = CommandUsage(c.name);
+    ASSERT_TRUE(usage.has_value()) << c.name;
+    EXPECT_THAT(*usage, StartsWith("usage: moetune " + c.name)) << c.name;
+    EXPECT_THAT(*usage, HasSubstr("exit: ")) << c.name;
+    EXPECT_THAT(GlobalUsage(), HasSubstr(c.synopsis));
+  }
+  EXPECT_FALSE(CommandUsage("frobnicate").has_value());
+}
+
+}  // namespace
+}  // namespace moetune::cli

@@ -1,0 +1,251 @@
+// The moetune CLI and the daemons' command lines as users and CI jobs run
+// them: help and version, exit codes, machine-readable output, the
+// regression report, the export file, logs and worker-log hygiene.
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/cluster.h"
+
+namespace moetune::e2e {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+namespace fs = std::filesystem;
+
+const std::vector<std::string> kCommands = {"sweep",   "sweeps",  "cancel",
+                                            "results", "best",    "compare",
+                                            "export",  "workers", "probe"};
+
+std::string FirstLine(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Runs `args` with stdout and stderr apart (stderr into `err`, if given):
+// a subshell, because RunCommand sends the command's stderr to stdout.
+CommandResult Stdout(const std::string& args, const fs::path& err = {}) {
+  return RunCommand("(" + kBin + "/" + args + " 2>" +
+                    (err.empty() ? std::string("/dev/null") : err.string()) +
+                    ")");
+}
+
+TEST(CliTest, HelpAndVersionOnEveryBinaryExitZero) {
+  for (const std::string binary :
+       {"moetune", "moetune-coordinator", "moetune-worker"}) {
+    const CommandResult help = RunCommand(kBin + "/" + binary + " --help");
+    EXPECT_EQ(help.exit_code, 0) << binary << "\n" << help.output;
+    EXPECT_THAT(help.output, HasSubstr("usage: " + binary)) << binary;
+    EXPECT_THAT(help.output, HasSubstr("--log_level")) << binary;
+    EXPECT_THAT(help.output, ::testing::Not(HasSubstr("No flags matched")));
+    const CommandResult version =
+        RunCommand(kBin + "/" + binary + " --version");
+    EXPECT_EQ(version.exit_code, 0) << binary;
+    EXPECT_TRUE(std::regex_search(
+        version.output,
+        std::regex("^" + binary + " [0-9]+\\.[0-9]+\\.[0-9]+ \\(build .+\\)")))
+        << version.output;
+    const CommandResult unknown = RunCommand(kBin + "/" + binary + " --bogus");
+    EXPECT_EQ(unknown.exit_code, 2) << binary << "\n" << unknown.output;
+    EXPECT_THAT(unknown.output, HasSubstr("unknown flag --bogus"));
+  }
+  for (const std::string& command : kCommands) {
+    const CommandResult help =
+        RunCommand(kBin + "/moetune " + command + " --help");
+    EXPECT_EQ(help.exit_code, 0) << command;
+    EXPECT_THAT(help.output, StartsWith("usage: moetune " + command))
+        << command;
+    EXPECT_EQ(RunCommand(kBin + "/moetune help " + command).output,
+              help.output);
+  }
+}
+
+TEST(CliTest, UsageErrorsExitTwoAndQueriesNeverCreateADatabase) {
+  const fs::path dir = TempDir("cli-codes");
+  const std::string db = (dir / "none.db").string();
+  EXPECT_EQ(
+      RunCommand(kBin + "/moetune sweep --spec /nonexistent.json --db " + db)
+          .exit_code,
+      2);
+  EXPECT_EQ(RunCommand(kBin + "/moetune sweeps --limit=many").exit_code, 2);
+  EXPECT_EQ(RunCommand(kBin + "/moetune").exit_code, 2);
+  EXPECT_EQ(
+      RunCommand(kBin + "/moetune-coordinator --log_level=loud --db " + db)
+          .exit_code,
+      2);
+  for (const std::string command : {"sweeps", "results", "best", "workers",
+                                    "compare", "export", "cancel --sweep 1"}) {
+    const CommandResult result =
+        RunCommand(kBin + "/moetune " + command + " --db " + db);
+    EXPECT_EQ(result.exit_code, 1) << command << "\n" << result.output;
+    EXPECT_THAT(result.output, HasSubstr("does not exist")) << command;
+  }
+  EXPECT_FALSE(fs::exists(db));
+  EXPECT_TRUE(fs::is_empty(dir)) << "a query left a file behind";
+}
+
+// Two nights of the same spec, then what a nightly job does with them.
+class TwoSweepsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(TempDir("cli-nights"));
+    db_ = new std::string((*dir_ / "nights.db").string());
+    for (int night = 0; night < 2; ++night) {
+      sweeps_[night] =
+          Stdout("moetune sweep --gpus 0 --format csv --spec " + kSource +
+                     "/deploy/example_sweep.json --db " + *db_,
+                 *dir_ / ("night" + std::to_string(night) + ".err"));
+    }
+  }
+  static std::string Db() { return " --db " + *db_; }
+  static fs::path* dir_;
+  static std::string* db_;
+  static CommandResult sweeps_[2];
+};
+fs::path* TwoSweepsTest::dir_ = nullptr;
+std::string* TwoSweepsTest::db_ = nullptr;
+CommandResult TwoSweepsTest::sweeps_[2];
+
+TEST_F(TwoSweepsTest, CsvStartsWithItsHeaderAndHoldsRawNumbers) {
+  ASSERT_EQ(sweeps_[0].exit_code, 0) << sweeps_[0].output;
+  EXPECT_EQ(FirstLine(sweeps_[0].output),
+            "trial,sweep,workload_hash,backend,tile,tp,ep,graph,batch,ctx,"
+            "rung,median_us,p90_us,ci_low_us,ci_high_us,floor_us,efficiency,"
+            "ms_tok,tok_s,rel_err,state,reason");
+  EXPECT_EQ(sweeps_[0].output.find('%'), std::string::npos);
+  const CommandResult best = Stdout("moetune best --format csv" + Db());
+  EXPECT_EQ(best.exit_code, 0);
+  EXPECT_THAT(FirstLine(best.output), StartsWith("workload_hash,preset,"));
+  EXPECT_THAT(best.output, HasSubstr(",best,"));
+  const CommandResult probe = Stdout("moetune probe --device cpu --format csv");
+  EXPECT_EQ(probe.exit_code, 0);
+  EXPECT_THAT(FirstLine(probe.output), StartsWith("device,device_name,arch"));
+  const CommandResult sweeps = Stdout("moetune sweeps --format csv" + Db());
+  EXPECT_THAT(sweeps.output, HasSubstr(",quickstart-tiny,FINISHED,14,6,0,"));
+  EXPECT_TRUE(std::regex_search(
+      sweeps.output, std::regex(",20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z,")));
+}
+
+TEST_F(TwoSweepsTest, ProgressIsPlainLinesAndWorkerLogsAreCleanedUp) {
+  const std::string err = ReadFile(*dir_ / "night1.err");
+  EXPECT_EQ(err.find('\r'), std::string::npos);
+  // The running count is the snapshot the trial came with (0 or 1 here).
+  EXPECT_TRUE(std::regex_search(
+      err, std::regex("\\[14/14\\] running [01], failed 0, elapsed ")))
+      << err;
+  std::smatch log;
+  ASSERT_TRUE(
+      std::regex_search(err, log, std::regex("worker log (\\S+\\.log)")))
+      << err;
+  EXPECT_FALSE(fs::exists(log[1].str())) << log[1].str();
+}
+
+TEST_F(TwoSweepsTest, CompareWritesMarkdownAndJsonForCi) {
+  const fs::path md = *dir_ / "report.md", json = *dir_ / "report.json";
+  const CommandResult compare =
+      Stdout("moetune compare --markdown_out " + md.string() + " --json_out " +
+             json.string() + Db());
+  EXPECT_EQ(compare.exit_code, 0) << compare.output;
+  EXPECT_THAT(compare.output, HasSubstr("baseline: sweep 1 'quickstart-tiny'"));
+  EXPECT_THAT(ReadFile(md), StartsWith("# moetune compare"));
+  google::protobuf::Struct report;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(ReadFile(json), &report)
+          .ok());
+  EXPECT_EQ(report.fields().at("baseline_sweep").number_value(), 1);
+  EXPECT_EQ(report.fields().at("target_sweep").number_value(), 2);
+  EXPECT_EQ(report.fields().at("compared").number_value(), 6);
+  const auto& row = report.fields().at("configs").list_value().values(0);
+  for (const char* field : {"baseline_median_us", "target_ci_low_us", "change",
+                            "verdict", "target_efficiency"}) {
+    EXPECT_TRUE(row.struct_value().fields().contains(field)) << field;
+  }
+  const CommandResult csv = Stdout("moetune compare --format csv" + Db());
+  EXPECT_THAT(FirstLine(csv.output), StartsWith("workload_hash,preset,"));
+  // Against itself is a usage error; against nothing earlier, not found.
+  EXPECT_EQ(RunCommand(kBin + "/moetune compare --baseline 2" + Db()).exit_code,
+            2);
+  EXPECT_EQ(RunCommand(kBin + "/moetune compare --sweep 1" + Db()).exit_code,
+            1);
+}
+
+TEST_F(TwoSweepsTest, ExportWritesTheWinnerPerBatchSize) {
+  const fs::path out = *dir_ / "moe_configs.json";
+  const CommandResult exported =
+      RunCommand(kBin + "/moetune export --out " + out.string() + Db());
+  EXPECT_EQ(exported.exit_code, 0) << exported.output;
+  google::protobuf::Struct configs;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(ReadFile(out), &configs)
+          .ok());
+  ASSERT_TRUE(configs.fields().contains("1"));
+  ASSERT_TRUE(configs.fields().contains("4"));
+  const auto& one = configs.fields().at("1").struct_value().fields();
+  EXPECT_THAT(one.at("moe_backend").string_value(), StartsWith("cpu_"));
+  EXPECT_GT(one.at("median_us").number_value(), 0);
+}
+
+TEST(CliLogTest, TheCoordinatorLogsEachTrialInUtcAndJsonOnRequest) {
+  const fs::path dir = TempDir("cli-logs");
+  CoordinatorFlags flags;
+  flags.extra = {"--log_format=json"};
+  Cluster cluster(dir, flags);
+  cluster.AddWorker("e2e:log");
+  cluster.WaitForEnd(cluster.Submit(TwelveTrialSpec()));
+  const std::string log = ReadFile(dir / "coordinator-0.log");
+  int trial_lines = 0;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("trial finished") == std::string::npos) continue;
+    ++trial_lines;
+    google::protobuf::Struct parsed;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(line, &parsed).ok())
+        << line;
+    EXPECT_TRUE(std::regex_match(
+        parsed.fields().at("time").string_value(),
+        std::regex("20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:.]{12}Z")));
+    EXPECT_EQ(parsed.fields().at("state").string_value(), "DONE");
+    EXPECT_GT(parsed.fields().at("median_us").number_value(), 0);
+    EXPECT_FALSE(parsed.fields().at("config").string_value().empty());
+  }
+  EXPECT_EQ(trial_lines, 12) << log;
+}
+
+// The nightly gate: last night every config ran; tonight's build crashes
+// them. compare --threshold exits 3 and names them now failing.
+TEST(CliCompareTest, ARegressionBeyondTheThresholdExitsThree) {
+  const fs::path dir = TempDir("cli-regression");
+  const fs::path crash = dir / "crash.sh";
+  std::ofstream(crash) << "#!/bin/sh\nkill -SEGV $$\n";
+  fs::permissions(crash, fs::perms::owner_all);
+  Cluster cluster(dir);
+  cluster.AddWorker("e2e:good");
+  cluster.WaitForEnd(cluster.Submit(TwelveTrialSpec()));
+  cluster.worker(0).Signal(SIGTERM);
+  cluster.worker(0).Wait();
+  cluster.AddWorker("e2e:crashing", crash.string());
+  cluster.WaitForEnd(cluster.Submit(TwelveTrialSpec()));
+  const std::string compare =
+      "(" + kBin + "/moetune compare --coordinator " + cluster.address();
+  const CommandResult gated =
+      RunCommand(compare + " --threshold 0 --format csv 2>/dev/null)");
+  EXPECT_EQ(gated.exit_code, 3) << gated.output;
+  EXPECT_THAT(gated.output, HasSubstr(",now-failing,true"));
+  // Without a threshold the report is only a report.
+  EXPECT_EQ(RunCommand(compare + " 2>/dev/null)").exit_code, 0);
+}
+
+}  // namespace
+}  // namespace moetune::e2e
