@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/roofline.h"
 
 namespace moetune::coordinator {
 
@@ -28,8 +29,7 @@ void RefloorAt(double gbps, v1::TrialResult* result) {
   }
   r.set_read_gbps(gbps);
   r.set_floor_us(r.bytes() / (gbps * 1e3) + r.comm_floor_us());
-  const double median = result->stats().median_us();
-  r.set_efficiency(median > 0 ? r.floor_us() / median : 0);
+  r.set_efficiency(RooflineEfficiency(r, result->stats().median_us()));
 }
 
 void DeviceBandwidths::Note(const v1::Probe& probe) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/roofline.h"
 #include "common/stats.h"
 #include "common/status_macros.h"
 #include "kernels/model/model_config.h"
@@ -75,13 +76,8 @@ void AttachRoofline(const TrialInputs& in, double bytes, double read_gbps,
   roofline->set_comm_floor_us(comm_us);
   roofline->set_comm_modelled(shape.tp * shape.ep > 1);
   roofline->set_floor_us(memory_us + comm_us);
-  // Modelled communication was not performed, so it is not in the median:
-  // the efficiency of the measured work is its memory floor over it
-  // (against floor_us it would credit the trial with time it never spent).
-  const double median = result->stats().median_us();
-  const double measured_floor =
-      roofline->comm_modelled() ? memory_us : roofline->floor_us();
-  roofline->set_efficiency(median > 0 ? measured_floor / median : 0);
+  roofline->set_efficiency(
+      RooflineEfficiency(*roofline, result->stats().median_us()));
 }
 
 }  // namespace

@@ -44,6 +44,19 @@ TEST(RefloorTest, RaisesTheBandwidthNeverLowersIt) {
   EXPECT_DOUBLE_EQ(r.read_gbps(), 9);
 }
 
+TEST(RefloorTest, ModelledCommunicationStaysOutOfTheEfficiency) {
+  v1::TrialResult result;
+  result.mutable_stats()->set_median_us(50);
+  v1::Roofline& r = *result.mutable_roofline();
+  r.set_bytes(90'000);  // 30 us at 3 GB/s (+ 5 us modelled comm)
+  r.set_comm_floor_us(5);
+  r.set_comm_modelled(true);
+  r.set_floor_us(35);
+  RefloorAt(9, &result);
+  EXPECT_DOUBLE_EQ(r.floor_us(), 15);
+  EXPECT_DOUBLE_EQ(r.efficiency(), 10.0 / 50.0);  // the median holds no comm
+}
+
 TEST(RefloorTest, AnUntimedResultIsLeftAlone) {
   v1::TrialResult result;
   RefloorAt(9, &result);
