@@ -17,6 +17,7 @@ namespace moetune::coordinator::http {
 namespace {
 
 constexpr char kApiPrefix[] = "/moetune.v1.Moetune/";
+constexpr size_t kMaxBodyBytes = 4 << 20;
 
 void Send(const HttpReply& reply, httplib::Response& response) {
   response.status = reply.status;
@@ -76,6 +77,10 @@ void ServeStatic(const std::filesystem::path& root, const std::string& path,
     return Send(ErrorReply(grpc::StatusCode::NOT_FOUND, "no such page"),
                 response);
   }
+  // The page loads only its own files and talks only to its own origin.
+  response.set_header("Content-Security-Policy",
+                      "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+                      "img-src 'self' data:; frame-ancestors 'none'");
   response.set_header("X-Content-Type-Options", "nosniff");
   response.set_content(*std::move(bytes), file->content_type.c_str());
 }
@@ -93,6 +98,9 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   absl::StatusOr<std::unique_ptr<httplib::Server>> made = MakeServer(options);
   if (!made.ok()) return made.status();
   server->server_ = *std::move(made);
+  // Requests are small JSON documents: a larger body is refused (413)
+  // before it is read into memory.
+  server->server_->set_payload_max_length(kMaxBodyBytes);
   server->Route(options);
   const auto [host, port] = SplitListen(options.listen);
   const int bound =
@@ -119,23 +127,10 @@ void HttpServer::Route(const HttpServerOptions& options) {
   server_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain");
   });
-  server_->Get(
-      "/metrics", [this](const httplib::Request& req, httplib::Response& res) {
-        const absl::Status allowed = auth_->CheckToken(
-            BearerToken(req.get_header_value("Authorization")), Role::kRead);
-        if (!allowed.ok()) {
-          return Send(ErrorReply(static_cast<grpc::StatusCode>(allowed.code()),
-                                 allowed.message()),
-                      res);
-        }
-        absl::StatusOr<std::string> text = metrics_->Scrape();
-        if (!text.ok()) {
-          return Send(ErrorReply(grpc::StatusCode::UNAVAILABLE,
-                                 text.status().message()),
-                      res);
-        }
-        res.set_content(*text, "text/plain; version=0.0.4; charset=utf-8");
-      });
+  server_->Get("/metrics",
+               [this](const httplib::Request& req, httplib::Response& res) {
+                 ServeMetrics(req, res);
+               });
   const auto api = [this](const httplib::Request& req, httplib::Response& res) {
     const std::string method = req.matches[1];
     const std::string authorization = req.get_header_value("Authorization");
@@ -151,6 +146,24 @@ void HttpServer::Route(const HttpServerOptions& options) {
       ServeStatic(root, req.path, res);
     });
   }
+}
+
+void HttpServer::ServeMetrics(const httplib::Request& req,
+                              httplib::Response& res) {
+  const absl::Status allowed = auth_->CheckToken(
+      BearerToken(req.get_header_value("Authorization")), Role::kRead);
+  if (!allowed.ok()) {
+    return Send(ErrorReply(static_cast<grpc::StatusCode>(allowed.code()),
+                           allowed.message()),
+                res);
+  }
+  absl::StatusOr<std::string> text = metrics_->Scrape();
+  if (!text.ok()) {
+    return Send(
+        ErrorReply(grpc::StatusCode::UNAVAILABLE, text.status().message()),
+        res);
+  }
+  res.set_content(*text, "text/plain; version=0.0.4; charset=utf-8");
 }
 
 // WatchSweep as Server-Sent Events: one "data: SweepEvent-JSON" per event.

@@ -55,6 +55,7 @@ class HttpServer {
  private:
   HttpServer() = default;
   void Route(const HttpServerOptions& options);
+  void ServeMetrics(const httplib::Request& req, httplib::Response& res);
   void StreamWatch(const httplib::Request& req, httplib::Response& res) const;
 
   std::unique_ptr<httplib::Server> server_;
