@@ -169,5 +169,55 @@ TEST_F(DashboardTest, PageDrawsTheChartsInHeadlessChromium) {
   std::cout << "screenshot: " << png.string() << "\n";
 }
 
+// A sweep while it runs: the HTTP event stream follows it live, trial by
+// trial, to its end, and the metrics see the worker and the finished trials.
+TEST(DashboardLiveTest, WatchStreamsARunningSweepOverHttp) {
+  const fs::path dir = TempDir("dashboard-live");
+  CoordinatorFlags flags;
+  flags.extra = {"--http_listen", "127.0.0.1:0"};
+  Cluster cluster(dir, flags);
+  const std::string address =
+      cluster.coordinator().ReadLineStartingWith("http on ", 20000);
+  ASSERT_FALSE(address.empty());
+  cluster.AddWorker("w1");
+  const int64_t sweep_id = cluster.Submit(TwelveTrialSpec());
+  const size_t colon = address.rfind(':');
+  httplib::Client client(address.substr(0, colon),
+                         std::stoi(address.substr(colon + 1)));
+  client.set_read_timeout(std::chrono::seconds(180));
+  std::string stream;
+  httplib::Result watch = client.Get(
+      absl::StrCat("/moetune.v1.Moetune/WatchSweep?sweep_id=", sweep_id),
+      [&](const char* data, size_t length) {
+        stream.append(data, length);
+        return true;
+      });
+  ASSERT_TRUE(watch);
+  EXPECT_EQ(watch->status, 200);
+  EXPECT_EQ(watch->get_header_value("Content-Type"), "text/event-stream");
+  int events = 0, trials = 0;
+  for (size_t at = 0; (at = stream.find("data: ", at)) != std::string::npos;
+       ++at) {
+    ++events;
+    const size_t end = stream.find("\n\n", at);
+    trials += stream.substr(at, end - at).find("\"trial\":{\"trial_id\"") !=
+                      std::string::npos
+                  ? 1
+                  : 0;
+  }
+  EXPECT_EQ(trials, 12) << stream;
+  EXPECT_GE(events, 14);  // first progress, 12 trials, the final counts
+  EXPECT_THAT(stream.substr(stream.rfind("data: ")),
+              HasSubstr("\"state\":\"FINISHED\""));
+
+  httplib::Result metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_THAT(metrics->body, HasSubstr("moetune_trials_finished_total 12"));
+  EXPECT_THAT(metrics->body, HasSubstr("moetune_workers_alive 1"));
+  EXPECT_THAT(metrics->body,
+              HasSubstr("moetune_rpc_duration_seconds_count{code=\"OK\","
+                        "method=\"ReportResult\""));
+}
+
 }  // namespace
 }  // namespace moetune::e2e
