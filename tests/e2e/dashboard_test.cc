@@ -9,6 +9,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -61,6 +62,14 @@ class DashboardTest : public ::testing::Test {
     client_ = std::make_unique<httplib::Client>(
         http_address_.substr(0, colon),
         std::stoi(http_address_.substr(colon + 1)));
+  }
+
+  // The database and Chromium's profile go; the screenshot stays (it is in
+  // OutputDir()).
+  void TearDown() override {
+    client_.reset();
+    coordinator_.reset();
+    fs::remove_all(dir_);
   }
 
   httplib::Result Get(const std::string& path) { return client_->Get(path); }
@@ -169,10 +178,29 @@ TEST_F(DashboardTest, PageDrawsTheChartsInHeadlessChromium) {
   std::cout << "screenshot: " << png.string() << "\n";
 }
 
+// Server-Sent Events in `stream`, and how many of them carry a trial.
+std::pair<int, int> CountEvents(const std::string& stream) {
+  int events = 0, trials = 0;
+  for (size_t at = 0; (at = stream.find("data: ", at)) != std::string::npos;
+       ++at) {
+    ++events;
+    const std::string event = stream.substr(at, stream.find("\n\n", at) - at);
+    if (event.find("\"trial\":{\"trial_id\"") != std::string::npos) ++trials;
+  }
+  return {events, trials};
+}
+
+void WatchARunningSweep(const fs::path& dir);
+
 // A sweep while it runs: the HTTP event stream follows it live, trial by
 // trial, to its end, and the metrics see the worker and the finished trials.
 TEST(DashboardLiveTest, WatchStreamsARunningSweepOverHttp) {
   const fs::path dir = TempDir("dashboard-live");
+  WatchARunningSweep(dir);  // the cluster is gone when it returns
+  fs::remove_all(dir);
+}
+
+void WatchARunningSweep(const fs::path& dir) {
   CoordinatorFlags flags;
   flags.extra = {"--http_listen", "127.0.0.1:0"};
   Cluster cluster(dir, flags);
@@ -195,16 +223,7 @@ TEST(DashboardLiveTest, WatchStreamsARunningSweepOverHttp) {
   ASSERT_TRUE(watch);
   EXPECT_EQ(watch->status, 200);
   EXPECT_EQ(watch->get_header_value("Content-Type"), "text/event-stream");
-  int events = 0, trials = 0;
-  for (size_t at = 0; (at = stream.find("data: ", at)) != std::string::npos;
-       ++at) {
-    ++events;
-    const size_t end = stream.find("\n\n", at);
-    trials += stream.substr(at, end - at).find("\"trial\":{\"trial_id\"") !=
-                      std::string::npos
-                  ? 1
-                  : 0;
-  }
+  const auto [events, trials] = CountEvents(stream);
   EXPECT_EQ(trials, 12) << stream;
   EXPECT_GE(events, 14);  // first progress, 12 trials, the final counts
   EXPECT_THAT(stream.substr(stream.rfind("data: ")),
