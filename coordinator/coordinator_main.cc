@@ -54,6 +54,22 @@ std::filesystem::path BesideBinary(const char* name) {
   return error ? std::filesystem::path() : self.parent_path() / name;
 }
 
+// web/ beside the binary when it is there; else no page (the API and
+// metrics are served all the same), said once in the log.
+std::filesystem::path DefaultWebRoot() {
+  const std::filesystem::path beside = BesideBinary("web");
+  std::error_code error;
+  if (!beside.empty() && std::filesystem::is_directory(beside, error)) {
+    return beside;
+  }
+  if (!absl::GetFlag(FLAGS_http_listen).empty()) {
+    moetune::LogWarning(
+        "no web/ beside this binary: HTTP serves the API and "
+        "metrics without the page (see --web_root)");
+  }
+  return {};
+}
+
 moetune::coordinator::ServerOptions OptionsFromFlags() {
   moetune::coordinator::ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
@@ -67,8 +83,7 @@ moetune::coordinator::ServerOptions OptionsFromFlags() {
   options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
   options.http.listen = absl::GetFlag(FLAGS_http_listen);
   options.http.web_root = absl::GetFlag(FLAGS_web_root);
-  if (options.http.web_root.empty())
-    options.http.web_root = BesideBinary("web");
+  if (options.http.web_root.empty()) options.http.web_root = DefaultWebRoot();
   options.http.allow_writes = absl::GetFlag(FLAGS_http_allow_writes);
   return options;
 }

@@ -1,6 +1,7 @@
 #include "coordinator/http/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <utility>
@@ -47,6 +48,20 @@ QueryParams ParamsOf(const httplib::Request& request) {
   return QueryParams(request.params.begin(), request.params.end());
 }
 
+// Binds `listen` (port 0: any free one); returns "host:port" as bound.
+absl::StatusOr<std::string> Bind(httplib::Server& server,
+                                 const std::string& listen) {
+  const auto [host, port] = SplitListen(listen);
+  const int bound = port == 0 ? server.bind_to_any_port(host)
+                              : (server.bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "--http_listen: cannot listen on ", listen,
+        " (the port is in use, or the address is not this host's)"));
+  }
+  return absl::StrCat(listen.substr(0, listen.rfind(':')), ":", bound);
+}
+
 absl::StatusOr<std::unique_ptr<httplib::Server>> MakeServer(
     const HttpServerOptions& options) {
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
@@ -91,28 +106,30 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
     const HttpServerOptions& options, const ApiGateway* gateway,
     CoordinatorMetrics* metrics, const Authorizer* auth) {
   RETURN_IF_ERROR(CheckListenAddress(options.listen, "--http_listen"));
+  std::error_code error;
+  if (!options.web_root.empty() &&
+      !std::filesystem::is_directory(options.web_root, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--web_root: ", options.web_root.string(),
+                     " is not a directory (the page's files)"));
+  }
   std::unique_ptr<HttpServer> server(new HttpServer());
   server->gateway_ = gateway;
   server->metrics_ = metrics;
   server->auth_ = auth;
-  absl::StatusOr<std::unique_ptr<httplib::Server>> made = MakeServer(options);
-  if (!made.ok()) return made.status();
-  server->server_ = *std::move(made);
+  ASSIGN_OR_RETURN(server->server_, MakeServer(options));
   // Requests are small JSON documents: a larger body is refused (413)
   // before it is read into memory.
   server->server_->set_payload_max_length(kMaxBodyBytes);
+  // The library's default adds SO_REUSEPORT, which would let another
+  // process bind the same port and take a share of the requests: only
+  // SO_REUSEADDR (a restart need not wait out TIME_WAIT).
+  server->server_->set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   server->Route(options);
-  const auto [host, port] = SplitListen(options.listen);
-  const int bound =
-      port == 0 ? server->server_->bind_to_any_port(host)
-                : (server->server_->bind_to_port(host, port) ? port : -1);
-  if (bound <= 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "--http_listen: cannot listen on ", options.listen,
-        " (the port is in use, or the address is not this host's)"));
-  }
-  server->address_ = absl::StrCat(
-      options.listen.substr(0, options.listen.rfind(':')), ":", bound);
+  ASSIGN_OR_RETURN(server->address_, Bind(*server->server_, options.listen));
   server->thread_ =
       std::thread([s = server->server_.get()] { s->listen_after_bind(); });
   // stop() is a no-op until the loop runs: wait for it, so that a Stop()
