@@ -165,6 +165,9 @@ TEST_F(DashboardTest, PageDrawsTheChartsInHeadlessChromium) {
   EXPECT_THAT(dom.output, HasSubstr("data-trials=\"48\""));
   // 3 backends x 3 batches with a DONE trial each.
   EXPECT_THAT(dom.output, HasSubstr("data-points=\"9\""));
+  // Per backend: the median line and its interval's two edges (latency and
+  // efficiency), and its bandwidth (roofline), plus the roofline's ceiling.
+  EXPECT_THAT(dom.output, HasSubstr("data-datasets=\"22\""));
   EXPECT_THAT(dom.output, ::testing::Not(HasSubstr("data-error")));
 
   const fs::path png = OutputDir() / "dashboard.png";
