@@ -189,15 +189,19 @@ function drawCharts(trials) {
   const logX = batches.length > 0 &&
       Math.max(...batches) / Math.min(...batches) >= 8;
   const stats = (t) => t.result.stats;
-  const floor = (t) => t.result.roofline.floor_us;
+  // The stored efficiency, so that the page follows the worker's definition
+  // (modelled communication, for one, is left out of it); its interval is
+  // the same ratio at the interval's ends of the median.
+  const efficiencyAt = (t, us) =>
+      100 * t.result.roofline.efficiency * stats(t).median_us / us;
   draw('latency-chart',
        bandDatasets(series, (t) => stats(t).median_us,
                     (t) => stats(t).ci_low_us, (t) => stats(t).ci_high_us),
        axisOptions('Latency', logX, 'median (µs)', true));
   draw('efficiency-chart',
-       bandDatasets(series, (t) => 100 * floor(t) / stats(t).median_us,
-                    (t) => 100 * floor(t) / stats(t).ci_high_us,
-                    (t) => 100 * floor(t) / stats(t).ci_low_us),
+       bandDatasets(series, (t) => efficiencyAt(t, stats(t).median_us),
+                    (t) => efficiencyAt(t, stats(t).ci_high_us),
+                    (t) => efficiencyAt(t, stats(t).ci_low_us)),
        axisOptions('Efficiency', logX, '% of the roofline floor', false));
   draw('roofline-chart', rooflineDatasets(series),
        axisOptions('Roofline', logX, 'GB/s', false));
