@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -32,11 +33,45 @@ ABSL_FLAG(std::string, tls_cert, "", "server certificate chain (PEM): TLS");
 ABSL_FLAG(std::string, tls_key, "", "server private key (PEM)");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "CA (PEM) that must sign workers' client certificates (mutual TLS)");
+ABSL_FLAG(std::string, http_listen, "",
+          "host:port of the HTTP listener for dashboards (the API as JSON, "
+          "/metrics, the page), e.g. 127.0.0.1:50080; empty: no HTTP");
+ABSL_FLAG(std::string, web_root, "",
+          "directory of the dashboard page's files; empty: web/ beside this "
+          "binary");
+ABSL_FLAG(bool, http_allow_writes, false,
+          "allow SubmitSweep and CancelSweep over HTTP (still needing the "
+          "write role when tokens are on); off: the HTTP API is read-only");
 
 namespace {
 
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop = true; }
+
+// `name` in this binary's directory (where CMake and deploy/bundle.sh put
+// the page), or "" when the binary's path cannot be read.
+std::filesystem::path BesideBinary(const char* name) {
+  std::error_code error;
+  const std::filesystem::path self =
+      std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? std::filesystem::path() : self.parent_path() / name;
+}
+
+// web/ beside the binary when it is there; else no page (the API and
+// metrics are served all the same), said once in the log.
+std::filesystem::path DefaultWebRoot() {
+  const std::filesystem::path beside = BesideBinary("web");
+  std::error_code error;
+  if (!beside.empty() && std::filesystem::is_directory(beside, error)) {
+    return beside;
+  }
+  if (!absl::GetFlag(FLAGS_http_listen).empty()) {
+    moetune::LogWarning(
+        "no web/ beside this binary: HTTP serves the API and "
+        "metrics without the page (see --web_root)");
+  }
+  return {};
+}
 
 moetune::coordinator::ServerOptions OptionsFromFlags() {
   moetune::coordinator::ServerOptions options;
@@ -49,6 +84,10 @@ moetune::coordinator::ServerOptions OptionsFromFlags() {
   options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
   options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  options.http.listen = absl::GetFlag(FLAGS_http_listen);
+  options.http.web_root = absl::GetFlag(FLAGS_web_root);
+  if (options.http.web_root.empty()) options.http.web_root = DefaultWebRoot();
+  options.http.allow_writes = absl::GetFlag(FLAGS_http_allow_writes);
   return options;
 }
 
@@ -93,6 +132,9 @@ int main(int argc, char** argv) {
   }
   std::cout << "listening on " << (*server)->address() << " (workers on "
             << (*server)->worker_address() << ")" << std::endl;
+  if (!(*server)->http_address().empty()) {
+    std::cout << "http on " << (*server)->http_address() << std::endl;
+  }
   // The version in the log, once started (a refused start is one line).
   moetune::LogInfo(moetune::VersionLine("moetune-coordinator"), " serving ",
                    OptionsFromFlags().db_path);

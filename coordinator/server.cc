@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/rpc/channel.h"
 #include "common/status_macros.h"
+#include "coordinator/http/rpc_metrics_interceptor.h"
 #include "coordinator/listen_address.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -56,12 +58,20 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
 
 // One listener: `service` (and health) on `listen`, never sharing its port
 // with another process (no SO_REUSEPORT).
+// Every unary call is timed into `metrics` (moetune_rpc_duration_seconds).
 absl::StatusOr<std::unique_ptr<grpc::Server>> BuildServer(
     const std::string& listen, const std::string& flag,
     std::shared_ptr<grpc::ServerCredentials> credentials,
-    grpc::Service* service, std::string* bound) {
+    grpc::Service* service, http::CoordinatorMetrics* metrics,
+    const Clock* clock, std::string* bound) {
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(
+      std::make_unique<http::RpcMetricsInterceptorFactory>(metrics, clock));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   int port = 0;
   builder.AddListeningPort(listen, credentials, &port);
   builder.RegisterService(service);
@@ -99,6 +109,9 @@ absl::Status CoordinatorServer::OpenState(const ServerOptions& options,
       options.read_only ? options.db_path : "");
   worker_service_ =
       std::make_unique<WorkerControlService>(scheduler_.get(), &auth_);
+  metrics_source_ = std::make_unique<http::StoreMetricsSource>(
+      store_.get(), clock, options.scheduler.lease_ms);
+  metrics_->SetSource(metrics_source_.get());
   return absl::OkStatus();
 }
 
@@ -109,22 +122,47 @@ absl::Status CoordinatorServer::Listen(const ServerOptions& options,
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   ASSIGN_OR_RETURN(
-      server_, BuildServer(options.listen, "--listen", credentials.public_api,
-                           public_service_.get(), &address_));
+      server_,
+      BuildServer(options.listen, "--listen", credentials.public_api,
+                  public_service_.get(), metrics_.get(), clock_, &address_));
+  RETURN_IF_ERROR(ListenHttp(options));
   if (options.read_only) return absl::OkStatus();
-  ASSIGN_OR_RETURN(
-      worker_server_,
-      BuildServer(options.worker_listen, "--worker_listen", credentials.workers,
-                  worker_service_.get(), &worker_address_));
+  ASSIGN_OR_RETURN(worker_server_,
+                   BuildServer(options.worker_listen, "--worker_listen",
+                               credentials.workers, worker_service_.get(),
+                               metrics_.get(), clock_, &worker_address_));
   return store_->SetOwner(db::DescribeThisProcess(
       absl::StrCat("moetune-coordinator listening on ", address_,
                    " (workers: ", worker_address_, ")")));
+}
+
+// The HTTP API calls the public service through an in-process channel: the
+// same handlers, tokens and errors as a gRPC client, and no TLS or network
+// hop in between.
+absl::Status CoordinatorServer::ListenHttp(const ServerOptions& options) {
+  if (options.http.listen.empty()) return absl::OkStatus();
+  gateway_ = std::make_unique<http::ApiGateway>(
+      server_->InProcessChannel(grpc::ChannelArguments()),
+      options.http.allow_writes && !options.read_only);
+  http::HttpServerOptions http_options;
+  http_options.listen = options.http.listen;
+  http_options.web_root = options.http.web_root;
+  http_options.tls_cert_file = options.tls.cert_file;
+  http_options.tls_key_file = options.tls.key_file;
+  ASSIGN_OR_RETURN(http_server_,
+                   http::HttpServer::Start(http_options, gateway_.get(),
+                                           metrics_.get(), &auth_));
+  http_address_ = http_server_->address();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const ServerOptions& options, const Clock* clock) {
   RETURN_IF_ERROR(CheckListenAddress(options.listen, "--listen"));
   RETURN_IF_ERROR(CheckListenAddress(options.worker_listen, "--worker_listen"));
+  if (!options.http.listen.empty()) {
+    RETURN_IF_ERROR(CheckListenAddress(options.http.listen, "--http_listen"));
+  }
   // Every flag is checked (the certificates read) before the database is
   // opened: a bad flag creates or changes nothing.
   ListenerCredentials credentials;
@@ -133,6 +171,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
       credentials.workers,
       Credentials(options.tls, !options.tls.client_ca_file.empty()));
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer());
+  server->clock_ = clock;
   RETURN_IF_ERROR(server->OpenState(options, clock));
   RETURN_IF_ERROR(server->Listen(options, credentials));
   // Often enough that a lapsed lease or a trial nobody can run is noticed
@@ -144,7 +183,11 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
         std::thread([s = server.get()] { s->ExpiryLoop(); });
   }
   LogInfo("coordinator listening on ", server->address_, " (workers on ",
-          server->worker_address_, "), db ", options.db_path,
+          server->worker_address_, ")",
+          server->http_address_.empty()
+              ? ""
+              : absl::StrCat(", HTTP on ", server->http_address_),
+          ", db ", options.db_path,
           server->auth_.enabled() ? ", bearer tokens required" : "");
   return server;
 }
@@ -167,6 +210,9 @@ void CoordinatorServer::Shutdown(int grace_ms) {
       std::chrono::system_clock::now() + std::chrono::milliseconds(grace_ms);
   // Watches end now; calls still running at the deadline are cancelled.
   if (public_service_ != nullptr) public_service_->Stop();
+  // After the watches are told to end: the HTTP server waits for its
+  // handlers, and an event stream's handler is a watch.
+  if (http_server_ != nullptr) http_server_->Stop();
   if (server_ != nullptr) server_->Shutdown(deadline);
   if (worker_server_ != nullptr) worker_server_->Shutdown(deadline);
   if (expiry_thread_.joinable()) expiry_thread_.join();

@@ -2,13 +2,15 @@
 // services behind two listeners -- the public API (Moetune, plus health and
 // reflection) and WorkerControl on its own address -- each optionally TLS
 // (mutual TLS for workers) and behind bearer tokens (auth.h), and a
-// background thread that expires lapsed leases. Used by
+// background thread that expires lapsed leases; optionally an HTTP listener
+// for dashboards (the API as JSON, /metrics, the page). Used by
 // moetune-coordinator, by the CLI's embedded mode and by in-process tests
 // (listen on port 0). Start/Shutdown from one thread; the accessors are
 // thread-safe.
 #pragma once
 
 #include <atomic>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,6 +18,10 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "coordinator/auth.h"
+#include "coordinator/http/api_gateway.h"
+#include "coordinator/http/http_server.h"
+#include "coordinator/http/metrics.h"
+#include "coordinator/http/store_metrics_source.h"
 #include "coordinator/registry.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/service.h"
@@ -34,6 +40,15 @@ struct TlsServerOptions {
   std::string client_ca_file;
 };
 
+// The HTTP listener for dashboards (http/http_server.h); off when `listen`
+// is empty.
+struct HttpOptions {
+  std::string listen;              // host:port; "" = no HTTP
+  std::filesystem::path web_root;  // the page's files; "" = no page
+  // SubmitSweep and CancelSweep over HTTP (still behind the write role).
+  bool allow_writes = false;
+};
+
 struct ServerOptions {
   std::string listen = "127.0.0.1:50051";         // public API; port 0 = any
   std::string worker_listen = "127.0.0.1:50052";  // WorkerControl
@@ -45,6 +60,7 @@ struct ServerOptions {
   // so beside a running coordinator or on a read-only mount), no worker
   // listener, no lease expiry; SubmitSweep and CancelSweep are refused.
   bool read_only = false;
+  HttpOptions http;
 };
 
 class CoordinatorServer {
@@ -58,6 +74,8 @@ class CoordinatorServer {
   // "host:port" with the ports actually bound.
   const std::string& address() const { return address_; }
   const std::string& worker_address() const { return worker_address_; }
+  // "" when HTTP is off.
+  const std::string& http_address() const { return http_address_; }
   db::Store* store() { return store_.get(); }
   Scheduler* scheduler() { return scheduler_.get(); }
   // Stops accepting calls, ends the streams and the expiry thread; returns
@@ -73,9 +91,15 @@ class CoordinatorServer {
   };
   absl::Status Listen(const ServerOptions& options,
                       const ListenerCredentials& credentials);
+  absl::Status ListenHttp(const ServerOptions& options);
   void ExpiryLoop();
 
   Authorizer auth_;
+  const Clock* clock_ = nullptr;
+  // Before the listeners (their interceptors record into it), after them
+  // the source it reads.
+  std::unique_ptr<http::CoordinatorMetrics> metrics_ =
+      std::make_unique<http::CoordinatorMetrics>();
   std::unique_ptr<db::Store> store_;
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -83,7 +107,10 @@ class CoordinatorServer {
   std::unique_ptr<WorkerControlService> worker_service_;
   std::unique_ptr<grpc::Server> server_;         // public API
   std::unique_ptr<grpc::Server> worker_server_;  // WorkerControl
-  std::string address_, worker_address_;
+  std::unique_ptr<http::StoreMetricsSource> metrics_source_;
+  std::unique_ptr<http::ApiGateway> gateway_;
+  std::unique_ptr<http::HttpServer> http_server_;
+  std::string address_, worker_address_, http_address_;
   int64_t expiry_period_ms_ = 1000;
   std::atomic<bool> stopping_{false};
   std::thread expiry_thread_;

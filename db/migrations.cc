@@ -146,11 +146,57 @@ CREATE INDEX trials_by_sweep ON trials(sweep_id);  -- a sweep's pages by id
 CREATE INDEX trials_by_sweep_update ON trials(sweep_id, updated_at);  -- watches
 )sql";
 
+// Version 4: the dimensions a chart groups by as plain columns, for people
+// who point Grafana (or sqlite3) at the file: until now batch, context, tile,
+// tp, ep and graph lived only inside the workload / config blobs, which SQL
+// cannot read. The store fills them on insert and, once, for rows written
+// before this version (FillTrialDimensions); NULL means "not filled yet".
+// Two views on top name every state and join the deciding result.
+constexpr std::string_view kV4Dimensions = R"sql(
+ALTER TABLE trials ADD COLUMN model_preset TEXT;        -- Workload.model_preset
+ALTER TABLE trials ADD COLUMN region INTEGER;           -- v1.Region
+ALTER TABLE trials ADD COLUMN batch_size INTEGER;       -- tokens per step
+ALTER TABLE trials ADD COLUMN context_length INTEGER;   -- tokens in the cache
+ALTER TABLE trials ADD COLUMN chain_layers INTEGER;     -- Workload.chain_layers
+ALTER TABLE trials ADD COLUMN tile_n INTEGER;           -- TileShape.block_n; 0 = none
+ALTER TABLE trials ADD COLUMN tile_k INTEGER;           -- TileShape.block_k; 0 = none
+ALTER TABLE trials ADD COLUMN tp INTEGER;               -- ranks
+ALTER TABLE trials ADD COLUMN ep INTEGER;               -- ranks
+ALTER TABLE trials ADD COLUMN cuda_graph INTEGER;       -- 0 or 1
+
+-- One row per trial with its dimensions and names instead of numbers.
+CREATE VIEW trial_dimensions AS
+SELECT t.id AS trial_id, t.sweep_id, s.name AS sweep_name,
+       CASE t.state WHEN 1 THEN 'QUEUED' WHEN 2 THEN 'LEASED'
+         WHEN 3 THEN 'DONE' WHEN 4 THEN 'FAILED' WHEN 5 THEN 'INCORRECT'
+         WHEN 6 THEN 'UNAVAILABLE' WHEN 7 THEN 'CANCELLED'
+         WHEN 8 THEN 'TIMEOUT' ELSE 'UNSPECIFIED' END AS state,
+       t.moe_backend AS backend, t.model_preset,
+       CASE t.region WHEN 2 THEN 'MOE_LAYER' ELSE 'DECODE_STEP' END AS region,
+       t.batch_size AS batch, t.context_length AS context, t.chain_layers,
+       CASE WHEN t.tile_n > 0 THEN t.tile_n || 'x' || t.tile_k ELSE '-' END
+         AS tile,
+       t.tile_n, t.tile_k, t.tp, t.ep, t.cuda_graph AS graph,
+       t.rung, t.confirm_round, t.attempt, t.workload_hash, t.worker_id,
+       t.reason, t.updated_at
+FROM trials AS t JOIN sweeps AS s ON s.id = t.sweep_id;
+
+-- Trials with the result of their deciding attempt (late reports of older
+-- attempts stay in `results` only). Times in microseconds.
+CREATE VIEW trial_results AS
+SELECT d.*, r.outcome, r.median_us, r.mean_us, r.p90_us, r.p99_us,
+       r.stddev_us, r.ci_low_us, r.ci_high_us, r.floor_us, r.efficiency,
+       r.max_rel_error, r.fingerprint_hash, r.recorded_at
+FROM trial_dimensions AS d
+JOIN results AS r ON r.trial_id = d.trial_id AND r.attempt = d.attempt;
+)sql";
+
 // Append new scripts at the end; see the rule at the top of this file.
 constexpr std::string_view kMigrations[] = {
     kV1Schema,
     kV2Strategies,
     kV3Identity,
+    kV4Dimensions,
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "absl/strings/str_replace.h"
 #include "common/status_macros.h"
 #include "db/codec.h"
+#include "db/trial_dimensions.h"
 
 namespace moetune::db {
 namespace {
@@ -142,6 +143,8 @@ absl::StatusOr<std::vector<int64_t>> InsertTrials(
         static_cast<int64_t>(trial.confirm_round()), trial.proposal_key()));
     RETURN_IF_ERROR(insert.Run());
     ids.push_back(conn.LastInsertRowId());
+    RETURN_IF_ERROR(WriteTrialDimensions(conn, ids.back(), trial.workload(),
+                                         trial.config()));
   }
   return ids;
 }

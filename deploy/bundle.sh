@@ -31,4 +31,7 @@ for binary in "${BINARIES[@]}"; do
     done
 done
 cp deploy/example_sweep.json "$OUT_DIR/"
+# The dashboard page, where moetune-coordinator looks for it by default
+# (web/ beside the binary).
+if [ -d "$BUILD_DIR/bin/web" ]; then cp -r "$BUILD_DIR/bin/web" "$OUT_DIR/"; fi
 echo "bundle: $OUT_DIR ($(du -sh "$OUT_DIR" | cut -f1), $(ls "$OUT_DIR" | wc -l) files)"

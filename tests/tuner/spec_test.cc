@@ -21,7 +21,6 @@ namespace {
 using testing::Parse;
 using testing::TinyLayerSpec;
 
-
 // ------------------------------------------------------------- defaults --
 
 TEST(WithDefaultsTest, FillsEveryUnsetField) {
@@ -217,6 +216,30 @@ TEST(DeploySpecsTest, H200SpecsValidateAndExpand) {
                 name == "h200_chain_sweep.json" ? 8 : 0);
     }
   }
+}
+
+// The scheduled sweep (deploy/moetune-sweep.service installs
+// nightly_sweep.json; deploy/kubernetes.yaml carries the same spec in its
+// ConfigMap): valid, and the two copies say the same.
+TEST(DeploySpecsTest, NightlySpecValidatesAndTheConfigMapCarriesIt) {
+  const v1::SweepSpec spec = ReadDeploySpec("nightly_sweep.json");
+  ASSERT_TRUE(ValidateSweepSpec(spec).ok()) << ValidateSweepSpec(spec);
+  EXPECT_GE(testing::Expand(spec)->size(), 6u);
+  // The ConfigMap's block: the lines after "sweep.json: |", indented.
+  std::ifstream in(MOETUNE_SOURCE_DIR "/deploy/kubernetes.yaml");
+  std::string line, block;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    if (inside && line.rfind("    ", 0) != 0) break;
+    if (inside) block += line + "\n";
+    if (line.find("sweep.json: |") != std::string::npos) inside = true;
+  }
+  v1::SweepSpec from_config_map;
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(block, &from_config_map).ok())
+      << block;
+  EXPECT_EQ(from_config_map.SerializeAsString(), spec.SerializeAsString());
+  EXPECT_EQ(spec.name(), "glm5-moe-layer-h200-nightly");
 }
 
 TEST(ExampleSweepTest, ParsesValidatesAndExpands) {

@@ -1,0 +1,26 @@
+// The dimension columns of `trials` (schema version 4): batch, context,
+// tile, tp, ep, graph, ... copied out of the workload and config blobs so
+// that SQL (Grafana, sqlite3, the trial_dimensions / trial_results views)
+// can group by them. Written with every new trial; rows from before version
+// 4 are filled once when a writer opens the database. Called with the
+// store's lock held; no state of its own.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "db/sqlite.h"
+#include "proto/moetune.pb.h"
+
+namespace moetune::db {
+
+// Sets the dimension columns of trial `trial_id` from its messages.
+absl::Status WriteTrialDimensions(Connection& conn, int64_t trial_id,
+                                  const v1::Workload& workload,
+                                  const v1::TrialConfig& config);
+
+// Fills the columns of every trial whose batch_size is still NULL, decoding
+// its stored blobs, in one transaction. Cheap when there is none.
+absl::Status FillTrialDimensions(Connection& conn);
+
+}  // namespace moetune::db

@@ -1,0 +1,93 @@
+// The metrics' names, labels and arithmetic from a fake snapshot: what a
+// Prometheus scrape sees.
+#include "coordinator/http/metrics.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace moetune::coordinator::http {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class FakeSource final : public MetricsSource {
+ public:
+  absl::StatusOr<MetricsSnapshot> Snapshot() override { return snapshot; }
+  MetricsSnapshot snapshot;
+};
+
+WorkloadBest Best(const std::string& backend, double median_s) {
+  WorkloadBest best;
+  best.workload_hash = "abc";
+  best.fingerprint = "fp";
+  best.model_preset = "glm5";
+  best.region = "MOE_LAYER";
+  best.batch = 8;
+  best.context = 2048;
+  best.backend = backend;
+  best.sweep_id = 4;
+  best.median_seconds = median_s;
+  best.efficiency = 0.75;
+  return best;
+}
+
+TEST(MetricsTest, ScrapeReportsTheSnapshot) {
+  FakeSource source;
+  source.snapshot.trials_by_state = {{"DONE", 5}, {"QUEUED", 2}};
+  source.snapshot.queue_depth = 2;
+  source.snapshot.finished_total = 5;
+  source.snapshot.finished_last_minute = 30;
+  source.snapshot.workers_known = 3;
+  source.snapshot.workers_alive = 2;
+  source.snapshot.bests = {Best("fused_gemv", 335e-6)};
+  CoordinatorMetrics metrics;
+  metrics.SetSource(&source);
+  const std::string text = *metrics.Scrape();
+  EXPECT_THAT(text, HasSubstr("moetune_trials{state=\"DONE\"} 5"));
+  EXPECT_THAT(text, HasSubstr("moetune_trials{state=\"TIMEOUT\"} 0"));
+  EXPECT_THAT(text, HasSubstr("moetune_queue_depth 2"));
+  EXPECT_THAT(text, HasSubstr("moetune_workers 3"));
+  EXPECT_THAT(text, HasSubstr("moetune_workers_alive 2"));
+  EXPECT_THAT(text, HasSubstr("moetune_trials_finished_total 5"));
+  EXPECT_THAT(text, HasSubstr("moetune_trials_per_second 0.5"));
+  EXPECT_THAT(text, HasSubstr("# TYPE moetune_trials_finished_total counter"));
+  EXPECT_THAT(text, HasSubstr("moetune_best_median_seconds{backend=\"fused_gemv"
+                              "\",batch=\"8\",context=\"2048\""));
+  EXPECT_THAT(text, HasSubstr("moetune_best_efficiency_ratio{"));
+}
+
+TEST(MetricsTest, FinishedCounterOnlyGoesUp) {
+  FakeSource source;
+  CoordinatorMetrics metrics;
+  metrics.SetSource(&source);
+  source.snapshot.finished_total = 10;
+  ASSERT_TRUE(metrics.Scrape().ok());
+  source.snapshot.finished_total = 12;
+  EXPECT_THAT(*metrics.Scrape(), HasSubstr("moetune_trials_finished_total 12"));
+}
+
+TEST(MetricsTest, AWorkloadsOldWinnerSeriesIsDropped) {
+  FakeSource source;
+  CoordinatorMetrics metrics;
+  metrics.SetSource(&source);
+  source.snapshot.bests = {Best("grouped_mma", 400e-6)};
+  ASSERT_THAT(*metrics.Scrape(), HasSubstr("backend=\"grouped_mma\""));
+  source.snapshot.bests = {Best("fused_gemv", 335e-6)};
+  const std::string text = *metrics.Scrape();
+  EXPECT_THAT(text, HasSubstr("backend=\"fused_gemv\""));
+  EXPECT_THAT(text, Not(HasSubstr("backend=\"grouped_mma\"")));
+}
+
+TEST(MetricsTest, RpcLatencyIsLabelledByServiceMethodAndCode) {
+  CoordinatorMetrics metrics;
+  metrics.ObserveRpc("/moetune.v1.Moetune/GetSweep", "OK", 0.002);
+  const std::string text = *metrics.Scrape();
+  EXPECT_THAT(text, HasSubstr("moetune_rpc_duration_seconds_count{code=\"OK\","
+                              "method=\"GetSweep\",service=\"moetune.v1."
+                              "Moetune\"} 1"));
+  EXPECT_THAT(text, HasSubstr("le=\"0.003\"} 1"));
+}
+
+}  // namespace
+}  // namespace moetune::coordinator::http

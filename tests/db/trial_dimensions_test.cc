@@ -1,0 +1,104 @@
+// The dimension columns and the views that Grafana users query: filled on
+// insert, back-filled for rows written before schema version 4, and joined
+// with the deciding result.
+#include "db/trial_dimensions.h"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "db/store.h"
+#include "gtest/gtest.h"
+#include "tests/db/store_test_util.h"
+
+namespace moetune::db {
+namespace {
+
+class TrialDimensionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("trial_dims_" + std::to_string(getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    path_ = (dir_ / "dims.db").string();
+    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = *std::move(store);
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // A sweep of one trial: tile 8x128, tp 2 x ep 4, graph on, batch 16.
+  int64_t AddTrial() {
+    v1::Trial trial = MakeTrial("fused_gemv", "w1", 16);
+    trial.mutable_workload()->set_context_length(2048);
+    trial.mutable_workload()->set_region(v1::MOE_LAYER);
+    trial.mutable_config()->mutable_tile()->set_block_n(8);
+    trial.mutable_config()->mutable_tile()->set_block_k(128);
+    trial.mutable_config()->set_tp(2);
+    trial.mutable_config()->set_ep(4);
+    trial.mutable_config()->set_cuda_graph(true);
+    std::vector<v1::Trial> trials = {trial};
+    EXPECT_TRUE(store_->CreateSweep(MakeSpec("dims"), &trials, kT0).ok());
+    return trials[0].trial_id();
+  }
+
+  // The view's row for the trial as "col=value" pairs, read by a second
+  // connection as Grafana would.
+  std::string Row(const std::string& view, const std::string& columns) {
+    absl::StatusOr<Connection> conn = Connection::Open(path_, true);
+    EXPECT_TRUE(conn.ok()) << conn.status();
+    absl::StatusOr<std::string> text =
+        conn->QueryText("SELECT " + columns + " FROM " + view + " LIMIT 1");
+    return text.ok() ? *text : text.status().ToString();
+  }
+
+  std::filesystem::path dir_;
+  std::string path_;
+  std::unique_ptr<Store> store_;
+};
+
+constexpr char kDims[] =
+    "backend || ' ' || batch || ' ' || context || ' ' || tile || ' ' || tp "
+    "|| ' ' || ep || ' ' || graph || ' ' || region || ' ' || state";
+
+TEST_F(TrialDimensionsTest, NewTrialsCarryTheirDimensions) {
+  AddTrial();
+  EXPECT_EQ(Row("trial_dimensions", kDims),
+            "fused_gemv 16 2048 8x128 2 4 1 MOE_LAYER QUEUED");
+}
+
+TEST_F(TrialDimensionsTest, TrialResultsJoinsTheDecidingAttempt) {
+  const int64_t id = AddTrial();
+  ASSERT_TRUE(store_->LeaseTrial(id, "w1", kT0 + 1).ok());
+  v1::TrialResult result = MakeResult(id, 1, v1::DONE, 120.0);
+  result.mutable_roofline()->set_efficiency(0.5);
+  ASSERT_TRUE(store_->RecordResult(result, kT0 + 2).ok());
+  EXPECT_EQ(
+      Row("trial_results",
+          "state || ' ' || median_us || ' ' || efficiency || ' ' || tile"),
+      "DONE 120.0 0.5 8x128");
+}
+
+TEST_F(TrialDimensionsTest, RowsFromBeforeVersion4AreFilledOnOpen) {
+  AddTrial();
+  store_.reset();
+  {
+    absl::StatusOr<Connection> conn = Connection::Open(path_);
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE(conn->Exec("UPDATE trials SET batch_size = NULL, tp = NULL, "
+                           "tile_n = NULL")
+                    .ok());
+  }
+  absl::StatusOr<std::unique_ptr<Store>> reopened = Store::Open(path_);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  store_ = *std::move(reopened);
+  EXPECT_EQ(Row("trial_dimensions", kDims),
+            "fused_gemv 16 2048 8x128 2 4 1 MOE_LAYER QUEUED");
+}
+
+}  // namespace
+}  // namespace moetune::db
