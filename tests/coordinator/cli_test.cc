@@ -92,6 +92,25 @@ TEST(ViewsTest, DecodeStepsShowMsPerTokenAndTokensPerSecond) {
   EXPECT_EQ(table.rows[0][13], "2000");
 }
 
+// A rank of world 8 timed on one device: its median holds no communication,
+// so the step a deployment runs takes the modelled communication on top.
+TEST(ViewsTest, MsPerTokenAddsTheModelledCommunication) {
+  v1::QueryTrialsResponse trials;
+  v1::Trial* done = trials.add_trials();
+  done->set_state(v1::DONE);
+  done->mutable_workload()->set_region(v1::DECODE_STEP);
+  done->mutable_workload()->set_batch_size(8);
+  done->mutable_result()->mutable_stats()->set_samples(3);
+  done->mutable_result()->mutable_stats()->set_median_us(3000);
+  done->mutable_result()->mutable_roofline()->set_comm_floor_us(1000);
+  done->mutable_result()->mutable_roofline()->set_comm_modelled(true);
+  const Table table = TrialsTable(trials);
+  EXPECT_EQ(table.rows[0][12], "4.000");
+  EXPECT_EQ(table.rows[0][13], "2000");
+  done->mutable_result()->mutable_roofline()->set_comm_modelled(false);
+  EXPECT_EQ(TrialsTable(trials).rows[0][12], "3.000");  // measured: in it
+}
+
 TEST(ViewsTest, BestSaysWhenFiguresArePerLayerOfAChain) {
   v1::GetBestResponse best;
   v1::BestForWorkload* w = best.add_workloads();
