@@ -39,8 +39,8 @@ Query ComputeQuery(const StepSpec& spec, int layer, const float* x_normed) {
   query.q.resize(static_cast<size_t>(heads) * head_dim);
   GemvBf16(Bf16Desc(spec, layer, weights::kQB),
            int64_t{HeadBegin(c, spec.shard)} * head_dim,
-           int64_t{heads} * head_dim, 0, c.q_lora_rank,
-           query.q_a_normed.data(), query.q.data());
+           int64_t{heads} * head_dim, 0, c.q_lora_rank, query.q_a_normed.data(),
+           query.q.data());
   for (int h = 0; h < heads; ++h) {
     ApplyRope(query.q.data() + h * head_dim + c.qk_nope_dim, c.qk_rope_dim,
               spec.context, c.rope_theta);
@@ -161,8 +161,8 @@ std::vector<int> TopKIndices(const std::vector<float>& scores, int k) {
 }
 
 std::vector<float> IndexerScores(const StepSpec& spec, int layer, int sequence,
-                                 const float* x_normed,
-                                 const float* q_a_normed) {
+                                 const float* x_normed, const float* q_a_normed,
+                                 std::vector<float>* new_key) {
   const model::ModelConfig& c = spec.config;
   std::vector<float> q = Gemv(spec, layer, weights::kIndexerQB, q_a_normed);
   for (int h = 0; h < c.index_heads; ++h) {
@@ -188,6 +188,7 @@ std::vector<float> IndexerScores(const StepSpec& spec, int layer, int sequence,
   }
   scores[spec.context] = IndexerScore(q.data(), w.data(), c.index_heads,
                                       c.index_head_dim, key.data());
+  if (new_key != nullptr) *new_key = std::move(key);
   return scores;
 }
 
@@ -201,18 +202,22 @@ void MlaAttention(const StepSpec& spec, int layer, int sequence,
                   const float* x_normed, float* out, AttentionTrace* trace) {
   const model::ModelConfig& c = spec.config;
   const Query query = ComputeQuery(spec, layer, x_normed);
-  std::vector<float> scores =
-      IndexerScores(spec, layer, sequence, x_normed, query.q_a_normed.data());
+  std::vector<float> new_key;
+  std::vector<float> scores = IndexerScores(spec, layer, sequence, x_normed,
+                                            query.q_a_normed.data(), &new_key);
   const std::vector<int> kept =
       trace != nullptr && trace->forced_kept != nullptr
           ? *trace->forced_kept
           : TopKIndices(scores, c.index_topk);
+  const std::vector<float> new_latent = NewLatentEntry(spec, layer, x_normed);
   if (trace != nullptr) {
     trace->scores = std::move(scores);
     trace->kept = kept;
+    trace->new_latent = new_latent;
+    trace->new_key = std::move(new_key);
   }
-  const std::vector<float> entries = GatherEntries(
-      spec, layer, sequence, kept, NewLatentEntry(spec, layer, x_normed));
+  const std::vector<float> entries =
+      GatherEntries(spec, layer, sequence, kept, new_latent);
   const Bf16TensorDesc kv_b = Bf16Desc(spec, layer, weights::kKVB);
   const int head_dim = c.qk_nope_dim + c.qk_rope_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));

@@ -41,9 +41,10 @@ std::vector<int> TopKIndices(const std::vector<float>& scores, int k);
 // (LayerNorm-ed and rotated already); the new key is LayerNorm(wk x_normed)
 // (gamma and bias from the hash, index_norm_eps) with its first qk_rope
 // dims rotated the same way.
+// new_key, when given, receives the new token's key.
 std::vector<float> IndexerScores(const StepSpec& spec, int layer, int sequence,
-                                 const float* x_normed,
-                                 const float* q_a_normed);
+                                 const float* x_normed, const float* q_a_normed,
+                                 std::vector<float>* new_key = nullptr);
 
 // The tokens sequence `sequence` attends to at `layer`: the top index_topk
 // of IndexerScores.
@@ -58,6 +59,9 @@ struct AttentionTrace {
   const std::vector<int>* forced_kept = nullptr;
   std::vector<float> scores;  // IndexerScores
   std::vector<int> kept;      // the set attended to, ascending
+  // The new token's entries as computed (float): its latent entry (normed,
+  // rotated) and its indexer key; a multi-step decode appends them.
+  std::vector<float> new_latent, new_key;
 };
 
 // The attention block of decoder layer `layer` for one sequence: x_normed is

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/model/nvfp4_format.h"
 #include "kernels/model/weight_gen.h"
 #include "kernels/reference/attention.h"
 #include "kernels/reference/model_weights.h"
@@ -70,8 +71,11 @@ void AttentionBlock(const StepSpec& spec, int layer, int first_sequence,
     MlaAttention(spec, layer, first_sequence + b, normed.data(),
                  out.data() + row, &seen);
     if (trace != nullptr) {
-      trace->layers[layer].index_scores.push_back(std::move(seen.scores));
-      trace->layers[layer].kept.push_back(std::move(seen.kept));
+      LayerTrace& t = trace->layers[layer];
+      t.index_scores.push_back(std::move(seen.scores));
+      t.kept.push_back(std::move(seen.kept));
+      t.new_latent.push_back(std::move(seen.new_latent));
+      t.new_key.push_back(std::move(seen.new_key));
     }
   }
   for (size_t i = 0; i < h.size(); ++i) h[i] += out[i];
@@ -168,6 +172,68 @@ absl::StatusOr<std::vector<float>> DecodeSequences(const StepSpec& spec,
 absl::StatusOr<std::vector<float>> DecodeStepTraced(const StepSpec& spec,
                                                     StepTrace* trace) {
   return Decode(spec, 0, nullptr, trace);
+}
+
+namespace {
+
+// The greedy next token of every sequence (the whole vocabulary's argmax,
+// the lower id on a tie).
+std::vector<int> NextTokens(const std::vector<float>& logits, int batch,
+                            int vocab) {
+  std::vector<int> next(static_cast<size_t>(batch));
+  for (int b = 0; b < batch; ++b) {
+    const float* row = logits.data() + static_cast<size_t>(b) * vocab;
+    next[b] = static_cast<int>(std::max_element(row, row + vocab) - row);
+  }
+  return next;
+}
+
+// Appends each sequence's new entries of every layer, in the caches'
+// formats.
+void AppendEntries(const StepTrace& trace, Generated* g) {
+  for (size_t layer = 0; layer < trace.layers.size(); ++layer) {
+    const LayerTrace& t = trace.layers[layer];
+    for (size_t b = 0; b < t.new_latent.size(); ++b) {
+      for (float v : t.new_latent[b]) {
+        g->latent[layer][b].push_back(RoundToBf16(v));
+      }
+      for (float v : t.new_key[b]) {
+        g->keys[layer][b].push_back(nvfp4::E4M3ToFloat(nvfp4::FloatToE4M3(v)));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::vector<float>>> DecodeSteps(
+    const StepSpec& spec, int steps, const MoeFn& moe) {
+  if (steps < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("steps: must be >= 1, got ", steps));
+  }
+  if (World(spec.shard) != 1) {
+    return absl::InvalidArgumentError(
+        "steps: several steps need the whole vocabulary's argmax: tp * ep "
+        "must be 1");
+  }
+  Generated generated;
+  generated.prefilled = spec.context;
+  const auto per_sequence = std::vector<std::vector<float>>(spec.batch);
+  generated.latent.assign(spec.layers, per_sequence);
+  generated.keys.assign(spec.layers, per_sequence);
+  StepSpec step = spec;
+  step.generated = &generated;
+  std::vector<std::vector<float>> logits;
+  for (int s = 0; s < steps; ++s) {
+    step.context = spec.context + s;
+    StepTrace trace;
+    ASSIGN_OR_RETURN(std::vector<float> out, Decode(step, 0, moe, &trace));
+    AppendEntries(trace, &generated);
+    generated.tokens = NextTokens(out, spec.batch, spec.config.vocab);
+    logits.push_back(std::move(out));
+  }
+  return logits;
 }
 
 int64_t DecodeStepBytes(const StepSpec& spec) {

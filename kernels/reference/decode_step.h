@@ -50,6 +50,8 @@ absl::StatusOr<std::vector<float>> DecodeSequences(const StepSpec& spec,
 struct LayerTrace {
   std::vector<float> hidden;   // [batch][hidden] the residual stream after it
   std::vector<float> mlp_out;  // [batch][hidden] its MLP block's output
+  // Per sequence: the new token's latent entry and indexer key (float).
+  std::vector<std::vector<float>> new_latent, new_key;
   // Per sequence: the indexer's scores of tokens 0..context and the kept
   // set attended to (ascending).
   std::vector<std::vector<float>> index_scores;
@@ -66,6 +68,15 @@ struct StepTrace {
 // DecodeStep (null moe: the reference MoE), filling trace->layers.
 absl::StatusOr<std::vector<float>> DecodeStepTraced(const StepSpec& spec,
                                                     StepTrace* trace);
+
+// `steps` decode steps in a row from spec (its context the synthetic past):
+// each step's tokens are the previous step's greedy choices, and each
+// step's new tokens' entries are appended to the caches as they store them
+// (latent rounded to BF16, keys to FP8 E4M3) for the next. Logits
+// [steps][batch][vocab]. INVALID_ARGUMENT for steps < 1 or a sharded spec
+// (the next token needs the whole vocabulary), or as DecodeStep.
+absl::StatusOr<std::vector<std::vector<float>>> DecodeSteps(
+    const StepSpec& spec, int steps, const MoeFn& moe);
 
 // Bytes the rank's decode step must at least move (step_bytes.h), with each
 // MoE layer's routed experts counted as if it routed MoeLayerInput (the

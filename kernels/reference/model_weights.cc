@@ -1,5 +1,6 @@
 #include "kernels/reference/model_weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -124,23 +125,50 @@ std::vector<float> NormBias(const StepSpec& spec, int layer, uint32_t tensor,
 }
 
 int TokenId(const StepSpec& spec, int sequence) {
+  if (spec.generated != nullptr && !spec.generated->tokens.empty()) {
+    return spec.generated->tokens[sequence];
+  }
   const uint64_t h = weights::Hash(spec.seed, 0, weights::kInput,
                                    static_cast<uint64_t>(sequence));
   return static_cast<int>(h % static_cast<uint64_t>(spec.config.vocab));
 }
 
+namespace {
+
+// Entry t of a generated (appended) cache, when t is past the synthetic
+// ones; false otherwise.
+bool GeneratedEntry(
+    const StepSpec& spec,
+    const std::vector<std::vector<std::vector<float>>> Generated::*cache,
+    int layer, int sequence, int t, int dim, float* out) {
+  if (spec.generated == nullptr || t < spec.generated->prefilled) return false;
+  const std::vector<float>& entries = (spec.generated->*cache)[layer][sequence];
+  const size_t at = static_cast<size_t>(t - spec.generated->prefilled) * dim;
+  std::copy(entries.begin() + at, entries.begin() + at + dim, out);
+  return true;
+}
+
+}  // namespace
+
 void LatentCacheEntry(const StepSpec& spec, int layer, int sequence, int t,
                       float* out) {
   const model::ModelConfig& c = spec.config;
+  if (GeneratedEntry(spec, &Generated::latent, layer, sequence, t,
+                     c.kv_lora_rank + c.qk_rope_dim, out)) {
+    return;
+  }
   for (int d = 0; d < c.kv_lora_rank + c.qk_rope_dim; ++d) {
-    out[d] = cache::LatentValue(spec.seed, layer, c.kv_lora_rank,
-                                c.qk_rope_dim, sequence, t, d);
+    out[d] = cache::LatentValue(spec.seed, layer, c.kv_lora_rank, c.qk_rope_dim,
+                                sequence, t, d);
   }
 }
 
 void IndexerKeyCacheEntry(const StepSpec& spec, int layer, int sequence, int t,
                           float* out) {
   const int dim = spec.config.index_head_dim;
+  if (GeneratedEntry(spec, &Generated::keys, layer, sequence, t, dim, out)) {
+    return;
+  }
   for (int d = 0; d < dim; ++d) {
     out[d] = nvfp4::E4M3ToFloat(
         cache::IndexKeyByte(spec.seed, layer, dim, sequence, t, d));

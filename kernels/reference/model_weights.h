@@ -37,12 +37,14 @@ std::vector<float> NormGamma(const StepSpec& spec, int layer, uint32_t tensor,
 std::vector<float> NormBias(const StepSpec& spec, int layer, uint32_t tensor,
                             int n);
 
-// Token id decoded by sequence b (hash of tensor kInput, index b).
+// Token id decoded by sequence b (hash of tensor kInput, index b), or the
+// one a multi-step decode's previous step chose (spec.generated).
 int TokenId(const StepSpec& spec, int sequence);
 
 // Synthetic past entries of sequence b's caches at decoder layer `layer`,
 // token t (0 <= t < context), from kernels/model/cache_gen.h: each sequence
-// has its own cache and a longer context extends it.
+// has its own cache and a longer context extends it. Past the synthetic
+// ones (spec.generated), the entries a multi-step decode appended.
 // Latent cache: kv_lora values with unit mean square (already RMS-normed),
 // then qk_rope values uniform(-1, 1) (already rotated at their position, in
 // place: ApplyRope's interleaved layout), all BF16 values (the cache's

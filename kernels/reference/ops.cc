@@ -1,11 +1,11 @@
 #include "kernels/reference/ops.h"
 
-#include "kernels/model/weight_gen.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
+#include "kernels/model/weight_gen.h"
 
 namespace moetune::ref {
 

@@ -27,9 +27,9 @@ int64_t AttentionBytes(const StepSpec& spec, int layer) {
   const int64_t head_dim = c.qk_nope_dim + c.qk_rope_dim;
   int64_t elements = Elements(spec, layer, weights::kQA) +
                      Elements(spec, layer, weights::kKVA);
-  elements += heads * head_dim * c.q_lora_rank;                    // q_b
+  elements += heads * head_dim * c.q_lora_rank;                         // q_b
   elements += heads * (c.qk_nope_dim + c.v_head_dim) * c.kv_lora_rank;  // kv_b
-  elements += int64_t{c.hidden} * heads * c.v_head_dim;            // o_proj
+  elements += int64_t{c.hidden} * heads * c.v_head_dim;  // o_proj
   elements += 2 * int64_t{c.hidden} + c.q_lora_rank + c.kv_lora_rank;
   return kBf16 * elements;
 }
@@ -74,10 +74,10 @@ int64_t StepBytes::Total() const {
 }
 
 std::vector<std::pair<std::string, int64_t>> StepBytes::Categories() const {
-  return {{"attention", attention}, {"indexer", indexer},
-          {"router", router},       {"routed", routed},
-          {"shared", shared},       {"dense", dense},
-          {"lm_head", lm_head},     {"kv_cache", kv_cache},
+  return {{"attention", attention},   {"indexer", indexer},
+          {"router", router},         {"routed", routed},
+          {"shared", shared},         {"dense", dense},
+          {"lm_head", lm_head},       {"kv_cache", kv_cache},
           {"index_keys", index_keys}, {"activations", activations}};
 }
 
@@ -95,9 +95,8 @@ StepBytes DecodeStepByteBreakdown(const StepSpec& spec,
       continue;
     }
     bytes.router += kBf16 * c.num_experts * c.hidden;
-    const int distinct = moe_index < distinct_experts.size()
-                             ? distinct_experts[moe_index]
-                             : 0;
+    const int distinct =
+        moe_index < distinct_experts.size() ? distinct_experts[moe_index] : 0;
     ++moe_index;
     bytes.routed += distinct * ExpertSliceBytes(c, spec.shard);
     if (OwnsShared(c, spec.shard)) {

@@ -25,10 +25,10 @@ struct StepBytes {
   // NVFP4 slices of the distinct routed experts this rank owns that the
   // step's tokens chose, each once a layer.
   int64_t routed = 0;
-  int64_t shared = 0;    // NVFP4 shared expert slices (ep_rank 0)
-  int64_t dense = 0;     // NVFP4 dense MLP slices
-  int64_t lm_head = 0;   // BF16 vocabulary slice and the final norm
-  int64_t kv_cache = 0;  // BF16 latent entries of the kept past tokens
+  int64_t shared = 0;      // NVFP4 shared expert slices (ep_rank 0)
+  int64_t dense = 0;       // NVFP4 dense MLP slices
+  int64_t lm_head = 0;     // BF16 vocabulary slice and the final norm
+  int64_t kv_cache = 0;    // BF16 latent entries of the kept past tokens
   int64_t index_keys = 0;  // FP8 indexer keys of every past token
   // BF16 embedding rows of the step's tokens and its logits slice.
   int64_t activations = 0;

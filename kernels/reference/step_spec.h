@@ -39,6 +39,18 @@ struct Shard {
   int rank = 0;
 };
 
+// What the steps before this one of a multi-step decode (decode_step.h
+// DecodeSteps) left: their tokens' cache entries past the synthetic ones,
+// as the caches store them (BF16 latent values, E4M3 key values), and the
+// tokens they chose for this step.
+struct Generated {
+  int prefilled = 0;        // synthetic past tokens (the first step's context)
+  std::vector<int> tokens;  // [sequence] this step's input tokens
+  // [layer][sequence]: entries of tokens prefilled, prefilled + 1, ...,
+  // (kv_lora + rope) and index_head_dim values each, back to back.
+  std::vector<std::vector<std::vector<float>>> latent, keys;
+};
+
 struct StepSpec {
   model::ModelConfig config;
   int layers = 0;   // decoder layers run (the first `layers`), > 0, resolved
@@ -47,6 +59,9 @@ struct StepSpec {
   RoutingSpec routing;
   uint64_t seed = 0;
   Shard shard;
+  // Set by DecodeSteps for its steps after the first (not owned): past
+  // tokens from `prefilled` on and the input tokens come from it.
+  const Generated* generated = nullptr;
 };
 
 // OK, or INVALID_ARGUMENT naming the bad field and its allowed values.

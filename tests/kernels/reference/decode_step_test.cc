@@ -5,7 +5,9 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "kernels/model/nvfp4_format.h"
 #include "kernels/reference/moe_reference.h"
+#include "kernels/reference/ops.h"
 #include "kernels/reference/step_bytes.h"
 #include "tests/kernels/reference/step_spec_util.h"
 
@@ -180,9 +182,9 @@ TEST(DecodeStepTest, BytesByHand) {
   EXPECT_EQ(bytes.shared, ExpertSliceBytes(spec.config, spec.shard));
   EXPECT_EQ(bytes.attention, 2 * 255360);
   EXPECT_EQ(bytes.index_keys, 2 * 2560);
-  EXPECT_EQ(DecodeStepBytes(spec),
-            DecodeStepByteBreakdown(spec, StandInDistinctExperts(spec))
-                .Total());
+  EXPECT_EQ(
+      DecodeStepBytes(spec),
+      DecodeStepByteBreakdown(spec, StandInDistinctExperts(spec)).Total());
 }
 
 // Rank 1 of world 2 (tp 2): half the heads (q_b, kv_b rows, o_proj columns),
@@ -218,6 +220,61 @@ TEST(DecodeStepTest, AShardedStepGivesItsVocabularySlice) {
   const auto logits = DecodeStep(spec, nullptr);
   ASSERT_TRUE(logits.ok()) << logits.status();
   EXPECT_EQ(logits->size(), 2u * 256);
+}
+
+// Several steps in a row: the first is the plain step; each later one
+// decodes the tokens the one before chose, over caches that hold the
+// tokens before it in their formats.
+TEST(DecodeStepsTest, FirstStepIsDecodeStepAndLaterOnesDecodeTheirTokens) {
+  const StepSpec spec = TinySpec(2, 10);  // 10 + 3 <= index_topk: all kept
+  const auto steps = DecodeSteps(spec, 3, nullptr);
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  ASSERT_EQ(steps->size(), 3u);
+  const auto first = DecodeStep(spec, nullptr);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ((*steps)[0], *first);
+  EXPECT_NE((*steps)[1], (*steps)[0]);
+  // Step 1 by hand: the context one longer, step 0's tokens as input, its
+  // entries appended in the caches' formats.
+  StepTrace trace;
+  ASSERT_TRUE(DecodeStepTraced(spec, &trace).ok());
+  Generated g;
+  g.prefilled = spec.context;
+  g.latent.resize(spec.layers);
+  g.keys.resize(spec.layers);
+  const int vocab = spec.config.vocab;
+  for (int b = 0; b < spec.batch; ++b) {
+    const float* row = first->data() + static_cast<size_t>(b) * vocab;
+    g.tokens.push_back(
+        static_cast<int>(std::max_element(row, row + vocab) - row));
+  }
+  for (int layer = 0; layer < spec.layers; ++layer) {
+    for (int b = 0; b < spec.batch; ++b) {
+      std::vector<float> latent, key;
+      for (float v : trace.layers[layer].new_latent[b])
+        latent.push_back(RoundToBf16(v));
+      for (float v : trace.layers[layer].new_key[b])
+        key.push_back(nvfp4::E4M3ToFloat(nvfp4::FloatToE4M3(v)));
+      g.latent[layer].push_back(latent);
+      g.keys[layer].push_back(key);
+    }
+  }
+  StepSpec second = spec;
+  second.context = spec.context + 1;
+  second.generated = &g;
+  const auto by_hand = DecodeStep(second, nullptr);
+  ASSERT_TRUE(by_hand.ok());
+  EXPECT_EQ((*steps)[1], *by_hand);
+}
+
+TEST(DecodeStepsTest, ShardedSpecsAndNoStepsAreRefused) {
+  StepSpec spec = TinySpec(1, 4);
+  EXPECT_EQ(DecodeSteps(spec, 0, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  spec.shard = Shard{2, 1, 0};
+  const auto sharded = DecodeSteps(spec, 2, nullptr);
+  EXPECT_EQ(sharded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(sharded.status().message().find("tp * ep"), std::string::npos);
 }
 
 }  // namespace
