@@ -46,7 +46,19 @@ struct StepProblem {
   // RoPE at position `context`: cos and sin of pair i (rope / 2 of each),
   // as the reference computes them (double).
   std::vector<double> rope_cos, rope_sin;
+  // Several steps in a row: each sequence's caches hold `cache_tokens`
+  // tokens (0: context), the first `prefilled` of them synthetic (-1:
+  // context); with StepRunOptions::append_to_caches a step writes its
+  // tokens' entries at position `context`, for the next step's context + 1.
+  int prefilled = -1;
+  int cache_tokens = 0;
 };
+inline int Prefilled(const StepProblem& p) {
+  return p.prefilled < 0 ? p.context : p.prefilled;
+}
+inline int CacheTokens(const StepProblem& p) {
+  return p.cache_tokens > p.context ? p.cache_tokens : p.context;
+}
 
 struct StepRunOptions {
   std::string backend;  // the MoE layers' backend
@@ -64,6 +76,12 @@ struct StepRunOptions {
   // Time each part of the step in an extra eager pass (events between
   // parts): StepRunResult::part_us.
   bool profile_parts = false;
+  // Write the step's tokens' latent entries (BF16) and indexer keys (FP8
+  // E4M3) into the caches at position `context` (every run of the step
+  // writes the same values), so that a step at context + 1 with the same
+  // prefilled and cache_tokens attends to them. Needs cache_tokens >
+  // context.
+  bool append_to_caches = false;
 };
 
 struct StepRunResult {

@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kScoreBlock)
   const int tc = min(t, s.context);  // lanes past the end compute a copy
   float acc[kScoreHeadsPerLane] = {};
   const uint8_t* past =
-      s.keys + (static_cast<int64_t>(b) * s.context + tc) * s.dim;
+      s.keys + (static_cast<int64_t>(b) * s.key_stride + tc) * s.dim;
   const float* fresh = s.new_key + static_cast<int64_t>(b) * s.dim;
   for (int d0 = 0; d0 < s.dim; d0 += 16) {
     float k[16];
@@ -279,7 +279,8 @@ __device__ void StageEntries(const SparseAttention& a, int b, int first,
   const int* kept = a.kept + static_cast<int64_t>(b) * a.k + first;
   for (int t = threadIdx.x; t < tokens; t += blockDim.x) kept_s[t] = kept[t];
   __syncthreads();
-  const uint16_t* cache = a.latent + static_cast<int64_t>(b) * a.context * dim;
+  const uint16_t* cache =
+      a.latent + static_cast<int64_t>(b) * a.cache_stride * dim;
   const float* fresh = a.new_entry + static_cast<int64_t>(b) * dim;
   const int total = tokens * vectors, last = max(a.context - 1, 0);
   for (int base = threadIdx.x; base < total; base += kStageLoads * blockDim.x) {

@@ -18,12 +18,13 @@ inline constexpr int kMaxIndexHeads = 32;
 
 // scores[b][t], t <= context: sum_h w[b][h] * w_scale *
 // ReLU(q[b][h] . k_t * dot_scale), k_t the FP8 key of past token t
-// (keys [batch][context][dim]) or new_key[b] for t == context.
+// (keys [batch][key_stride][dim]) or new_key[b] for t == context.
 struct IndexerScores {
   const float* q = nullptr;        // [batch][heads][dim], rotated
   const float* w = nullptr;        // [batch][heads]
   const float* new_key = nullptr;  // [batch][dim]
   const uint8_t* keys = nullptr;   // E4M3
+  int key_stride = 0;              // tokens a sequence's keys hold
   int heads = 0, dim = 0, context = 0, batch = 1;
   float w_scale = 0, dot_scale = 0;
   float* scores = nullptr;  // [batch][context + 1]
@@ -39,13 +40,12 @@ GpuStatus LaunchTopK(const float* scores, int n, int k, int batch, int* kept,
 // For each of this rank's heads h and sequence b: scores of the kept tokens
 // (q_lat . c_t + q_rope . k_rope_t) * scale, softmax, and
 // out_lat[b][h] = sum_t p_t c_t. Past entries [kv_lora | rope] come from the
-// BF16 cache (latent [batch][context][kv_lora + rope]), the new token's from
-// new_entry [batch][kv_lora + rope].
-// Split over the kept tokens (flash-decoding): a block takes
-// kAttentionTokens of them for up to kAttentionHeads heads (2 where a small
-// batch would leave the GPU idle), staging their entries in shared memory
-// once for all its heads, and writes a partial
-// (max, sum, weighted values); a second kernel combines the partials.
+// BF16 cache (latent [batch][cache_stride][kv_lora + rope]), the new token's
+// from new_entry [batch][kv_lora + rope]. Split over the kept tokens
+// (flash-decoding): a block takes kAttentionTokens of them for up to
+// kAttentionHeads heads (2 where a small batch would leave the GPU idle),
+// staging their entries in shared memory once for all its heads, and writes a
+// partial (max, sum, weighted values); a second kernel combines the partials.
 // kv_lora + rope must be a multiple of 8 and kv_lora of 4 (16-byte loads).
 struct SparseAttention {
   const float* q_lat = nullptr;  // [batch][heads][kv_lora]
@@ -53,6 +53,7 @@ struct SparseAttention {
   int64_t q_stride = 0, q_head_stride = 0;
   int rope_offset = 0;
   const uint16_t* latent = nullptr;
+  int cache_stride = 0;  // tokens a sequence's latent cache holds
   const float* new_entry = nullptr;
   const int* kept = nullptr;  // [batch][k]
   const int* kept_n = nullptr;

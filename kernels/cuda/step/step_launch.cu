@@ -131,6 +131,7 @@ IndexerScores ScoresOf(const StepLaunch& s, int layer) {
   scores.w = b.iw;
   scores.new_key = b.ik;
   scores.keys = s.caches->keys(layer);
+  scores.key_stride = s.caches->tokens;
   scores.heads = d.index_heads;
   scores.dim = d.index_dim;
   scores.context = s.problem->context;
@@ -184,6 +185,7 @@ SparseAttention AttentionOf(const StepLaunch& s, int layer) {
   a.q_head_stride = g.head_dim;
   a.rope_offset = d.nope;
   a.latent = s.caches->latent(layer);
+  a.cache_stride = s.caches->tokens;
   a.new_entry = b.kv;
   a.kept = b.kept;
   a.kept_n = b.kept_n;
@@ -246,7 +248,19 @@ GpuStatus AttentionBlock(const StepLaunch& s, int layer, const LayerParams& w,
   MG_RETURN_IF_ERROR(QueryAndLatent(s, w, stream));
   MG_RETURN_IF_ERROR(Indexer(s, layer, w, stream));
   *residual = b.block_out;
-  return Mla(s, layer, w, stream);
+  MG_RETURN_IF_ERROR(Mla(s, layer, w, stream));
+  if (!s.append) return OkStatus();
+  const AppendEntries append{b.kv,
+                             s.geo.latent_dim,
+                             b.ik,
+                             d.index_dim,
+                             s.problem->batch,
+                             s.problem->context,
+                             s.caches->tokens,
+                             s.caches->latent(layer),
+                             s.caches->keys(layer)};
+  STEP_LAUNCH("attention/append", LaunchAppendEntries(append, stream));
+  return OkStatus();
 }
 
 GpuStatus DenseMlp(const StepLaunch& s, const LayerParams& w,

@@ -71,6 +71,9 @@ struct StepLaunch {
   int device = 0, sm_count = 0;
   void* cublas = nullptr;
   bool record_routed = false;  // copy each MoE layer's distinct experts
+  // Write each layer's new entries into the caches at position context
+  // (StepRunOptions::append_to_caches).
+  bool append = false;
   // Eager checking pass: after each MoE layer, also run the trusted path on
   // the same input and append both outputs ([batch][hidden] each) here; the
   // step goes on with the backend's.

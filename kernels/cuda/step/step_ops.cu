@@ -1,5 +1,6 @@
 #include "kernels/cuda/step/reduce.cuh"
 #include "kernels/cuda/step/step_ops.cuh"
+#include "kernels/model/nvfp4_format.h"
 #include "kernels/model/weight_gen.h"
 
 namespace moetune::gpu {
@@ -86,6 +87,18 @@ __global__ void RopeKernel(float* x, int rows, int stride, int offset,
   if (i >= static_cast<int64_t>(rows) * rope.pairs) return;
   const int64_t row = i / rope.pairs;
   RotatePair(x + row * stride + offset, static_cast<int>(i % rope.pairs), rope);
+}
+
+__global__ void AppendEntriesKernel(AppendEntries a) {
+  const int b = blockIdx.x;
+  const int64_t row = static_cast<int64_t>(b) * a.stride + a.position;
+  for (int i = threadIdx.x; i < a.latent_dim; i += blockDim.x) {
+    a.latent[row * a.latent_dim + i] =
+        FloatToBf16(a.latent_entry[b * a.latent_dim + i]);
+  }
+  for (int i = threadIdx.x; i < a.key_dim; i += blockDim.x) {
+    a.keys[row * a.key_dim + i] = nvfp4::FloatToE4M3(a.key[b * a.key_dim + i]);
+  }
 }
 
 __global__ void SiluMulKernel(const float* gu, int width, int batch,
@@ -175,6 +188,12 @@ GpuStatus LaunchRope(float* x, int rows, int stride, int offset,
                      const RopeTable& rope, cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(rows) * rope.pairs;
   RopeKernel<<<Blocks(n), kThreads, 0, stream>>>(x, rows, stride, offset, rope);
+  MG_CHECK_LAUNCH();
+  return OkStatus();
+}
+
+GpuStatus LaunchAppendEntries(const AppendEntries& a, cudaStream_t stream) {
+  AppendEntriesKernel<<<a.batch, 256, 0, stream>>>(a);
   MG_CHECK_LAUNCH();
   return OkStatus();
 }

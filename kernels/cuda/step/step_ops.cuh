@@ -56,6 +56,21 @@ GpuStatus LaunchIndexKeyNorm(float* k, int dim, const float* gamma,
 GpuStatus LaunchRope(float* x, int rows, int stride, int offset,
                      const RopeTable& rope, cudaStream_t stream);
 
+// The step's new tokens' cache entries, written at token `position` of
+// each sequence's caches (rows `stride` tokens apart) in the caches'
+// formats: the latent entry (normed, rotated) as BF16, the indexer key as
+// FP8 E4M3 (both rounded to nearest even, as the reference rounds them).
+struct AppendEntries {
+  const float* latent_entry = nullptr;  // [batch][latent_dim]
+  int latent_dim = 0;
+  const float* key = nullptr;  // [batch][key_dim]
+  int key_dim = 0;
+  int batch = 1, position = 0, stride = 0;
+  uint16_t* latent = nullptr;  // [batch][stride][latent_dim]
+  uint8_t* keys = nullptr;     // [batch][stride][key_dim]
+};
+GpuStatus LaunchAppendEntries(const AppendEntries& a, cudaStream_t stream);
+
 // act[b][j] = SiLU(gu[b][j]) * gu[b][width + j], gu rows 2 * width wide.
 GpuStatus LaunchSiluMul(const float* gu, int width, int batch, float* act,
                         cudaStream_t stream);

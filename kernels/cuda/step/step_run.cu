@@ -57,6 +57,9 @@ GpuStatus ValidateStep(const StepProblem& p) {
   const int world = p.shard.tp * p.shard.ep;
   if (p.layers < 1) return Bad("problem.layers: must be >= 1");
   if (p.context < 0) return Bad("problem.context: must be >= 0");
+  if (Prefilled(p) > p.context) {
+    return Bad("problem.prefilled: at most context (-1: context)");
+  }
   if (world < 1 || d.heads % world != 0 || d.vocab % world != 0 ||
       d.dense_inter % (16 * world) != 0) {
     return Bad(
@@ -114,7 +117,8 @@ std::unique_ptr<StepCaches>& CachesSlot() {
 }
 
 // The shard's weights (kept while the next run's shard is the same) and its
-// caches (kept while the batch and context are too); what changed is freed
+// caches (kept while the batch, the synthetic tokens and the room are too:
+// a multi-step decode's steps share them); what changed is freed
 // before the fit check and made again.
 GpuStatus EnsureShard(const StepProblem& p, Context* ctx, int device,
                       WeightLayout layout, const StepWeights** weights,
@@ -124,7 +128,8 @@ GpuStatus EnsureShard(const StepProblem& p, Context* ctx, int device,
   const StepWeightKey key = WeightKeyOf(p, device, layout);
   const bool weights_ok = w != nullptr && w->key == key;
   const bool caches_ok = weights_ok && c != nullptr && c->weights == key &&
-                         c->batch == p.batch && c->context == p.context;
+                         c->batch == p.batch && c->prefilled == Prefilled(p) &&
+                         c->tokens == CacheTokens(p);
   if (!caches_ok) c.reset();
   if (!weights_ok) {
     w.reset();
@@ -255,6 +260,11 @@ GpuStatus ProfileParts(StepLaunch s, Context* ctx, StepRunResult* r) {
 GpuStatus Prepare(const StepProblem& p, const StepRunOptions& o, Context** ctx,
                   const Launcher** launcher) {
   MG_RETURN_IF_ERROR(ValidateStep(p));
+  if (o.append_to_caches && p.context >= CacheTokens(p)) {
+    return Bad(
+        "problem.cache_tokens: must exceed context for the step to append "
+        "its tokens");
+  }
   const MoeProblem first = FirstMoeLayer(p);
   const MoeRunOptions mo = MoeOptions(o);
   MG_RETURN_IF_ERROR(ValidateProblem(first, mo));
@@ -287,6 +297,7 @@ GpuStatus RunLocked(const StepProblem& p, const StepRunOptions& o,
   s.buffers = &buffers;
   s.device = o.device;
   s.sm_count = ctx->sm_count;
+  s.append = o.append_to_caches;
   s.cublas = ctx->cublas;
   const backends::Tile tile = RunTile(MoeOptions(o), *launcher->descriptor);
   PrepareMoeArgs(&s, tile.block_n, tile.block_k);

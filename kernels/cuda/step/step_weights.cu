@@ -52,22 +52,25 @@ __global__ void FillNvfp4Kernel(Slice s, uint8_t* codes, uint8_t* scales) {
   }
 }
 
+// The synthetic tokens t < prefilled of each sequence's caches, rows
+// `stride` tokens apart.
 __global__ void FillCachesKernel(uint64_t seed, int layer, int batch,
-                                 int context, int kv_lora, int rope,
-                                 int index_dim, uint16_t* latent,
+                                 int prefilled, int stride, int kv_lora,
+                                 int rope, int index_dim, uint16_t* latent,
                                  uint8_t* keys) {
   const int dim = kv_lora + rope;
-  const int64_t tokens = static_cast<int64_t>(batch) * context;
+  const int64_t tokens = static_cast<int64_t>(batch) * prefilled;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        i < tokens * dim; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t token = i / dim;
-    const int b = static_cast<int>(token / context);
-    const int t = static_cast<int>(token % context),
+    const int b = static_cast<int>(token / prefilled);
+    const int t = static_cast<int>(token % prefilled),
               d = static_cast<int>(i % dim);
+    const int64_t row = static_cast<int64_t>(b) * stride + t;
     const float v = cache::LatentValue(seed, layer, kv_lora, rope, b, t, d);
-    latent[i] = static_cast<uint16_t>(__float_as_uint(v) >> 16);
+    latent[row * dim + d] = static_cast<uint16_t>(__float_as_uint(v) >> 16);
     if (d < index_dim) {
-      keys[token * index_dim + d] =
+      keys[row * index_dim + d] =
           cache::IndexKeyByte(seed, layer, index_dim, b, t, d);
     }
   }
@@ -264,11 +267,11 @@ GpuStatus CarveAll(const StepProblem& p, const StepGeometry& g, Carver& c,
 }
 
 int64_t LatentCacheElements(const StepProblem& p) {
-  return int64_t{p.batch} * p.context * (p.dims.kv_lora + p.dims.rope);
+  return int64_t{p.batch} * CacheTokens(p) * (p.dims.kv_lora + p.dims.rope);
 }
 
 int64_t KeyCacheBytes(const StepProblem& p) {
-  return int64_t{p.batch} * p.context * p.dims.index_dim;
+  return int64_t{p.batch} * CacheTokens(p) * p.dims.index_dim;
 }
 
 size_t DensePartBytes(const StepProblem& p, const StepGeometry& g) {
@@ -300,14 +303,13 @@ StepWeightKey WeightKeyOf(const StepProblem& p, int device,
   return k;
 }
 
-const uint16_t* StepCaches::latent(int layer) const {
-  return reinterpret_cast<const uint16_t*>(buffer.as<char>() +
-                                           layer * layer_stride);
+uint16_t* StepCaches::latent(int layer) const {
+  return reinterpret_cast<uint16_t*>(buffer.as<char>() + layer * layer_stride);
 }
 
-const uint8_t* StepCaches::keys(int layer) const {
-  return reinterpret_cast<const uint8_t*>(buffer.as<char>() +
-                                          layer * layer_stride + keys_offset);
+uint8_t* StepCaches::keys(int layer) const {
+  return reinterpret_cast<uint8_t*>(buffer.as<char>() + layer * layer_stride +
+                                    keys_offset);
 }
 
 MoeProblem MoeLayerProblem(const StepProblem& p, int layer) {
@@ -377,16 +379,21 @@ GpuStatus GenerateStepCaches(const StepProblem& p, StepCaches* c) {
   c->layer_stride = Align256(latent * 2) + Align256(keys);
   c->keys_offset = Align256(latent * 2);
   MG_RETURN_IF_ERROR(c->buffer.Allocate(c->layer_stride * p.layers));
-  for (int layer = 0; layer < p.layers && latent > 0; ++layer) {
-    FillCachesKernel<<<FillGrid(latent), kFillThreads>>>(
-        p.seed, layer, p.batch, p.context, p.dims.kv_lora, p.dims.rope,
-        p.dims.index_dim, const_cast<uint16_t*>(c->latent(layer)),
-        const_cast<uint8_t*>(c->keys(layer)));
+  // Room for appended tokens reads as zeros until a step writes it.
+  MG_CUDA(cudaMemset(c->buffer.get(), 0, c->layer_stride * p.layers));
+  const int prefilled = Prefilled(p);
+  const int64_t synthetic =
+      int64_t{p.batch} * prefilled * (p.dims.kv_lora + p.dims.rope);
+  for (int layer = 0; layer < p.layers && synthetic > 0; ++layer) {
+    FillCachesKernel<<<FillGrid(synthetic), kFillThreads>>>(
+        p.seed, layer, p.batch, prefilled, CacheTokens(p), p.dims.kv_lora,
+        p.dims.rope, p.dims.index_dim, c->latent(layer), c->keys(layer));
     MG_CHECK_LAUNCH();
   }
   MG_CUDA(cudaDeviceSynchronize());
   c->batch = p.batch;
-  c->context = p.context;
+  c->prefilled = prefilled;
+  c->tokens = CacheTokens(p);
   c->bytes = c->layer_stride * p.layers;
   return OkStatus();
 }

@@ -72,16 +72,17 @@ struct StepWeights {
   int64_t bytes = 0;
 };
 
-// Every sequence's caches of every layer: latent [batch][context]
-// [latent_dim] BF16 and keys [batch][context][index_dim] E4M3 a layer.
+// Every sequence's caches of every layer: latent [batch][tokens]
+// [latent_dim] BF16 and keys [batch][tokens][index_dim] E4M3 a layer,
+// tokens = CacheTokens(p), the first Prefilled(p) of each synthetic.
 struct StepCaches {
   StepWeightKey weights;  // of the same weights' problem
-  int batch = 0, context = 0;
+  int batch = 0, prefilled = 0, tokens = 0;
   DeviceBuffer buffer;
   int64_t layer_stride = 0, keys_offset = 0;  // bytes
   int64_t bytes = 0;
-  const uint16_t* latent(int layer) const;
-  const uint8_t* keys(int layer) const;
+  uint16_t* latent(int layer) const;
+  uint8_t* keys(int layer) const;
 };
 
 // Bytes the shard's weights and caches take, for the fit check.

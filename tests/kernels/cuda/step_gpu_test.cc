@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/backends/registry.h"
 #include "kernels/cuda/step_problem.h"
@@ -156,6 +157,47 @@ TEST(StepGpuTest, GraphAndEagerStepsBothMatchTheReference) {
   ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
   EXPECT_LT(RelL2(r.timed_logits, r.logits), 1e-3);
   EXPECT_GT(r.kernels_per_step, 4 * 10);
+}
+
+// Several steps in a row, each appending its tokens' entries to the caches
+// and decoding the tokens the one before chose, against the reference's
+// steps (graph off and on alternately).
+TEST(StepGpuTest, SeveralStepsInARowMatchTheReference) {
+  SKIP_WITHOUT_GPU();
+  const ref::StepSpec spec = Spec("tiny", 4, 2, 30);  // 30 + 3 > topk 16
+  constexpr int kSteps = 3;
+  const auto want =
+      ref::DecodeSteps(spec, kSteps, ref::Bf16InputReferenceMoe(spec));
+  ASSERT_TRUE(want.ok()) << want.status();
+  ref::Generated chosen;  // only its tokens: the GPU keeps its own caches
+  chosen.prefilled = spec.context;
+  for (int s = 0; s < kSteps; ++s) {
+    SCOPED_TRACE(::testing::Message() << "step " << s);
+    ref::StepSpec at = spec;
+    at.context = spec.context + s;
+    if (s > 0) at.generated = &chosen;
+    StepProblem p = MakeStepProblem(at);
+    p.prefilled = spec.context;
+    p.cache_tokens = spec.context + kSteps;
+    StepRunOptions o = Options("fused_gemv", s % 2 == 1);
+    o.append_to_caches = true;
+    const StepRunResult r = RunDecodeStep(p, o);
+    ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+    EXPECT_LT(RelL2(r.logits, (*want)[s]), kTolerance);
+    EXPECT_LT(RelL2(r.timed_logits, (*want)[s]), kTolerance);
+    EXPECT_EQ(r.next_tokens, ArgMax((*want)[s], spec.batch, 0));
+    chosen.tokens = r.next_tokens;
+  }
+}
+
+TEST(StepGpuTest, AppendingNeedsRoomInTheCaches) {
+  SKIP_WITHOUT_GPU();
+  StepRunOptions o = Options("fused_gemv", false);
+  o.append_to_caches = true;
+  const StepRunResult r =
+      RunDecodeStep(MakeStepProblem(Spec("tiny", 4, 1, 8)), o);
+  EXPECT_EQ(r.status, RunStatus::kBadProblem);
+  EXPECT_THAT(r.message, ::testing::HasSubstr("cache_tokens"));
 }
 
 // GLM-5's real dims, rank 0 and rank 3 of world 8, one dense layer: every
