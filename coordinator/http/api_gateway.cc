@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/http/grpc_code_name.h"
 #include "coordinator/http/json_codec.h"
 
 namespace moetune::coordinator::http {
@@ -39,24 +40,6 @@ int HttpStatusFor(grpc::StatusCode code) {
       return 500;
   }
 }
-
-constexpr const char* kCodeNames[] = {"OK",
-                                      "CANCELLED",
-                                      "UNKNOWN",
-                                      "INVALID_ARGUMENT",
-                                      "DEADLINE_EXCEEDED",
-                                      "NOT_FOUND",
-                                      "ALREADY_EXISTS",
-                                      "PERMISSION_DENIED",
-                                      "RESOURCE_EXHAUSTED",
-                                      "FAILED_PRECONDITION",
-                                      "ABORTED",
-                                      "OUT_OF_RANGE",
-                                      "UNIMPLEMENTED",
-                                      "INTERNAL",
-                                      "UNAVAILABLE",
-                                      "DATA_LOSS",
-                                      "UNAUTHENTICATED"};
 
 // The request's bearer token travels on as gRPC metadata, so the service's
 // own Authorizer decides, exactly as for a gRPC client.
@@ -96,8 +79,7 @@ auto UnaryMethod(grpc::Status (Moetune::Stub::*rpc)(grpc::ClientContext*,
 }  // namespace
 
 HttpReply ErrorReply(grpc::StatusCode code, absl::string_view message) {
-  const int index = static_cast<int>(code);
-  const char* name = index >= 0 && index <= 16 ? kCodeNames[index] : "UNKNOWN";
+  const char* name = GrpcCodeName(code);
   return HttpReply{HttpStatusFor(code), "application/json",
                    absl::StrCat("{\"code\": \"", name, "\", \"message\": \"",
                                 JsonEscape(message), "\"}")};

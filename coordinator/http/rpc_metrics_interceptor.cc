@@ -2,28 +2,12 @@
 
 #include <string>
 
+#include "coordinator/http/grpc_code_name.h"
+
 namespace moetune::coordinator::http {
 namespace {
 
 using grpc::experimental::InterceptionHookPoints;
-
-constexpr const char* kCodeNames[] = {"OK",
-                                      "CANCELLED",
-                                      "UNKNOWN",
-                                      "INVALID_ARGUMENT",
-                                      "DEADLINE_EXCEEDED",
-                                      "NOT_FOUND",
-                                      "ALREADY_EXISTS",
-                                      "PERMISSION_DENIED",
-                                      "RESOURCE_EXHAUSTED",
-                                      "FAILED_PRECONDITION",
-                                      "ABORTED",
-                                      "OUT_OF_RANGE",
-                                      "UNIMPLEMENTED",
-                                      "INTERNAL",
-                                      "UNAVAILABLE",
-                                      "DATA_LOSS",
-                                      "UNAUTHENTICATED"};
 
 // Times from the call's creation (its metadata arrived) to the status being
 // sent: the server's share of the latency.
@@ -40,11 +24,10 @@ class RpcMetricsInterceptor final : public grpc::experimental::Interceptor {
       grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             InterceptionHookPoints::PRE_SEND_STATUS)) {
-      const int code = static_cast<int>(methods->GetSendStatus().error_code());
       const double seconds = (clock_->MonotonicNs() - start_ns_) * 1e-9;
-      metrics_->ObserveRpc(
-          method_, code >= 0 && code <= 16 ? kCodeNames[code] : "UNKNOWN",
-          seconds);
+      metrics_->ObserveRpc(method_,
+                           GrpcCodeName(methods->GetSendStatus().error_code()),
+                           seconds);
     }
     methods->Proceed();
   }
