@@ -60,6 +60,14 @@ __device__ __forceinline__ void AccumulateChunk(const uint4& packed,
   }
 }
 
+// Where output row r of sequence b goes (Bf16Gemv's segments).
+__device__ __forceinline__ float* OutputOf(const Bf16Gemv& g, int r, int b) {
+  if (g.segments == 0) return g.y + b * g.y_stride + r;
+  int s = 0, begin = 0;
+  while (s + 1 < g.segments && r >= g.seg_end[s]) begin = g.seg_end[s++];
+  return g.seg_y[s] + b * g.seg_y_stride[s] + (r - begin);
+}
+
 // Block = kWarpsPerBlock / ks rows x ks parts of K: warp (row, part) sums
 // every ks-th group of 32 chunks of its row, kGemvUnroll loads in flight a
 // lane; the parts meet in shared memory. ks > 1 lets a GEMV of few rows
@@ -102,7 +110,7 @@ __global__ void GemvBf16Kernel(Bf16Gemv g, int ks) {
     if (row_in_block < rows_per_block && i < nb && out_row < g.rows) {
       float sum = 0.0f;
       for (int k = 0; k < ks; ++k) sum += partial[row_in_block * ks + k][i];
-      g.y[(b0 + i) * g.y_stride + out_row] = sum;
+      *OutputOf(g, out_row, b0 + i) = sum;
     }
     __syncthreads();
   }
@@ -207,8 +215,25 @@ void LaunchGemvBf16Nb(const Bf16Gemv& g, cudaStream_t stream) {
   GemvBf16Kernel<NB><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(g, ks);
 }
 
+void AddGemvSegment(Bf16Gemv* g, int rows, float* y, int64_t y_stride) {
+  if (g->segments >= Bf16Gemv::kMaxSegments) {
+    g->segments = Bf16Gemv::kMaxSegments + 1;  // refused at launch
+    return;
+  }
+  const int s = g->segments++;
+  g->rows += rows;
+  g->seg_end[s] = g->rows;
+  g->seg_y[s] = y;
+  g->seg_y_stride[s] = y_stride;
+}
+
 GpuStatus LaunchGemvBf16(const Bf16Gemv& given, cudaStream_t stream) {
   Bf16Gemv g = given;
+  if (g.segments > Bf16Gemv::kMaxSegments) {
+    return Fail(RunStatus::kBadProblem,
+                "a BF16 GEMV takes at most " +
+                    std::to_string(Bf16Gemv::kMaxSegments) + " segments");
+  }
   if (g.rows_per_x == 0) g.rows_per_x = g.rows;
   if (g.batch >= 8) {
     LaunchGemvBf16Nb<8>(g, stream);

@@ -36,7 +36,18 @@ struct Bf16Gemv {
   float* y = nullptr;
   int64_t y_stride = 0;
   int batch = 1;
+  // Several matrices of one input whose weights lie back to back, in one
+  // launch (one ramp up and down instead of several): rows [end[s - 1],
+  // end[s]) are segment s's, written to seg_y[s] from its row 0, rows
+  // seg_y_stride[s] apart per sequence. 0 segments: y and y_stride.
+  static constexpr int kMaxSegments = 4;
+  int segments = 0;
+  int seg_end[kMaxSegments] = {};
+  float* seg_y[kMaxSegments] = {};
+  int64_t seg_y_stride[kMaxSegments] = {};
 };
+// Appends a segment of `rows` rows written to y (rows y_stride apart).
+void AddGemvSegment(Bf16Gemv* g, int rows, float* y, int64_t y_stride);
 GpuStatus LaunchGemvBf16(const Bf16Gemv& g, cudaStream_t stream);
 
 // y[b][r] = tensor_scale * sum_c E2M1(code) * E4M3(scale) * x[b][c]: codes

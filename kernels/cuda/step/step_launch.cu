@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <vector>
 
 #include "kernels/cuda/run_buffers.cuh"
@@ -91,35 +92,66 @@ GpuStatus Mark(const StepLaunch& s, const char* part, cudaStream_t stream) {
     MG_RETURN_IF_ERROR(launch);                \
   } while (0)
 
-// q (rotated) and the new token's latent entry (normed, rotated).
+struct Projection {
+  const uint16_t* w;  // [rows][k]
+  int rows;
+  float* y;  // [batch][rows]
+};
+
+// One GEMV over several matrices of one input x [batch][k] where their
+// weights lie back to back (step_weights.cu carves them so): one ramp up
+// and down instead of several. Else a GEMV a matrix.
+GpuStatus Project(const char* part, const StepLaunch& s,
+                  std::initializer_list<Projection> list, int k, const float* x,
+                  cudaStream_t stream) {
+  const int n = s.problem->batch;
+  bool contiguous = list.size() <= Bf16Gemv::kMaxSegments;
+  const uint16_t* next = list.begin()->w;
+  for (const Projection& p : list) {
+    contiguous = contiguous && p.w == next;
+    next = p.w + int64_t{p.rows} * k;
+  }
+  if (contiguous) {
+    Bf16Gemv g = Plain(list.begin()->w, 0, k, x, k, nullptr, 0, n);
+    for (const Projection& p : list) AddGemvSegment(&g, p.rows, p.y, p.rows);
+    STEP_LAUNCH(part, LaunchGemvBf16(g, stream));
+    return OkStatus();
+  }
+  for (const Projection& p : list) {
+    STEP_LAUNCH(part, LaunchGemvBf16(
+                          Plain(p.w, p.rows, k, x, k, p.y, p.rows, n), stream));
+  }
+  return OkStatus();
+}
+
+// q (rotated), the new token's latent entry (normed, rotated), and the
+// indexer's query (rotated), head weights and key (its norm: Indexer).
 GpuStatus QueryAndLatent(const StepLaunch& s, const LayerParams& w,
                          cudaStream_t stream) {
   const StepDims& d = s.problem->dims;
   const StepGeometry& g = s.geo;
   StepBuffers& b = *s.buffers;
   const int n = s.problem->batch, q_rows = g.heads * g.head_dim;
-  STEP_LAUNCH("attention/q_a",
-              LaunchGemvBf16(Plain(w.q_a, d.q_lora, d.hidden, b.xn, d.hidden,
-                                   b.qa, d.q_lora, n),
-                             stream));
+  MG_RETURN_IF_ERROR(Project("attention/x_projections", s,
+                             {{w.q_a, d.q_lora, b.qa},
+                              {w.kv_a, g.latent_dim, b.kv},
+                              {w.index_k, d.index_dim, b.ik},
+                              {w.index_w, d.index_heads, b.iw}},
+                             d.hidden, b.xn, stream));
   STEP_LAUNCH("attention/q_a_norm",
               LaunchRmsNorm(b.qa, d.q_lora, w.q_a_norm, d.q_lora, d.latent_eps,
                             n, {b.qa, d.q_lora}, stream));
-  STEP_LAUNCH("attention/q_b",
-              LaunchGemvBf16(Plain(w.q_b, q_rows, d.q_lora, b.qa, d.q_lora, b.q,
-                                   q_rows, n),
-                             stream));
-  STEP_LAUNCH("attention/q_rope", LaunchRope(b.q, n * g.heads, g.head_dim,
-                                             d.nope, Rope(s), stream));
-  STEP_LAUNCH("attention/kv_a",
-              LaunchGemvBf16(Plain(w.kv_a, g.latent_dim, d.hidden, b.xn,
-                                   d.hidden, b.kv, g.latent_dim, n),
-                             stream));
   STEP_LAUNCH("attention/kv_norm",
               LaunchRmsNorm(b.kv, g.latent_dim, w.kv_a_norm, d.kv_lora,
                             d.latent_eps, n, {b.kv, g.latent_dim}, stream));
   STEP_LAUNCH("attention/kv_rope",
               LaunchRope(b.kv, n, g.latent_dim, d.kv_lora, Rope(s), stream));
+  MG_RETURN_IF_ERROR(Project(
+      "attention/q_projections", s,
+      {{w.q_b, q_rows, b.q}, {w.index_q, d.index_heads * d.index_dim, b.qi}},
+      d.q_lora, b.qa, stream));
+  STEP_LAUNCH("attention/q_rope", LaunchRope(b.q, n * g.heads, g.head_dim,
+                                             d.nope, Rope(s), stream));
   return OkStatus();
 }
 
@@ -142,27 +174,16 @@ IndexerScores ScoresOf(const StepLaunch& s, int layer) {
   return scores;
 }
 
-// The DSA indexer: its query, head weights and new key; the scores of every
-// token; the kept set.
+// The DSA indexer (its query, head weights and key projected beside the
+// attention's): the query's RoPE, the key's norm, the scores of every token,
+// the kept set.
 GpuStatus Indexer(const StepLaunch& s, int layer, const LayerParams& w,
                   cudaStream_t stream) {
   const StepDims& d = s.problem->dims;
   StepBuffers& b = *s.buffers;
-  const int n = s.problem->batch, qi_rows = d.index_heads * d.index_dim;
-  STEP_LAUNCH("indexer/q",
-              LaunchGemvBf16(Plain(w.index_q, qi_rows, d.q_lora, b.qa, d.q_lora,
-                                   b.qi, qi_rows, n),
-                             stream));
+  const int n = s.problem->batch;
   STEP_LAUNCH("indexer/q_rope", LaunchRope(b.qi, n * d.index_heads, d.index_dim,
                                            0, Rope(s), stream));
-  STEP_LAUNCH("indexer/w",
-              LaunchGemvBf16(Plain(w.index_w, d.index_heads, d.hidden, b.xn,
-                                   d.hidden, b.iw, d.index_heads, n),
-                             stream));
-  STEP_LAUNCH("indexer/k",
-              LaunchGemvBf16(Plain(w.index_k, d.index_dim, d.hidden, b.xn,
-                                   d.hidden, b.ik, d.index_dim, n),
-                             stream));
   STEP_LAUNCH("indexer/k_norm",
               LaunchIndexKeyNorm(b.ik, d.index_dim, w.key_norm, w.key_bias,
                                  d.index_eps, Rope(s), n, stream));

@@ -113,14 +113,17 @@ LayerBuffers CarveLayer(const StepProblem& p, const StepGeometry& g, int layer,
   b.kv_a_norm = c.Take<float>(d.kv_lora);
   b.key_norm = c.Take<float>(d.index_dim);
   b.key_bias = c.Take<float>(d.index_dim);
+  // Matrices of one input back to back (rows of 2 * hidden bytes, a
+  // multiple of 256 at GLM-5's dims): one GEMV launch reads each group
+  // (step_launch.cu).
   b.q_a = c.Take<uint16_t>(size_t(d.q_lora) * d.hidden);
   b.kv_a = c.Take<uint16_t>(size_t(g.latent_dim) * d.hidden);
-  b.q_b = c.Take<uint16_t>(size_t(g.heads) * g.head_dim * d.q_lora);
-  b.kv_b = c.Take<uint16_t>(size_t(g.heads) * (d.nope + d.v_dim) * d.kv_lora);
-  b.o = c.Take<uint16_t>(size_t(d.hidden) * g.heads * d.v_dim);
-  b.index_q = c.Take<uint16_t>(size_t(d.index_heads) * d.index_dim * d.q_lora);
   b.index_k = c.Take<uint16_t>(size_t(d.index_dim) * d.hidden);
   b.index_w = c.Take<uint16_t>(size_t(d.index_heads) * d.hidden);
+  b.q_b = c.Take<uint16_t>(size_t(g.heads) * g.head_dim * d.q_lora);
+  b.index_q = c.Take<uint16_t>(size_t(d.index_heads) * d.index_dim * d.q_lora);
+  b.kv_b = c.Take<uint16_t>(size_t(g.heads) * (d.nope + d.v_dim) * d.kv_lora);
+  b.o = c.Take<uint16_t>(size_t(d.hidden) * g.heads * d.v_dim);
   if (layer < d.num_dense_layers) {
     b.gu_codes = c.Take<uint8_t>(size_t(2) * g.dense * d.hidden / 2);
     b.gu_scales = c.Take<uint8_t>(size_t(2) * g.dense * d.hidden / 16);
