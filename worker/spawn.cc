@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/spawn_argv.h"
 
 extern char** environ;
 
@@ -43,10 +44,7 @@ pid_t Spawn(const std::vector<std::string>& argv, int in, int out, int err,
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&attr, 0);  // own group: kill takes descendants
-  std::vector<char*> args;
-  for (const std::string& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+  std::vector<char*> args = SpawnArgv(argv);
   pid_t pid = -1;
   const int rc =
       posix_spawn(&pid, args[0], &actions, &attr, args.data(), environ);

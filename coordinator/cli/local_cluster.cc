@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/spawn_argv.h"
 #include "common/status_macros.h"
 
 extern char** environ;
@@ -71,9 +72,7 @@ absl::Status LocalCluster::SpawnWorker(const std::string& binary,
       binary, "--coordinator=" + server_->worker_address(),
       "--device=" + device, "--name=local:" + device,
       absl::StrCat("--parent_pid=", getpid())};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  std::vector<char*> argv = SpawnArgv(args);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(),

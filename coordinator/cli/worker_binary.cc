@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/spawn_argv.h"
 #include "coordinator/cli/local_cluster.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -51,10 +52,7 @@ absl::StatusOr<std::string> CaptureStdout(
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
-  std::vector<char*> args;
-  for (const std::string& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+  std::vector<char*> args = SpawnArgv(argv);
   pid_t pid = -1;
   const int rc =
       posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);

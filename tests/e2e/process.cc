@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "common/spawn_argv.h"
+
 extern char** environ;
 
 namespace moetune::e2e {
@@ -24,10 +26,7 @@ Process::Process(const std::vector<std::string>& argv,
   posix_spawn_file_actions_addclose(&actions, out[0]);
   posix_spawn_file_actions_addopen(&actions, 2, log_path.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<char*> args;
-  for (const std::string& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+  std::vector<char*> args = SpawnArgv(argv);
   if (posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ) !=
       0) {
     pid_ = -1;
