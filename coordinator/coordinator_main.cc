@@ -96,10 +96,10 @@ std::string Usage() {
       "moetune-coordinator: the gRPC coordinator, the database's only "
       "writer.\n\nusage: moetune-coordinator [--listen ADDR] "
       "[--worker_listen ADDR] [--db PATH] [flags]\n\nflags:\n",
-      moetune::DescribeFlags({"listen", "worker_listen", "db", "lease_ms",
-                              "heartbeat_ms", "tokens_file", "tls_cert",
-                              "tls_key", "tls_client_ca", "log_level",
-                              "log_format"}),
+      moetune::DescribeFlags(
+          {"listen", "worker_listen", "db", "lease_ms", "heartbeat_ms",
+           "tokens_file", "tls_cert", "tls_key", "tls_client_ca", "http_listen",
+           "web_root", "http_allow_writes", "log_level", "log_format"}),
       "  --help, --version\n\nexit: 0 stopped by SIGTERM/SIGINT, 1 refused "
       "start, 2 bad flag\n");
 }

@@ -183,8 +183,8 @@ std::string Usage() {
       "--device cpu|N [flags]\n\nflags:\n",
       DescribeFlags({"coordinator", "device", "name", "token_file", "tls_ca",
                      "tls_cert", "tls_key", "report_retry_s", "trial_wrapper",
-                     "max_trials", "probe_only", "count_gpus", "parent_pid",
-                     "log_level", "log_format"}),
+                     "warm_trials", "max_trials", "probe_only", "count_gpus",
+                     "parent_pid", "log_level", "log_format"}),
       "  --help, --version\n\nexit: 0 stopped, 1 failed, 2 bad flag\n");
 }
 
