@@ -33,10 +33,21 @@ bool WarmProcess::Start(std::string* error) {
   return pid_ > 0;
 }
 
+void WarmProcess::ReapIfGone() {
+  if (pid_ <= 0) return;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) return;
+  kill(-pid_, SIGKILL);  // anything it left behind in its group
+  pipes_.CloseAll();
+  pid_ = -1;
+  pending_.clear();
+}
+
 ChildOutcome WarmProcess::Call(const std::string& request,
                                std::chrono::milliseconds deadline,
                                const std::atomic<bool>* cancel) {
   ChildOutcome out;
+  ReapIfGone();  // one that died idle costs no call: a fresh one starts
   if (!running() && !Start(&out.error)) return out;  // kSpawnFailed
   out.kind = Exchange(EncodeFrame(request), deadline, cancel, &out);
   if (out.kind == ChildOutcome::Kind::kExited && out.exit_code == 0 &&

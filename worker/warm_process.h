@@ -47,6 +47,8 @@ class WarmProcess {
 
  private:
   bool Start(std::string* error);
+  // Forgets a process that ended between calls (killed, out of memory).
+  void ReapIfGone();
   ChildOutcome::Kind Exchange(const std::string& frame,
                               std::chrono::milliseconds deadline,
                               const std::atomic<bool>* cancel,

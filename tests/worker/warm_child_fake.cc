@@ -1,7 +1,7 @@
 // A stand-in for a warm trial process in warm_process_test: serves frames
 // on stdin, answering "<pid>:<request>", except for requests that make it
 // misbehave: "crash" aborts, "hang" sleeps, "quit" exits 0 without a reply,
-// "noisy" writes to stderr first.
+// "noisy" writes to stderr first, "bye" replies and then exits.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -21,6 +21,7 @@ int main() {
     }
     const std::string reply = std::to_string(getpid()) + ":" + request;
     if (!moetune::worker::WriteAll(STDOUT_FILENO, EncodeFrame(reply))) return 3;
+    if (request == "bye") return 0;
   }
   return 0;
 }

@@ -98,6 +98,19 @@ TEST(WarmProcessTest, StderrIsTheCallsOwnAndStopEndsTheProcess) {
   EXPECT_EQ(Ask(p, "again").kind, ChildOutcome::Kind::kExited);
 }
 
+// A process that ends between calls (killed, out of memory) costs no call.
+TEST(WarmProcessTest, AProcessThatDiedIdleIsReplacedBeforeTheNextCall) {
+  WarmProcess p = Fake();
+  const ChildOutcome bye = Ask(p, "bye");
+  ASSERT_EQ(bye.kind, ChildOutcome::Kind::kExited);
+  std::this_thread::sleep_for(milliseconds(200));  // it exits meanwhile
+  const ChildOutcome next = Ask(p, "next");
+  ASSERT_EQ(next.kind, ChildOutcome::Kind::kExited) << DescribeOutcome(next);
+  EXPECT_EQ(next.exit_code, 0);
+  EXPECT_NE(PidOf(next), PidOf(bye));
+  EXPECT_EQ(p.calls_served(), 1);
+}
+
 TEST(WarmProcessTest, AMissingProgramIsASpawnFailure) {
   WarmProcess p({"/nonexistent/moetune-worker"});
   const ChildOutcome out = Ask(p, "a");
