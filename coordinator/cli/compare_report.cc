@@ -212,8 +212,8 @@ std::string Summary(const ReportHeader& header,
       " slower, ", same, " same within noise, ", failing, " now failing");
   if (header.threshold_pct >= 0) {
     absl::StrAppend(&text, "; ", report.regressions,
-                    " regressions beyond noise and ",
-                    FormatDouble(header.threshold_pct), "%");
+                    " slower beyond noise by more than ",
+                    FormatDouble(header.threshold_pct), "% or now failing");
   }
   return text;
 }
