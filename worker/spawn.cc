@@ -1,12 +1,14 @@
 #include "worker/spawn.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "common/spawn_argv.h"
@@ -61,6 +63,10 @@ pid_t Spawn(const std::vector<std::string>& argv, int in, int out, int err,
 
 pid_t SpawnChild(const std::vector<std::string>& argv, ChildPipes* pipes,
                  std::string* error) {
+  // A write to the stdin of a child that died must fail with EPIPE, not
+  // kill the supervisor with SIGPIPE (whatever program links this).
+  static std::once_flag ignore_sigpipe;
+  std::call_once(ignore_sigpipe, [] { signal(SIGPIPE, SIG_IGN); });
   if (argv.empty()) {
     *error = "empty command";
     return -1;

@@ -19,7 +19,9 @@ struct ChildPipes {
 
 // Spawns argv (argv[0] a path) in a new process group. On success returns
 // the pid and fills *pipes (stdin non-blocking, so that a stuck child
-// cannot block the parent); -1 with *error set otherwise.
+// cannot block the parent); -1 with *error set otherwise. The first call
+// sets SIGPIPE to ignored in this process: writing to a dead child's stdin
+// then fails with EPIPE, which the callers report as the child's end.
 pid_t SpawnChild(const std::vector<std::string>& argv, ChildPipes* pipes,
                  std::string* error);
 
