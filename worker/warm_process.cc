@@ -33,14 +33,30 @@ bool WarmProcess::Start(std::string* error) {
   return pid_ > 0;
 }
 
-void WarmProcess::ReapIfGone() {
-  if (pid_ <= 0) return;
-  int status = 0;
-  if (waitpid(pid_, &status, WNOHANG) != pid_) return;
-  kill(-pid_, SIGKILL);  // anything it left behind in its group
+bool WarmProcess::Ended() const {
+  siginfo_t info{};
+  return waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+         info.si_pid == pid_;
+}
+
+int WarmProcess::Forget(ChildOutcome* out) {
+  // Its group first, before the reap frees the group id: anything it left
+  // behind dies too, and a descendant holding stderr open cannot keep the
+  // drain below waiting.
+  kill(-pid_, SIGKILL);
+  if (out != nullptr && pipes_.stderr_fd >= 0) {
+    while (DrainInto(pipes_.stderr_fd, &out->stderr_tail, kStderrTailBytes)) {
+    }
+  }
   pipes_.CloseAll();
+  const int status = ReapChild(pid_);
   pid_ = -1;
   pending_.clear();
+  return status;
+}
+
+void WarmProcess::ReapIfGone() {
+  if (pid_ > 0 && Ended()) Forget(nullptr);
 }
 
 ChildOutcome WarmProcess::Call(const std::string& request,
@@ -109,24 +125,14 @@ ChildOutcome::Kind WarmProcess::Exchange(const std::string& frame,
 
 void WarmProcess::End(ChildOutcome* out) {
   if (pid_ <= 0) return;
-  // Always the whole group: a descendant holding stderr open would keep
-  // the drain below waiting.
-  kill(-pid_, SIGKILL);
-  if (pipes_.stderr_fd >= 0 && out != nullptr) {
-    while (DrainInto(pipes_.stderr_fd, &out->stderr_tail, kStderrTailBytes)) {
-    }
-  }
-  pipes_.CloseAll();
-  const int status = ReapChild(pid_);
-  if (out != nullptr && out->kind == ChildOutcome::Kind::kExited) {
+  const int status = Forget(out);
+  if (out->kind == ChildOutcome::Kind::kExited) {
     SetExitStatus(status, out);
     // A child that ended its output but exited 0 still gave no reply.
     if (out->kind == ChildOutcome::Kind::kExited && out->exit_code == 0) {
       out->exit_code = -1;
     }
   }
-  pid_ = -1;
-  pending_.clear();
 }
 
 void WarmProcess::Stop() {
@@ -134,17 +140,10 @@ void WarmProcess::Stop() {
   close(pipes_.stdin_fd);  // end of input: a serving child returns
   pipes_.stdin_fd = -1;
   const auto until = std::chrono::steady_clock::now() + kStopGrace;
-  int status = 0;
-  while (std::chrono::steady_clock::now() < until) {
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      kill(-pid_, SIGKILL);  // anything it left behind in its group
-      pipes_.CloseAll();
-      pid_ = -1;
-      return;
-    }
+  while (!Ended() && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  End(nullptr);
+  Forget(nullptr);
 }
 
 }  // namespace moetune::worker

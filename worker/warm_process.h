@@ -49,12 +49,17 @@ class WarmProcess {
   bool Start(std::string* error);
   // Forgets a process that ended between calls (killed, out of memory).
   void ReapIfGone();
+  // Whether the process has ended (its status still waiting to be reaped).
+  bool Ended() const;
+  // Kills its group, drains its stderr into out (when given), reaps it and
+  // forgets it; its raw wait status.
+  int Forget(ChildOutcome* out);
   ChildOutcome::Kind Exchange(const std::string& frame,
                               std::chrono::milliseconds deadline,
                               const std::atomic<bool>* cancel,
                               ChildOutcome* out);
-  // Kills the group, drains stderr into out, reaps (out's kind and status
-  // from the wait when it ended by itself), closes the pipes.
+  // Forget, with out's kind and status from the wait when it ended by
+  // itself.
   void End(ChildOutcome* out);
 
   std::vector<std::string> argv_;
