@@ -190,8 +190,8 @@ TEST(StepGpuTest, SeveralStepsInARowMatchTheReference) {
   }
 }
 
+// Checked before the device is touched: runs without a GPU too.
 TEST(StepGpuTest, AppendingNeedsRoomInTheCaches) {
-  SKIP_WITHOUT_GPU();
   StepRunOptions o = Options("fused_gemv", false);
   o.append_to_caches = true;
   const StepRunResult r =
@@ -260,6 +260,12 @@ TEST(StepGpuTest, BadProblemsAreRefusedNamingTheField) {
   const StepRunResult r = RunDecodeStep(p, Options("fused_gemv", false));
   EXPECT_EQ(r.status, RunStatus::kBadProblem);
   EXPECT_NE(r.message.find("problem.tokens"), std::string::npos) << r.message;
+  StepProblem past = MakeStepProblem(Spec("tiny", 2, 1, 8));
+  past.prefilled = 9;  // more synthetic tokens than the context
+  const StepRunResult refused =
+      RunDecodeStep(past, Options("fused_gemv", false));
+  EXPECT_EQ(refused.status, RunStatus::kBadProblem);
+  EXPECT_THAT(refused.message, ::testing::HasSubstr("problem.prefilled"));
 }
 
 }  // namespace
