@@ -141,17 +141,21 @@ GpuStatus QueryAndLatent(const StepLaunch& s, const LayerParams& w,
   STEP_LAUNCH("attention/q_a_norm",
               LaunchRmsNorm(b.qa, d.q_lora, w.q_a_norm, d.q_lora, d.latent_eps,
                             n, {b.qa, d.q_lora}, stream));
-  STEP_LAUNCH("attention/kv_norm",
+  NormOut latent{b.kv, g.latent_dim};
+  latent.rope_offset = d.kv_lora;  // the rope key, rotated in the same launch
+  latent.rope = Rope(s);
+  STEP_LAUNCH("attention/kv_norm_rope",
               LaunchRmsNorm(b.kv, g.latent_dim, w.kv_a_norm, d.kv_lora,
-                            d.latent_eps, n, {b.kv, g.latent_dim}, stream));
-  STEP_LAUNCH("attention/kv_rope",
-              LaunchRope(b.kv, n, g.latent_dim, d.kv_lora, Rope(s), stream));
+                            d.latent_eps, n, latent, stream));
   MG_RETURN_IF_ERROR(Project(
       "attention/q_projections", s,
       {{w.q_b, q_rows, b.q}, {w.index_q, d.index_heads * d.index_dim, b.qi}},
       d.q_lora, b.qa, stream));
-  STEP_LAUNCH("attention/q_rope", LaunchRope(b.q, n * g.heads, g.head_dim,
-                                             d.nope, Rope(s), stream));
+  // The attention's and the indexer's queries in one launch.
+  STEP_LAUNCH("attention/q_rope",
+              LaunchRopeRows({b.q, n * g.heads, g.head_dim, d.nope},
+                             {b.qi, n * d.index_heads, d.index_dim, 0}, Rope(s),
+                             stream));
   return OkStatus();
 }
 
@@ -174,16 +178,14 @@ IndexerScores ScoresOf(const StepLaunch& s, int layer) {
   return scores;
 }
 
-// The DSA indexer (its query, head weights and key projected beside the
-// attention's): the query's RoPE, the key's norm, the scores of every token,
-// the kept set.
+// The DSA indexer (its query, head weights and key projected, and its query
+// rotated, beside the attention's): the key's norm, the scores of every
+// token, the kept set.
 GpuStatus Indexer(const StepLaunch& s, int layer, const LayerParams& w,
                   cudaStream_t stream) {
   const StepDims& d = s.problem->dims;
   StepBuffers& b = *s.buffers;
   const int n = s.problem->batch;
-  STEP_LAUNCH("indexer/q_rope", LaunchRope(b.qi, n * d.index_heads, d.index_dim,
-                                           0, Rope(s), stream));
   STEP_LAUNCH("indexer/k_norm",
               LaunchIndexKeyNorm(b.ik, d.index_dim, w.key_norm, w.key_bias,
                                  d.index_eps, Rope(s), n, stream));

@@ -23,6 +23,13 @@ __global__ void EmbedKernel(const int* tokens, int hidden, uint64_t seed,
   }
 }
 
+__device__ void RotatePair(float* p, int i, const RopeTable& rope) {
+  const double even = p[2 * i], odd = p[2 * i + 1];
+  const double c = rope.cos[i], s = rope.sin[i];
+  p[2 * i] = static_cast<float>(even * c - odd * s);
+  p[2 * i + 1] = static_cast<float>(odd * c + even * s);
+}
+
 // One block a row; with `add`, the row is first added to (in place). Each
 // thread re-reads only the elements it wrote.
 __global__ void RmsNormKernel(float* x, int64_t x_stride, const float* add,
@@ -49,13 +56,11 @@ __global__ void RmsNormKernel(float* x, int64_t x_stride, const float* add,
       out.bf16_float[at] = Bf16ToFloat(FloatToBf16(v));
     }
   }
-}
-
-__device__ void RotatePair(float* p, int i, const RopeTable& rope) {
-  const double even = p[2 * i], odd = p[2 * i + 1];
-  const double c = rope.cos[i], s = rope.sin[i];
-  p[2 * i] = static_cast<float>(even * c - odd * s);
-  p[2 * i + 1] = static_cast<float>(odd * c + even * s);
+  if (out.rope_offset < 0) return;
+  float* rotated = out.out + blockIdx.x * out.stride + out.rope_offset;
+  for (int i = threadIdx.x; i < out.rope.pairs; i += blockDim.x) {
+    RotatePair(rotated, i, out.rope);
+  }
 }
 
 // One block a row of k.
@@ -81,12 +86,16 @@ __global__ void IndexKeyNormKernel(float* k, int dim, const float* gamma,
   }
 }
 
-__global__ void RopeKernel(float* x, int rows, int stride, int offset,
-                           RopeTable rope) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= static_cast<int64_t>(rows) * rope.pairs) return;
+// Rows of a, then rows of b: a thread a pair.
+__global__ void RopeKernel(RopeRows a, RopeRows b, RopeTable rope) {
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t in_a = static_cast<int64_t>(a.rows) * rope.pairs;
+  const RopeRows& r = i < in_a ? a : b;
+  if (i >= in_a) i -= in_a;
+  if (i >= static_cast<int64_t>(r.rows) * rope.pairs) return;
   const int64_t row = i / rope.pairs;
-  RotatePair(x + row * stride + offset, static_cast<int>(i % rope.pairs), rope);
+  RotatePair(r.x + row * r.stride + r.offset, static_cast<int>(i % rope.pairs),
+             rope);
 }
 
 __global__ void AppendEntriesKernel(AppendEntries a) {
@@ -186,8 +195,15 @@ GpuStatus LaunchIndexKeyNorm(float* k, int dim, const float* gamma,
 
 GpuStatus LaunchRope(float* x, int rows, int stride, int offset,
                      const RopeTable& rope, cudaStream_t stream) {
-  const int64_t n = static_cast<int64_t>(rows) * rope.pairs;
-  RopeKernel<<<Blocks(n), kThreads, 0, stream>>>(x, rows, stride, offset, rope);
+  return LaunchRopeRows(RopeRows{x, rows, stride, offset}, RopeRows{}, rope,
+                        stream);
+}
+
+GpuStatus LaunchRopeRows(const RopeRows& a, const RopeRows& b,
+                         const RopeTable& rope, cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(a.rows + b.rows) * rope.pairs;
+  if (n == 0) return OkStatus();
+  RopeKernel<<<Blocks(n), kThreads, 0, stream>>>(a, b, rope);
   MG_CHECK_LAUNCH();
   return OkStatus();
 }

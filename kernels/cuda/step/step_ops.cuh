@@ -34,6 +34,11 @@ struct NormOut {
   int64_t stride = 0;
   uint16_t* bf16 = nullptr;     // [batch][n]
   float* bf16_float = nullptr;  // [batch][n]
+  // When >= 0: RoPE, in place on out's rows, of the 2 * rope.pairs elements
+  // from rope_offset (past the n normed ones: the latent entry's rope key),
+  // in the norm's launch rather than one of its own.
+  int rope_offset = -1;
+  RopeTable rope;
 };
 GpuStatus LaunchRmsNorm(const float* x, int64_t x_stride, const float* gamma,
                         int n, float eps, int batch, const NormOut& out,
@@ -55,6 +60,14 @@ GpuStatus LaunchIndexKeyNorm(float* k, int dim, const float* gamma,
 // (interleaved pairs, kernels/reference/ops.h ApplyRope).
 GpuStatus LaunchRope(float* x, int rows, int stride, int offset,
                      const RopeTable& rope, cudaStream_t stream);
+// Two sets of rows (each as LaunchRope's x, rows, stride, offset) in one
+// launch; b may have no rows.
+struct RopeRows {
+  float* x = nullptr;
+  int rows = 0, stride = 0, offset = 0;
+};
+GpuStatus LaunchRopeRows(const RopeRows& a, const RopeRows& b,
+                         const RopeTable& rope, cudaStream_t stream);
 
 // The step's new tokens' cache entries, written at token `position` of
 // each sequence's caches (rows `stride` tokens apart) in the caches'
