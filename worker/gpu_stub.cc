@@ -1,7 +1,9 @@
-// The no-CUDA stand-in for kernels/cuda/moe_gpu.h and step_gpu.h: linked
+// The no-CUDA stand-in for kernels/cuda/moe_gpu.h, step_gpu.h and
+// comm_gpu.h: linked
 // instead of the CUDA library when the build has no CUDA toolkit, so that
 // the GPU backends are still listed and probe as unavailable with the
 // reason.
+#include "kernels/cuda/comm_gpu.h"
 #include "kernels/cuda/moe_gpu.h"
 #include "kernels/cuda/step_gpu.h"
 
@@ -39,6 +41,29 @@ StepRunResult RunDecodeStep(const StepProblem&, const StepRunOptions&) {
   result.status = RunStatus::kUnavailable;
   result.message = kNotBuilt;
   return result;
+}
+
+RunStatus NewNcclId(std::string*, std::string* error) {
+  *error = kNotBuilt;
+  return RunStatus::kUnavailable;
+}
+std::unique_ptr<GangComm> CreateGangComm(const GangCommSetup&,
+                                         const AllGatherBytes&,
+                                         std::string* error) {
+  *error = kNotBuilt;
+  return nullptr;
+}
+std::vector<std::unique_ptr<GangComm>> CreateLocalGang(const std::vector<int>&,
+                                                       AllReduceImpl, int64_t,
+                                                       std::string* error) {
+  *error = kNotBuilt;
+  return {};
+}
+RunStatus TimeAllReduce(GangComm*, int64_t, int, int, bool,
+                        const std::function<void()>&, AllReduceTiming*,
+                        std::string* error) {
+  *error = kNotBuilt;
+  return RunStatus::kUnavailable;
 }
 
 }  // namespace moetune::gpu

@@ -1,6 +1,7 @@
 // QueryDevice, DeviceCount, CompiledArchs, MeasureReadBandwidthGBps,
 // NcclVersion and ProbeMoeBackend (kernels/cuda/moe_gpu.h).
 #include <cublas_v2.h>
+#include <nccl.h>
 
 #include <algorithm>
 #include <string>
@@ -260,7 +261,13 @@ double MeasureReadBandwidthGBps(int ordinal, std::string* error) {
   return gbps;
 }
 
-std::string NcclVersion() { return ""; }
+std::string NcclVersion() {
+  int code = 0;
+  if (ncclGetVersion(&code) != ncclSuccess || code <= 0) return "";
+  // NCCL_VERSION(X, Y, Z) = X * 10000 + Y * 100 + Z since 2.9.
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) +
+         "." + std::to_string(code % 100);
+}
 
 BackendAvailability ProbeMoeBackend(const std::string& name, int ordinal) {
   const backends::BackendDescriptor* backend = backends::FindBackend(name);

@@ -219,7 +219,11 @@ TEST(MoeGpuTest, ChainOfLayersChecksEveryLayerAndReportsPerLayerFigures) {
 TEST(MoeGpuValidationTest, CompiledForHopper) {
   const std::vector<int> archs = CompiledArchs();
   EXPECT_NE(std::find(archs.begin(), archs.end(), 90), archs.end());
-  EXPECT_EQ(NcclVersion(), "");
+  // NCCL is linked (the gang's communication): its version as "X.Y.Z",
+  // which goes into every result's fingerprint.
+  const std::string nccl = NcclVersion();
+  EXPECT_EQ(std::count(nccl.begin(), nccl.end(), '.'), 2) << nccl;
+  EXPECT_EQ(nccl.rfind("2.", 0), 0u) << nccl;
 }
 
 TEST(MoeGpuNoDeviceTest, EverythingSaysThereIsNoDevice) {
