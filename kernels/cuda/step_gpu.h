@@ -9,8 +9,11 @@
 // and MLP (NVFP4 dense MLP, or the MoE layer through the trial's backend),
 // the final norm, its lm_head slice and the argmax. Every weight and cache
 // entry is generated on the device from the counter hash. Communication
-// after each sharded block is not done here: the rank's partial sum stands
-// in for the collective (modelled by the worker). Safe without a GPU: errors
+// after each sharded block: with StepRunOptions::comm, a real sum over the
+// gang (NCCL or the one-shot all-reduce, kernels/cuda/comm_gpu.h) and the
+// ranks' best tokens gathered, so every rank computes the whole model's
+// step; without it the rank's partial sum stands in for the collective
+// (modelled by the worker). Safe without a GPU: errors
 // come back as values. Uses the device exclusively while it runs.
 #pragma once
 
@@ -22,6 +25,8 @@
 #include "kernels/cuda/moe_gpu.h"
 
 namespace moetune::gpu {
+
+class GangComm;  // kernels/cuda/comm_gpu.h
 
 // The model's dimensions (kernels/model/model_config.h's, as plain values).
 struct StepDims {
@@ -82,6 +87,14 @@ struct StepRunOptions {
   // prefilled and cache_tokens attends to them. Needs cache_tokens >
   // context.
   bool append_to_caches = false;
+  // The gang this rank belongs to (not owned): after attention and after
+  // the MLP of every layer the block's output [batch][hidden] is summed
+  // over the gang (one all-reduce of every rank's partial: for EP the
+  // combine of the experts' outputs, the batch being on every rank), and
+  // after lm_head the ranks' best tokens are gathered (a sum of a [world]
+  // [batch] table of (value, token)). Every rank of the gang must run the
+  // same step with the same options at once. Null: no communication.
+  GangComm* comm = nullptr;
 };
 
 struct StepRunResult {
@@ -97,7 +110,7 @@ struct StepRunResult {
   // cuda_graph): what the timed work computed, against `logits`.
   std::vector<float> timed_logits;
   // [batch]: the argmax of the rank's slice, as a token id of the whole
-  // vocabulary (the global argmax needs the other slices).
+  // vocabulary (with a gang: of the whole vocabulary, gathered).
   std::vector<int> next_tokens;
   // Per MoE layer run: the distinct experts this rank owns that the step's
   // tokens chose (the floor's routed bytes).
@@ -113,6 +126,11 @@ struct StepRunResult {
   // projections, scores, top-k), "mla" (absorbed attention over the kept
   // tokens, values, o_proj, residual), "dense", "moe", "lm_head".
   std::vector<std::pair<std::string, double>> part_us;
+  // With a gang: the median time (us) of the step's collectives alone (the
+  // same sums on the same buffers, in a graph when cuda_graph), beside the
+  // whole step's; and how many collectives a step makes.
+  double comm_us = 0;
+  int collectives_per_step = 0;
 };
 
 StepRunResult RunDecodeStep(const StepProblem& problem,

@@ -48,6 +48,7 @@ void CarveStep(const StepProblem& p, const Launcher& launcher, Carver& c,
   b->moe_y = c.Take<float>(batch * d.hidden);
   b->logits = c.Take<float>(batch * g.vocab);
   b->next = c.Take<int>(batch);
+  b->best = c.Take<float>(batch * 2 * p.shard.tp * p.shard.ep);
   b->routed = c.Take<int>(std::max(1, MoeLayers(p)));
   uint16_t* x_bf16 = c.Take<uint16_t>(batch * d.hidden);
   CarveLayerBuffers(MakeGeometry(MoeLayerProblem(p, d.num_dense_layers)),
@@ -91,6 +92,19 @@ GpuStatus Mark(const StepLaunch& s, const char* part, cudaStream_t stream) {
     MG_RETURN_IF_ERROR(Mark(s, name, stream)); \
     MG_RETURN_IF_ERROR(launch);                \
   } while (0)
+
+// Sums the block's output [batch][hidden] over the gang (no gang: the
+// rank's partial sum stays, standing in for the modelled collective).
+GpuStatus SumOverGang(const StepLaunch& s, float* data, cudaStream_t stream) {
+  if (s.comm == nullptr) return OkStatus();
+  MG_RETURN_IF_ERROR(Mark(s, "comm/all_reduce", stream));
+  std::string why;
+  const int64_t n = int64_t{s.problem->batch} * s.problem->dims.hidden;
+  if (s.comm->AllReduceSum(data, n, stream, &why) != RunStatus::kOk) {
+    return Fail(RunStatus::kCudaError, why);
+  }
+  return OkStatus();
+}
 
 struct Projection {
   const uint16_t* w;  // [rows][k]
@@ -272,6 +286,7 @@ GpuStatus AttentionBlock(const StepLaunch& s, int layer, const LayerParams& w,
   MG_RETURN_IF_ERROR(Indexer(s, layer, w, stream));
   *residual = b.block_out;
   MG_RETURN_IF_ERROR(Mla(s, layer, w, stream));
+  MG_RETURN_IF_ERROR(SumOverGang(s, b.block_out, stream));
   if (!s.append) return OkStatus();
   const AppendEntries append{b.kv,
                              s.geo.latent_dim,
@@ -313,7 +328,7 @@ GpuStatus DenseMlp(const StepLaunch& s, const LayerParams& w,
                        d.hidden,
                        n};
   STEP_LAUNCH("dense/down", LaunchGemvNvfp4(down, stream));
-  return OkStatus();
+  return SumOverGang(s, b.block_out, stream);
 }
 
 // Appends n floats from the device to *out (synchronous).
@@ -358,8 +373,10 @@ GpuStatus MoeMlp(const StepLaunch& s, int layer, const LayerParams& w,
                             sizeof(int), cudaMemcpyDeviceToDevice, stream));
   }
   if (s.moe_output != nullptr) MG_RETURN_IF_ERROR(CheckMoe(s, layer, stream));
-  return OkStatus();
+  return SumOverGang(s, args.buf.y, stream);
 }
+
+GpuStatus GatherBest(const StepLaunch& s, cudaStream_t stream);
 
 GpuStatus Head(const StepLaunch& s, const float* residual,
                cudaStream_t stream) {
@@ -376,6 +393,27 @@ GpuStatus Head(const StepLaunch& s, const float* residual,
   STEP_LAUNCH("lm_head/argmax",
               LaunchArgMax(b.logits, s.geo.vocab, n, s.geo.vocab_begin, b.next,
                            stream));
+  return GatherBest(s, stream);
+}
+
+// The gang agrees on each sequence's token: every rank fills its row of a
+// zeroed [world][batch] table of (logit, token), the table is summed over
+// the gang (exact: one non-zero term an entry), and each rank picks the
+// best (the lowest token on a tie, as one argmax over the whole row would).
+GpuStatus GatherBest(const StepLaunch& s, cudaStream_t stream) {
+  if (s.comm == nullptr) return OkStatus();
+  StepBuffers& b = *s.buffers;
+  const int n = s.problem->batch;
+  STEP_LAUNCH("comm/gather_best",
+              LaunchPostBest(b.logits, s.geo.vocab, s.geo.vocab_begin, b.next,
+                             n, s.comm->rank(), s.world, b.best, stream));
+  std::string why;
+  if (s.comm->AllReduceSum(b.best, int64_t{2} * n * s.world, stream, &why) !=
+      RunStatus::kOk) {
+    return Fail(RunStatus::kCudaError, why);
+  }
+  STEP_LAUNCH("comm/pick_best",
+              LaunchPickBest(b.best, n, s.world, b.next, stream));
   return OkStatus();
 }
 
@@ -473,6 +511,25 @@ GpuStatus EnqueueStep(const StepLaunch& s, cudaStream_t stream) {
   }
   MG_RETURN_IF_ERROR(Head(s, residual, stream));
   return Mark(s, "end", stream);
+}
+
+GpuStatus EnqueueCollectives(const StepLaunch& s, cudaStream_t stream,
+                             int* count) {
+  *count = 0;
+  if (s.comm == nullptr) return OkStatus();
+  StepBuffers& b = *s.buffers;
+  for (int layer = 0; layer < s.problem->layers; ++layer) {
+    MG_RETURN_IF_ERROR(SumOverGang(s, b.block_out, stream));
+    MG_RETURN_IF_ERROR(SumOverGang(s, b.block_out, stream));
+    *count += 2;
+  }
+  std::string why;
+  const int64_t n = int64_t{2} * s.problem->batch * s.world;
+  if (s.comm->AllReduceSum(b.best, n, stream, &why) != RunStatus::kOk) {
+    return Fail(RunStatus::kCudaError, why);
+  }
+  ++*count;
+  return OkStatus();
 }
 
 }  // namespace moetune::gpu

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/comm_gpu.h"
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/launcher.cuh"
 #include "kernels/cuda/step/step_ops.cuh"
@@ -38,8 +39,9 @@ struct StepBuffers {
   float *moe_x = nullptr, *moe_y = nullptr;  // the trusted MoE's in / out
   float* logits = nullptr;                   // [batch][vocab slice]
   int* next = nullptr;                       // [batch]
-  int* routed = nullptr;                     // [MoE layers] distinct experts
-  RunBuffers moe;                            // the MoE layers' (shared)
+  float* best = nullptr;  // [world][batch][2] the ranks' (logit, token)
+  int* routed = nullptr;  // [MoE layers] distinct experts
+  RunBuffers moe;         // the MoE layers' (shared)
 };
 
 // Allocates `b` for `p` (the MoE layers' buffers as `launcher` needs them)
@@ -80,6 +82,8 @@ struct StepLaunch {
   std::vector<float>* moe_output = nullptr;
   std::vector<float>* moe_reference = nullptr;
   PartTimer* timer = nullptr;  // mark parts when set
+  GangComm* comm = nullptr;    // StepRunOptions::comm
+  int world = 1;               // the gang's ranks (1 without one)
 };
 
 // Fills moe_args for each MoE layer (weights, router bias, buffers).
@@ -87,5 +91,9 @@ void PrepareMoeArgs(StepLaunch* s, int block_n, int block_k);
 
 // Enqueues the whole step on `stream`.
 GpuStatus EnqueueStep(const StepLaunch& s, cudaStream_t stream);
+// Enqueues only the step's collectives (the same sums on the same buffers),
+// to time the communication apart; counts them in *count.
+GpuStatus EnqueueCollectives(const StepLaunch& s, cudaStream_t stream,
+                             int* count);
 
 }  // namespace moetune::gpu

@@ -92,5 +92,15 @@ GpuStatus LaunchSiluMul(const float* gu, int width, int batch, float* act,
 // lowest on ties).
 GpuStatus LaunchArgMax(const float* logits, int width, int batch,
                        int first_token, int* next, cudaStream_t stream);
+// The gang's best token (step_launch.cu GatherBest): rank `rank` writes
+// (logit, token) of its slice's argmax (next[i], a token of the whole
+// vocabulary, its logit at next[i] - first_token) into row `rank` of
+// best [world][batch][2] and zeros elsewhere; after the sum over the gang
+// PickBest writes each sequence's best token (lowest token on a tie).
+GpuStatus LaunchPostBest(const float* logits, int width, int first_token,
+                         const int* next, int batch, int rank, int world,
+                         float* best, cudaStream_t stream);
+GpuStatus LaunchPickBest(const float* best, int batch, int world, int* next,
+                         cudaStream_t stream);
 
 }  // namespace moetune::gpu

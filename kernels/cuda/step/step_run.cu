@@ -163,6 +163,17 @@ GpuStatus Download(const T* src, size_t n, std::vector<T>* out) {
   return OkStatus();
 }
 
+// A collective that failed on the device (NCCL's asynchronous error, a
+// one-shot peer that never came) is the step's error.
+GpuStatus CheckGang(const StepLaunch& s) {
+  if (s.comm == nullptr) return OkStatus();
+  std::string why;
+  if (s.comm->Check(&why) != RunStatus::kOk) {
+    return Fail(RunStatus::kCudaError, why);
+  }
+  return OkStatus();
+}
+
 // One untimed step: its logits, next tokens and routed experts, and with
 // compute_reference every MoE layer checked on its own input.
 GpuStatus CheckedRuns(StepLaunch s, Context* ctx, const StepRunOptions& o,
@@ -176,6 +187,7 @@ GpuStatus CheckedRuns(StepLaunch s, Context* ctx, const StepRunOptions& o,
   }
   MG_RETURN_IF_ERROR(EnqueueStep(s, ctx->stream));
   MG_CUDA(cudaStreamSynchronize(ctx->stream));
+  MG_RETURN_IF_ERROR(CheckGang(s));
   MG_RETURN_IF_ERROR(Download(s.buffers->logits, logits, &r->logits));
   MG_RETURN_IF_ERROR(Download(s.buffers->next, p.batch, &r->next_tokens));
   return Download(s.buffers->routed, s.moe_args.size(), &r->distinct_experts);
@@ -249,6 +261,45 @@ GpuStatus TimeSteps(const StepLaunch& s, Context* ctx, const StepRunOptions& o,
   return OkStatus();
 }
 
+// The step's collectives alone, as the step runs them (a graph when the
+// step is one), after the same warm-up: the communication's share.
+GpuStatus TimeCollectives(const StepLaunch& s, Context* ctx,
+                          const StepRunOptions& o, StepRunResult* r) {
+  if (s.comm == nullptr) return OkStatus();
+  Graph graph;
+  if (o.cuda_graph) {
+    MG_CUDA(
+        cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal));
+    const GpuStatus launched =
+        EnqueueCollectives(s, ctx->stream, &r->collectives_per_step);
+    const cudaError_t ended = cudaStreamEndCapture(ctx->stream, &graph.graph);
+    MG_RETURN_IF_ERROR(launched);
+    MG_CUDA(ended);
+    MG_CUDA(cudaGraphInstantiate(&graph.exec, graph.graph, 0));
+  }
+  std::vector<double> samples;
+  Events ev;
+  ev.events.resize(2);
+  for (cudaEvent_t& e : ev.events) MG_CUDA(cudaEventCreate(&e));
+  for (int it = 0; it < o.warmup + o.iterations; ++it) {
+    MG_CUDA(cudaEventRecord(ev.events[0], ctx->stream));
+    if (o.cuda_graph) {
+      MG_CUDA(cudaGraphLaunch(graph.exec, ctx->stream));
+    } else {
+      MG_RETURN_IF_ERROR(
+          EnqueueCollectives(s, ctx->stream, &r->collectives_per_step));
+    }
+    MG_CUDA(cudaEventRecord(ev.events[1], ctx->stream));
+    MG_CUDA(cudaEventSynchronize(ev.events[1]));
+    float ms = 0;
+    MG_CUDA(cudaEventElapsedTime(&ms, ev.events[0], ev.events[1]));
+    if (it >= o.warmup) samples.push_back(1000.0 * ms);
+  }
+  std::sort(samples.begin(), samples.end());
+  r->comm_us = samples[samples.size() / 2];
+  return CheckGang(s);
+}
+
 GpuStatus ProfileParts(StepLaunch s, Context* ctx, StepRunResult* r) {
   PartTimer timer;
   s.timer = &timer;
@@ -260,6 +311,13 @@ GpuStatus ProfileParts(StepLaunch s, Context* ctx, StepRunResult* r) {
 GpuStatus Prepare(const StepProblem& p, const StepRunOptions& o, Context** ctx,
                   const Launcher** launcher) {
   MG_RETURN_IF_ERROR(ValidateStep(p));
+  if (o.comm != nullptr && (o.comm->world() != p.shard.tp * p.shard.ep ||
+                            o.comm->rank() != p.shard.rank)) {
+    return Bad("options.comm: rank " + std::to_string(o.comm->rank()) +
+               " of a gang of " + std::to_string(o.comm->world()) +
+               " cannot run rank " + std::to_string(p.shard.rank) + " of " +
+               std::to_string(p.shard.tp * p.shard.ep));
+  }
   if (o.append_to_caches && p.context >= CacheTokens(p)) {
     return Bad(
         "problem.cache_tokens: must exceed context for the step to append "
@@ -299,6 +357,8 @@ GpuStatus RunLocked(const StepProblem& p, const StepRunOptions& o,
   s.sm_count = ctx->sm_count;
   s.append = o.append_to_caches;
   s.cublas = ctx->cublas;
+  s.comm = o.comm;
+  s.world = p.shard.tp * p.shard.ep;
   const backends::Tile tile = RunTile(MoeOptions(o), *launcher->descriptor);
   PrepareMoeArgs(&s, tile.block_n, tile.block_k);
   r->weight_bytes = weights->bytes;
@@ -308,6 +368,8 @@ GpuStatus RunLocked(const StepProblem& p, const StepRunOptions& o,
     MG_RETURN_IF_ERROR(CountKernels(s, ctx, &r->kernels_per_step));
   }
   MG_RETURN_IF_ERROR(TimeSteps(s, ctx, o, &r->samples_us));
+  MG_RETURN_IF_ERROR(CheckGang(s));
+  MG_RETURN_IF_ERROR(TimeCollectives(s, ctx, o, r));
   MG_RETURN_IF_ERROR(Download(buffers.logits,
                               static_cast<size_t>(p.batch) * s.geo.vocab,
                               &r->timed_logits));
