@@ -4,34 +4,52 @@
 
 namespace moetune::worker {
 
+CollectiveCost CostOf(const CommModelParams& params,
+                      const std::string& allreduce, int world) {
+  const std::string name = allreduce.empty() ? "nccl" : allreduce;
+  for (const v1::CollectiveFit& fit : params.fits) {
+    if (fit.allreduce() == name && fit.world_size() == world) {
+      return {fit.latency_us(), fit.bus_gbps()};
+    }
+  }
+  return name == "oneshot" ? params.oneshot : params.nccl;
+}
+
+double ModelAllReduceUs(const CommModelParams& params,
+                        const std::string& allreduce, int ranks, double bytes) {
+  if (ranks <= 1) return 0;
+  const CollectiveCost cost = CostOf(params, allreduce, ranks);
+  const double moved = 2.0 * (ranks - 1) / ranks * bytes;
+  const double wire_us = cost.bus_gbps > 0 ? moved / (cost.bus_gbps * 1e3) : 0;
+  return cost.latency_us + wire_us;
+}
+
 namespace {
 
-// Ring all-reduce over `ranks` of `bytes`: 2 (r-1)/r of the buffer crosses
-// each link, in 2 (r-1) steps.
-double AllReduceUs(int ranks, double bytes, const CommModelParams& p) {
-  if (ranks <= 1) return 0;
-  const double moved = 2.0 * (ranks - 1) / ranks * bytes;
-  return moved / (p.link_gbps * 1e3) + 2.0 * (ranks - 1) * p.latency_us;
+double MoeLayerUs(const CommShape& s, const CommModelParams& p) {
+  const double activation_bytes = 2.0 * s.batch * s.hidden;  // BF16
+  double us = ModelAllReduceUs(p, s.allreduce, s.tp, activation_bytes);
+  if (s.ep > 1) {
+    // Each token goes to top_k expert slots; (ep-1)/ep of them are remote.
+    const CollectiveCost cost = CostOf(p, "nccl", s.ep);
+    const double remote = activation_bytes * s.top_k * (s.ep - 1) / s.ep;
+    const double wire_us =
+        cost.bus_gbps > 0 ? remote / (cost.bus_gbps * 1e3) : 0;
+    us += 2.0 * (cost.latency_us + wire_us);
+  }
+  return us;
 }
 
 }  // namespace
 
 double ModelCommFloorUs(const CommShape& s, const CommModelParams& p) {
-  const double activation_bytes = 2.0 * s.batch * s.hidden;  // BF16
-  const double bytes_per_us = p.link_gbps * 1e3;             // GB/s -> B/us
-  double moe_layer = AllReduceUs(s.tp, activation_bytes, p);
-  if (s.ep > 1) {
-    // Each token goes to top_k expert slots; (ep-1)/ep of them are remote.
-    const double remote = activation_bytes * s.top_k * (s.ep - 1) / s.ep;
-    moe_layer += 2.0 * (remote / bytes_per_us + p.latency_us);
-  }
-  if (!s.whole_step) return moe_layer * s.layers;
+  if (!s.whole_step) return MoeLayerUs(s, p) * s.layers;
   const int world = s.tp * s.ep;
   if (world <= 1) return 0;
-  const double world_reduce = AllReduceUs(world, activation_bytes, p);
-  const int dense = std::min(s.dense_layers, s.layers);
-  return s.layers * world_reduce + dense * world_reduce +
-         (s.layers - dense) * moe_layer + p.latency_us;
+  const double block_bytes = 4.0 * s.batch * s.hidden;  // FP32 partials
+  const double gather_bytes = 8.0 * s.batch * world;
+  return 2 * s.layers * ModelAllReduceUs(p, s.allreduce, world, block_bytes) +
+         ModelAllReduceUs(p, s.allreduce, world, gather_bytes);
 }
 
 }  // namespace moetune::worker

@@ -1,15 +1,38 @@
-// The communication floor of a sharded trial when it runs on one GPU: the
-// collectives a rank of a tp x ep world would perform, modelled from link
-// bandwidth and latency (results say "modelled"). Pure functions.
+// The communication of a sharded trial: the collectives a rank of a tp x ep
+// world performs, modelled from each collective's latency and bus bandwidth
+// (results say "modelled"), or the model's figure kept beside a measurement
+// (Roofline.comm_model_us) so its error can be reported. The parameters are
+// assumptions until a calibration measured on real GPUs replaces them
+// (moetune-comm-bench --calibration; worker --comm_calibration). Pure
+// functions.
 #pragma once
+
+#include <string>
+#include <vector>
+
+#include "proto/moetune.pb.h"
 
 namespace moetune::worker {
 
+// One collective of `bytes` over W ranks costs latency_us + bytes * 2 (W -
+// 1) / W / bus_gbps (an all-reduce's traffic per link, as nccl-tests'
+// busbw counts it).
+struct CollectiveCost {
+  double latency_us = 0;
+  double bus_gbps = 0;  // GB/s (1e9)
+};
+
 struct CommModelParams {
-  // NVLink 4 (H100/H200 SXM): 450 GB/s per direction per GPU.
-  double link_gbps = 450.0;
-  // One NCCL small-message collective step on one node (us).
-  double latency_us = 8.0;
+  // Assumed: NCCL's small all-reduce on one node of H200s is ~17 us at 8
+  // ranks (the account in issue 20) and 11-12 us at 2 inside a graph
+  // (docs/design.md §9); NVLink 4 carries ~360 GB/s of bus bandwidth.
+  CollectiveCost nccl{17.0, 360.0};
+  // Assumed: one kernel with two NVLink round trips, reading every peer.
+  CollectiveCost oneshot{8.0, 150.0};
+  // Measured fits (CommCalibration.fits): the fit of the implementation at
+  // the trial's world size replaces the assumption.
+  std::vector<v1::CollectiveFit> fits;
+  std::string source = "assumed";  // or "calibrated on <device> ..."
 };
 
 struct CommShape {
@@ -19,19 +42,30 @@ struct CommShape {
   int tp = 1;
   int ep = 1;
   int layers = 1;  // MoE layers (or decoder layers) the region covers
-  // A whole decode step (kernels/reference/step_spec.h): every layer's
-  // attention block is split over the world (tp * ep ranks) and ends in an
-  // all-reduce over it, as do the first `dense_layers` layers' dense MLPs;
-  // the MoE layers' collectives are as above; the ranks' best tokens are
-  // gathered once at the end.
+  // A whole decode step (kernels/cuda/step_gpu.h, StepRunOptions::comm): the
+  // output of every layer's attention and of its MLP (dense or MoE: for EP
+  // the combine of the experts' outputs, the batch being on every rank) is
+  // summed over the world (FP32 [batch][hidden]), and the ranks' best
+  // tokens are gathered once at the end (a sum of [world][batch][2] floats).
   bool whole_step = false;
   int dense_layers = 0;
+  std::string allreduce = "nccl";  // "nccl" or "oneshot"
 };
 
-// Modelled time (us) of the region's collectives: a ring all-reduce of the
-// BF16 activations over tp per MoE layer, and EP dispatch + combine of each
-// token's activation to the ranks owning its experts (plus, for a whole
-// step, the world-wide all-reduces above). 0 when tp = ep = 1.
+// The cost parameters of `allreduce` ("nccl" / "" or "oneshot") at `world`
+// ranks: a measured fit if there is one, else the assumption.
+CollectiveCost CostOf(const CommModelParams& params,
+                      const std::string& allreduce, int world);
+
+// Modelled time (us) of one all-reduce of `bytes` over `ranks` (0 for one
+// rank).
+double ModelAllReduceUs(const CommModelParams& params,
+                        const std::string& allreduce, int ranks, double bytes);
+
+// Modelled time (us) of the region's collectives: for a whole step, as
+// CommShape says; for a MoE layer, a BF16 all-reduce over tp and EP
+// dispatch + combine of each token's activation to the ranks owning its
+// experts. 0 when tp = ep = 1.
 double ModelCommFloorUs(const CommShape& shape,
                         const CommModelParams& params = {});
 

@@ -71,6 +71,7 @@ void AttachRoofline(const TrialInputs& in, double bytes, double read_gbps,
       in.trial.workload().region() == v1::MOE_LAYER ? 1 : in.step.layers;
   shape.whole_step = in.trial.workload().region() == v1::DECODE_STEP;
   shape.dense_layers = in.step.config.num_dense_layers;
+  shape.allreduce = in.trial.config().allreduce();
   const double comm_us = ModelCommFloorUs(shape);
   const double memory_us = read_gbps > 0 ? bytes / (read_gbps * 1e3) : 0;
   roofline->set_comm_floor_us(comm_us);

@@ -70,6 +70,47 @@ class FakeGpuApi final : public GpuApi {
     last_step_options = options;
     return next_step;
   }
+  // A gang's communicator that sums nothing: records its set-up and, for
+  // the one-shot path, offers a handle through the rendezvous as the real
+  // one does.
+  class FakeGangComm final : public gpu::GangComm {
+   public:
+    explicit FakeGangComm(const gpu::GangCommSetup& s) : setup(s) {}
+    int device() const override { return setup.device; }
+    int rank() const override { return setup.rank; }
+    int world() const override { return setup.world; }
+    gpu::AllReduceImpl impl() const override { return setup.impl; }
+    gpu::RunStatus AllReduceSum(float*, int64_t, void*, std::string*) override {
+      return gpu::RunStatus::kOk;
+    }
+    gpu::RunStatus Check(std::string*) override { return gpu::RunStatus::kOk; }
+    gpu::GangCommSetup setup;
+  };
+  std::vector<gpu::GangCommSetup> gang_setups;
+  std::vector<std::string> ipc_offers_seen;
+  std::string comm_error;  // non-empty: CreateGangComm fails with it
+  gpu::RunStatus NewNcclId(std::string* id, std::string*) override {
+    *id = "fake-nccl-id";
+    return gpu::RunStatus::kOk;
+  }
+  std::unique_ptr<gpu::GangComm> CreateGangComm(
+      const gpu::GangCommSetup& setup, const gpu::AllGatherBytes& exchange,
+      std::string* error) override {
+    gang_setups.push_back(setup);
+    if (!comm_error.empty()) {
+      *error = comm_error;
+      return nullptr;
+    }
+    if (setup.impl == gpu::AllReduceImpl::kOneShot) {
+      std::vector<std::string> all;
+      if (!exchange("oneshot-ipc", "handle-" + std::to_string(setup.rank), &all,
+                    error)) {
+        return nullptr;
+      }
+      ipc_offers_seen = all;
+    }
+    return std::make_unique<FakeGangComm>(setup);
+  }
 };
 
 }  // namespace moetune::worker
