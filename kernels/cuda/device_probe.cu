@@ -1,4 +1,4 @@
-// QueryDevice, DeviceCount, CompiledArchs, MeasureReadBandwidthGBps,
+// QueryDevice, DeviceCount, PeerOrdinals, CompiledArchs, MeasureReadBandwidthGBps,
 // NcclVersion and ProbeMoeBackend (kernels/cuda/moe_gpu.h).
 #include <cublas_v2.h>
 
@@ -232,6 +232,21 @@ int DeviceCount() {
     return 0;
   }
   return count;
+}
+
+std::vector<int> PeerOrdinals(int ordinal) {
+  std::vector<int> peers;
+  const int count = DeviceCount();
+  for (int peer = 0; peer < count; ++peer) {
+    int can = 0;
+    if (peer == ordinal) continue;
+    if (cudaDeviceCanAccessPeer(&can, ordinal, peer) != cudaSuccess) {
+      cudaGetLastError();  // not sticky: a bad ordinal, say
+      continue;
+    }
+    if (can != 0) peers.push_back(peer);
+  }
+  return peers;
 }
 
 std::vector<int> CompiledArchs() {
