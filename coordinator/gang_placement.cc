@@ -28,26 +28,58 @@ bool CanJoin(const GangCandidate& c) {
 
 }  // namespace
 
+namespace {
+
+using Members = std::vector<const GangCandidate*>;
+
+// The asker first (it is asking now: its grant is this answer), then the
+// longest waiting; worker id breaks ties.
+void RankOrder(const std::string& asker, Members& members) {
+  std::sort(members.begin(), members.end(),
+            [&asker](const GangCandidate* a, const GangCandidate* b) {
+              return std::make_tuple(a->worker_id != asker, a->idle_since_ms,
+                                     a->worker_id) <
+                     std::make_tuple(b->worker_id != asker, b->idle_since_ms,
+                                     b->worker_id);
+            });
+}
+
+// Whether host `a` is preferred to host `b` (both ranked): more idle
+// workers, then the asker's host, then the one waiting longest.
+bool Preferred(const std::string& asker, const Members& a, const Members& b) {
+  if (a.size() != b.size()) return a.size() > b.size();
+  const bool a_asks = a[0]->worker_id == asker;
+  const bool b_asks = b[0]->worker_id == asker;
+  if (a_asks != b_asks) return a_asks;
+  return std::tie(a[0]->idle_since_ms, a[0]->worker_id) <
+         std::tie(b[0]->idle_since_ms, b[0]->worker_id);
+}
+
+}  // namespace
+
 std::vector<std::string> PlaceGang(const GangCandidate& asker,
                                    const std::vector<GangCandidate>& others,
                                    int world) {
-  if (world < 2 || !CanJoin(asker)) return {};
-  std::vector<const GangCandidate*> peers;
+  if (world < 2) return {};
+  std::map<std::string, Members> by_host;
+  if (CanJoin(asker)) by_host[asker.host_id].push_back(&asker);
   for (const GangCandidate& c : others) {
-    if (c.worker_id != asker.worker_id && c.idle && CanJoin(c) &&
-        c.host_id == asker.host_id) {
-      peers.push_back(&c);
+    if (c.worker_id != asker.worker_id && c.idle && CanJoin(c)) {
+      by_host[c.host_id].push_back(&c);
     }
   }
-  if (static_cast<int>(peers.size()) < world - 1) return {};
-  std::sort(peers.begin(), peers.end(),
-            [](const GangCandidate* a, const GangCandidate* b) {
-              return std::tie(a->idle_since_ms, a->worker_id) <
-                     std::tie(b->idle_since_ms, b->worker_id);
-            });
-  std::vector<std::string> members = {asker.worker_id};
-  for (int i = 0; i < world - 1; ++i) members.push_back(peers[i]->worker_id);
-  return members;
+  const Members* best = nullptr;
+  for (auto& [host, members] : by_host) {
+    if (static_cast<int>(members.size()) < world) continue;
+    RankOrder(asker.worker_id, members);
+    if (best == nullptr || Preferred(asker.worker_id, members, *best)) {
+      best = &members;
+    }
+  }
+  if (best == nullptr) return {};
+  std::vector<std::string> ranks;
+  for (int r = 0; r < world; ++r) ranks.push_back((*best)[r]->worker_id);
+  return ranks;
 }
 
 std::string GangShortfall(const std::vector<GangCandidate>& alive,

@@ -5,12 +5,14 @@
 //
 // Rules: a gang is W live GPU workers with the same non-empty host_id (one
 // machine: NVLink / PCIe between them), every one with the trial's backend
-// available, idle (it asked for work and got none since its last grant) and
-// in no live gang. The worker that asks is rank 0 (it is known to be idle
-// right now); the others are its host's idle workers, longest waiting first
-// (first come, first served; worker id breaks ties). A gang forms whole or
-// not at all, and never takes a worker another gang holds: no gang ever
-// waits holding part of its members, so competing gangs cannot deadlock.
+// available, idle (it asked for work and got none since its last grant; the
+// worker asking now is idle) and in no live gang. Of the hosts with W such
+// workers, the one with the most is preferred (then the asker's, then the
+// one whose worker has waited longest); on it, the asker is rank 0 when it
+// is there, then the longest waiting (first come, first served; worker id
+// breaks ties). A gang forms whole or not at all, and never takes a worker
+// another gang holds: no gang ever waits holding part of its members, so
+// competing gangs cannot deadlock.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +38,8 @@ struct GangCandidate {
 GangCandidate CandidateOf(const std::string& worker_id, const v1::Probe& probe,
                           const std::string& backend);
 
-// The members by rank, `asker` first; empty when the asker cannot be in a
-// gang of `world` for this backend or its host has too few idle workers.
+// The members by rank (the asker first when it is one of them); empty when
+// no host has `world` idle workers for this backend.
 std::vector<std::string> PlaceGang(const GangCandidate& asker,
                                    const std::vector<GangCandidate>& others,
                                    int world);

@@ -38,7 +38,7 @@ struct GangTable::Gang {
 
 v1::Gang GangTable::Form(int64_t trial_id, int attempt,
                          const std::vector<std::string>& worker_ids,
-                         int64_t now_ms) {
+                         const std::string& asker, int64_t now_ms) {
   auto gang = std::make_shared<Gang>();
   const size_t world = worker_ids.size();
   // Unique per (trial, attempt): attempts only grow, across restarts too.
@@ -51,9 +51,12 @@ v1::Gang GangTable::Form(int64_t trial_id, int attempt,
   gang->view.done.assign(world, false);
   gang->view.formed_ms = now_ms;
   gang->results.resize(world);
-  // Rank 0 is the worker that asked: its grant is this call's answer.
-  gang->view.picked_up[0] = true;
-  gang->view.picked_up_ms[0] = now_ms;
+  // The worker that asked, when a member, is rank 0: its grant is the
+  // answer to its call.
+  if (worker_ids[0] == asker) {
+    gang->view.picked_up[0] = true;
+    gang->view.picked_up_ms[0] = now_ms;
+  }
   v1::Gang proto;
   proto.set_gang_id(gang->view.gang_id);
   proto.set_world_size(static_cast<int32_t>(world));

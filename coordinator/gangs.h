@@ -56,11 +56,14 @@ class GangTable {
   // The most bytes one rank may post under one key.
   static constexpr size_t kMaxPayloadBytes = 64 * 1024;
 
-  // Records a gang for the trial's attempt; rank r is worker_ids[r], rank 0
-  // the worker that asked (its grant is picked up: the answer is rank 0's).
-  // The caller has made sure none of them is in a live gang.
+  // Records a gang for the trial's attempt; rank r is worker_ids[r]. When
+  // rank 0 is `asker` (the worker whose Acquire formed it), its grant is
+  // picked up (the answer to that call, rank 0's proto, is returned); the
+  // others pick theirs up with TakeGrant. The caller has made sure none of
+  // them is in a live gang.
   v1::Gang Form(int64_t trial_id, int attempt,
-                const std::vector<std::string>& worker_ids, int64_t now_ms);
+                const std::vector<std::string>& worker_ids,
+                const std::string& asker, int64_t now_ms);
   // The grant waiting for `worker_id` (a gang formed without it asking), if
   // any; marks it picked up.
   std::optional<std::pair<int64_t, v1::Gang>> TakeGrant(

@@ -271,7 +271,12 @@ absl::StatusOr<v1::AcquireTrialResponse> Scheduler::NextTrialFor(
     const int world = GangWorld(trial.config());
     if (world == 0) return Grant(std::move(trial), worker.worker_id);
     const std::vector<std::string> members = PlaceFor(trial, worker, world);
-    if (!members.empty()) return FormGang(trial, members);
+    if (!members.empty()) {
+      ASSIGN_OR_RETURN(v1::AcquireTrialResponse response,
+                       FormGang(trial, members, worker.worker_id));
+      if (response.granted()) return response;
+      // Formed on another host: the asker looks further.
+    }
     after = *next;
   }
   return v1::AcquireTrialResponse();
@@ -468,6 +473,11 @@ absl::Status Scheduler::ExpireLeases() {
   }
   // A rank that asks after its gang ended is told why for a while longer.
   gangs_.Prune(clock_->NowUnixMs(), 10 * options_.lease_ms);
+  // A silent worker is not idle; it is again when it next asks.
+  for (auto it = idle_since_ms_.begin(); it != idle_since_ms_.end();) {
+    it = registry_->IsAlive(it->first) ? std::next(it)
+                                       : idle_since_ms_.erase(it);
+  }
   return absl::OkStatus();
 }
 

@@ -112,13 +112,16 @@ class Scheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // ------------------------------------------ gangs (scheduler_gangs.cc) --
-  // The members of a gang for `trial` with `worker` as rank 0, or none.
+  // The members of a gang for `trial` by rank (gang_placement.h: `worker`
+  // asks, and is rank 0 when its host is chosen), or none.
   std::vector<std::string> PlaceFor(const v1::Trial& trial,
                                     const WorkerEntry& worker, int world)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leases the trial to rank 0 and forms the gang: the asker's grant when
+  // it is rank 0, else none (the members pick theirs up when they ask).
   absl::StatusOr<v1::AcquireTrialResponse> FormGang(
-      const v1::Trial& trial, const std::vector<std::string>& members)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      const v1::Trial& trial, const std::vector<std::string>& members,
+      const std::string& asker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The grant of a gang formed while this worker was not asking.
   absl::StatusOr<v1::AcquireTrialResponse> GangGrant(int64_t trial_id,
                                                      const v1::Gang& gang);

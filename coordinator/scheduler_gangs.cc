@@ -81,14 +81,16 @@ std::vector<std::string> Scheduler::PlaceFor(const v1::Trial& trial,
 }
 
 absl::StatusOr<v1::AcquireTrialResponse> Scheduler::FormGang(
-    const v1::Trial& trial, const std::vector<std::string>& members) {
+    const v1::Trial& trial, const std::vector<std::string>& members,
+    const std::string& asker) {
   ASSIGN_OR_RETURN(v1::AcquireTrialResponse response, Grant(trial, members[0]));
   const int attempt = response.trial().attempt();
-  *response.mutable_gang() =
-      gangs_.Form(trial.trial_id(), attempt, members, clock_->NowUnixMs());
+  *response.mutable_gang() = gangs_.Form(trial.trial_id(), attempt, members,
+                                         asker, clock_->NowUnixMs());
   for (const std::string& member : members) idle_since_ms_.erase(member);
   LogInfo("trial ", trial.trial_id(), " attempt ", attempt, ": gang ",
           response.gang().gang_id(), " of ", members.size(), " workers");
+  if (members[0] != asker) return v1::AcquireTrialResponse();
   return response;
 }
 

@@ -31,6 +31,19 @@ TEST(PlaceGangTest, TheAskerAndItsHostsLongestWaiting) {
   EXPECT_THAT(PlaceGang(Gpu("a0", "a"), others, 8), IsEmpty());  // whole
 }
 
+TEST(PlaceGangTest, TheHostWithTheMostIdleWorkersThenTheAskers) {
+  const std::vector<GangCandidate> others = {
+      Gpu("a1", "a", 30), Gpu("b1", "b", 40), Gpu("b2", "b", 10),
+      Gpu("b3", "b", 20)};
+  // b has 3 idle, a 2 (with the asker): b, its longest waiting first.
+  EXPECT_THAT(PlaceGang(Gpu("a0", "a"), others, 2), ElementsAre("b2", "b3"));
+  // A tie goes to the asker's host.
+  EXPECT_THAT(
+      PlaceGang(Gpu("a0", "a"),
+                {Gpu("a1", "a"), Gpu("b1", "b", 0), Gpu("b2", "b", 0)}, 2),
+      ElementsAre("a0", "a1"));
+}
+
 TEST(PlaceGangTest, NeverCpuWorkersOrWorkersWithoutTheBackend) {
   GangCandidate cpu = Gpu("c", "a");
   cpu.is_gpu = false;

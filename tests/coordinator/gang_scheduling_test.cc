@@ -205,13 +205,28 @@ TEST_F(GangSchedulingTest, CpuWorkersNeverFormGangsAndTheRestStillRuns) {
   EXPECT_TRUE(Report(worker, modelled.trial(), v1::DONE).accepted());
 }
 
-TEST_F(GangSchedulingTest, MembersComeFromTheAskersHostLongestWaitingFirst) {
+TEST_F(GangSchedulingTest, TheAskersHostWhenItHasAsManyLongestWaitingFirst) {
   std::vector<Worker> a = IdleGpus("host-a", 3);
-  IdleGpus("host-b", 4);
+  IdleGpus("host-b", 3);
   Submit(MeasuredSpec(2, 1));
   const v1::AcquireTrialResponse grant = Acquire(a[2]);
   ASSERT_TRUE(grant.granted());
   EXPECT_THAT(grant.gang().worker_ids(), ElementsAre(a[2].id, a[0].id));
+}
+
+// The host with the most idle workers gets the gang, even when a worker of
+// another host asked: its members pick their grants up when they ask.
+TEST_F(GangSchedulingTest, TheHostWithTheMostIdleWorkersIsPreferred) {
+  std::vector<Worker> a = IdleGpus("host-a", 2);
+  std::vector<Worker> b = IdleGpus("host-b", 3);
+  Submit(MeasuredSpec(2, 1));
+  EXPECT_FALSE(Acquire(a[1]).granted());
+  const v1::AcquireTrialResponse rank0 = Acquire(b[0]);
+  ASSERT_TRUE(rank0.granted());
+  EXPECT_EQ(rank0.gang().rank(), 0);
+  EXPECT_THAT(rank0.gang().worker_ids(), ElementsAre(b[0].id, b[1].id));
+  EXPECT_EQ(Acquire(b[1]).gang().rank(), 1);
+  EXPECT_FALSE(Acquire(b[2]).granted());
 }
 
 TEST_F(GangSchedulingTest, SilentMemberTearsDownAndRequeuesWhole) {
