@@ -1,5 +1,6 @@
-// QueryDevice, DeviceCount, PeerOrdinals, CompiledArchs, MeasureReadBandwidthGBps,
-// NcclVersion and ProbeMoeBackend (kernels/cuda/moe_gpu.h).
+// QueryDevice, DeviceCount, PeerOrdinals, CompiledArchs,
+// MeasureReadBandwidthGBps, NcclVersion and ProbeMoeBackend
+// (kernels/cuda/moe_gpu.h).
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -238,8 +239,8 @@ std::vector<int> PeerOrdinals(int ordinal) {
   std::vector<int> peers;
   const int count = DeviceCount();
   for (int peer = 0; peer < count; ++peer) {
-    int can = 0;
     if (peer == ordinal) continue;
+    int can = 0;
     if (cudaDeviceCanAccessPeer(&can, ordinal, peer) != cudaSuccess) {
       cudaGetLastError();  // not sticky: a bad ordinal, say
       continue;
