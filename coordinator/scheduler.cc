@@ -193,7 +193,12 @@ v1::HeartbeatResponse Scheduler::Heartbeat(
     absl::StatusOr<v1::Sweep> sweep =
         trial.ok() ? store_->GetSweep(trial->sweep_id())
                    : absl::StatusOr<v1::Sweep>(trial.status());
-    response.set_cancel_trial(sweep.ok() && sweep->state() == v1::ABORTED);
+    // A gang trial's member learns here too that its gang was torn down
+    // (or never existed for this coordinator): its trial is re-run whole.
+    const bool gang_gone = trial.ok() && GangWorld(trial->config()) > 0 &&
+                           !gangs_.Runs(trial->trial_id(), request.worker_id());
+    response.set_cancel_trial((sweep.ok() && sweep->state() == v1::ABORTED) ||
+                              gang_gone);
   }
   return response;
 }
@@ -232,19 +237,65 @@ absl::StatusOr<v1::AcquireTrialResponse> Scheduler::Acquire(
   // trials nobody can run is the background tick's job (MarkUnavailable-
   // Trials), not every poll's.
   if (DueForExpiry()) RETURN_IF_ERROR(ExpireLeases());
+  absl::MutexLock lock(&mu_);
+  if (std::optional<std::pair<int64_t, v1::Gang>> grant =
+          gangs_.TakeGrant(worker_id, clock_->NowUnixMs())) {
+    return GangGrant(grant->first, grant->second);
+  }
+  // A worker a gang holds gets nothing else until its part is done.
+  if (gangs_.Holds(worker_id)) return v1::AcquireTrialResponse();
+  ASSIGN_OR_RETURN(v1::AcquireTrialResponse response, NextTrialFor(*worker));
+  if (response.granted()) {
+    idle_since_ms_.erase(worker_id);
+  } else {
+    idle_since_ms_.emplace(worker_id, clock_->NowUnixMs());
+  }
+  return response;
+}
+
+absl::StatusOr<v1::AcquireTrialResponse> Scheduler::NextTrialFor(
+    const WorkerEntry& worker) {
+  // Gang trials whose gang cannot form now are passed over, at most this
+  // many a call (each costs a read): the trials behind them still run.
+  constexpr int kMaxPassedOver = 16;
   std::vector<std::string> backends;
-  for (const v1::BackendProbe& probe : worker->probe.backends()) {
+  for (const v1::BackendProbe& probe : worker.probe.backends()) {
     if (probe.available()) backends.push_back(probe.name());
   }
-  absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(const std::optional<int64_t> next,
-                   store_->FirstQueuedTrial(backends));
+  int64_t after = 0;
+  for (int passed = 0; passed <= kMaxPassedOver; ++passed) {
+    ASSIGN_OR_RETURN(const std::optional<int64_t> next,
+                     store_->FirstQueuedTrial(backends, after));
+    if (!next.has_value()) break;
+    ASSIGN_OR_RETURN(v1::Trial trial, store_->GetTrial(*next));
+    const int world = GangWorld(trial.config());
+    if (world == 0) return Grant(std::move(trial), worker.worker_id);
+    const std::vector<std::string> members = PlaceFor(trial, worker, world);
+    if (!members.empty()) {
+      ASSIGN_OR_RETURN(v1::AcquireTrialResponse response,
+                       FormGang(trial, members, worker.worker_id));
+      if (response.granted()) return response;
+      // Formed on another host: the asker looks further.
+    }
+    after = *next;
+  }
+  return v1::AcquireTrialResponse();
+}
+
+absl::StatusOr<v1::AcquireTrialResponse> Scheduler::Grant(
+    v1::Trial trial, const std::string& worker_id) {
+  const int64_t now = clock_->NowUnixMs();
+  RETURN_IF_ERROR(store_->LeaseTrial(trial.trial_id(), worker_id, now));
+  // What LeaseTrial wrote, without reading the trial back.
+  trial.set_state(v1::LEASED);
+  trial.set_attempt(trial.attempt() + 1);
+  trial.set_worker_id(worker_id);
+  trial.set_reason("");
+  trial.set_updated_at_unix_ms(now);
   v1::AcquireTrialResponse response;
-  if (!next.has_value()) return response;
-  RETURN_IF_ERROR(store_->LeaseTrial(*next, worker_id, clock_->NowUnixMs()));
-  ASSIGN_OR_RETURN(*response.mutable_trial(), store_->GetTrial(*next));
+  *response.mutable_trial() = std::move(trial);
   response.set_granted(true);
-  response.set_lease_deadline_unix_ms(clock_->NowUnixMs() + options_.lease_ms);
+  response.set_lease_deadline_unix_ms(now + options_.lease_ms);
   return response;
 }
 
@@ -252,6 +303,7 @@ absl::StatusOr<v1::AcquireTrialResponse> Scheduler::Acquire(
 // sweep that the workers can run costs one DISTINCT query per tick.
 absl::Status Scheduler::MarkUnavailableTrials() {
   absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(MarkUnavailableGangTrials());
   ASSIGN_OR_RETURN(const std::vector<std::string> backends,
                    store_->QueuedBackends());
   for (const std::string& backend : backends) {
@@ -324,6 +376,7 @@ absl::StatusOr<v1::ReportResultResponse> Scheduler::Report(
   }
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(const v1::Trial trial, store_->GetTrial(result.trial_id()));
+  if (GangWorld(trial.config()) > 0) return ReportGangRank(trial, request);
   ASSIGN_OR_RETURN(std::optional<v1::ReportResultResponse> refused,
                    RefuseReport(trial, request));
   if (refused.has_value()) return *refused;
@@ -393,8 +446,13 @@ absl::Status Scheduler::ReleaseLeasesOf(const std::string& worker_id,
                                         const std::string& why) {
   ASSIGN_OR_RETURN(std::vector<v1::Trial> leased,
                    store_->TrialsInStates({v1::LEASED}));
+  idle_since_ms_.erase(worker_id);
   for (const v1::Trial& trial : leased) {
-    if (trial.worker_id() == worker_id) RETURN_IF_ERROR(LoseLease(trial, why));
+    if (GangWorld(trial.config()) > 0) {
+      RETURN_IF_ERROR(ReleaseGangOf(trial, worker_id, why));
+    } else if (trial.worker_id() == worker_id) {
+      RETURN_IF_ERROR(LoseLease(trial, why));
+    }
   }
   return absl::OkStatus();
 }
@@ -404,8 +462,21 @@ absl::Status Scheduler::ExpireLeases() {
   ASSIGN_OR_RETURN(std::vector<v1::Trial> leased,
                    store_->TrialsInStates({v1::LEASED}));
   for (const v1::Trial& trial : leased) {
+    // A gang is one unit: any member lost loses the whole trial.
+    if (GangWorld(trial.config()) > 0) {
+      const std::string why = GangLostReason(trial);
+      if (!why.empty()) RETURN_IF_ERROR(LoseGang(trial, why));
+      continue;
+    }
     const std::string why = LostLeaseReason(trial);
     if (!why.empty()) RETURN_IF_ERROR(LoseLease(trial, why));
+  }
+  // A rank that asks after its gang ended is told why for a while longer.
+  gangs_.Prune(clock_->NowUnixMs(), 10 * options_.lease_ms);
+  // A silent worker is not idle; it is again when it next asks.
+  for (auto it = idle_since_ms_.begin(); it != idle_since_ms_.end();) {
+    it = registry_->IsAlive(it->first) ? std::next(it)
+                                       : idle_since_ms_.erase(it);
   }
   return absl::OkStatus();
 }

@@ -5,6 +5,10 @@
 // no live worker has it), renews and expires leases, records results
 // idempotently, cancels sweeps and notices when one is finished. All writes
 // go through the one Store (the coordinator is the database's only writer).
+// A MEASURED trial of world tp * ep > 1 runs on a gang of that many GPU
+// workers on one host (gangs.h, gang_placement.h; the gang member functions
+// are in scheduler_gangs.cc): granted together, re-queued whole when a
+// member is lost, decided by its ranks' reports together.
 // Thread-safe: one mutex serialises scheduling decisions.
 #pragma once
 
@@ -19,6 +23,8 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "coordinator/device_bandwidth.h"
+#include "coordinator/gang_placement.h"
+#include "coordinator/gangs.h"
 #include "coordinator/registry.h"
 #include "db/store.h"
 #include "proto/moetune.pb.h"
@@ -53,6 +59,11 @@ class Scheduler {
                                                    const std::string& token);
   absl::StatusOr<v1::ReportResultResponse> Report(
       const v1::ReportResultRequest& request);
+  // A gang's all-gather of bytes (gangs.h): blocks up to the request's
+  // wait_ms (at most 10 s) without holding the scheduling mutex.
+  // UNAUTHENTICATED unless the token is the registration's.
+  absl::StatusOr<v1::RendezvousResponse> Rendezvous(
+      const v1::RendezvousRequest& request);
   absl::StatusOr<v1::Sweep> Cancel(int64_t sweep_id);
   // Re-queues (or fails, past max attempts) trials whose worker went silent,
   // and those whose worker's heartbeats say it no longer runs them (it gave
@@ -63,7 +74,9 @@ class Scheduler {
   // Records queued trials UNAVAILABLE, with each live worker's reason, when
   // live workers exist and none of them has the trial's backend, once the
   // trial has waited unavailable_grace_ms. Trials wait while no worker is up:
-  // nothing is known about what they could run.
+  // nothing is known about what they could run. A MEASURED trial is also
+  // UNAVAILABLE when no host has enough live GPU workers with its backend
+  // for its gang (GangShortfall says why).
   absl::Status MarkUnavailableTrials();
   // After a coordinator restart: lets each RUNNING sweep's strategy pick up
   // from what the database holds (finished trials never run again; missing
@@ -88,6 +101,53 @@ class Scheduler {
   std::string LostLeaseReason(const v1::Trial& trial) const;
   absl::Status ReleaseLeasesOf(const std::string& worker_id,
                                const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The oldest queued trial this worker can take now: a solo one, or a
+  // gang trial whose gang forms with it as rank 0.
+  absl::StatusOr<v1::AcquireTrialResponse> NextTrialFor(
+      const WorkerEntry& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leases `trial` (QUEUED, as read) to `worker_id`.
+  absl::StatusOr<v1::AcquireTrialResponse> Grant(v1::Trial trial,
+                                                 const std::string& worker_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // ------------------------------------------ gangs (scheduler_gangs.cc) --
+  // The members of a gang for `trial` by rank (gang_placement.h: `worker`
+  // asks, and is rank 0 when its host is chosen), or none.
+  std::vector<std::string> PlaceFor(const v1::Trial& trial,
+                                    const WorkerEntry& worker, int world)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leases the trial to rank 0 and forms the gang: the asker's grant when
+  // it is rank 0, else none (the members pick theirs up when they ask).
+  absl::StatusOr<v1::AcquireTrialResponse> FormGang(
+      const v1::Trial& trial, const std::vector<std::string>& members,
+      const std::string& asker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The grant of a gang formed while this worker was not asking.
+  absl::StatusOr<v1::AcquireTrialResponse> GangGrant(int64_t trial_id,
+                                                     const v1::Gang& gang);
+  // Why the trial's gang is lost ("" when it is not): a member silent, one
+  // that never picked up its grant, one no longer running it, or no gang
+  // at all (formed before this coordinator started).
+  std::string GangLostReason(const v1::Trial& trial) const;
+  // Tears the gang down and re-queues its trial whole (or fails it).
+  absl::Status LoseGang(const v1::Trial& trial, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Releases the gangs a re-registered worker was in.
+  absl::Status ReleaseGangOf(const v1::Trial& trial,
+                             const std::string& worker_id,
+                             const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<v1::ReportResultResponse> ReportGangRank(
+      const v1::Trial& trial, const v1::ReportResultRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<v1::ReportResultResponse> RecordGangOutcome(
+      const v1::Trial& trial, v1::TrialResult stored,
+      const std::string& end_reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status MarkUnavailableGangTrials() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status MarkGangTrialsOf(int64_t sweep_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Live workers as gang placement sees them, for `backend`.
+  std::vector<GangCandidate> Candidates(const std::string& backend) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The response refusing `request` (or naming it a duplicate); none when it
   // comes from the current lease holder.
@@ -120,6 +180,13 @@ class Scheduler {
   absl::Mutex mu_;            // serialises acquire/report/expire decisions
   std::map<int64_t, std::shared_ptr<const tuner::SweepPlan>> plans_
       ABSL_GUARDED_BY(mu_);
+  // Whether a sweep's plan has MEASURED configs (memo of its plan).
+  std::map<int64_t, bool> has_gangs_ ABSL_GUARDED_BY(mu_);
+  GangTable gangs_;
+  // Since when each worker has been asking for work and getting none (from
+  // its first empty answer after a grant): who is idle, longest waiting
+  // first, for gang placement.
+  std::map<std::string, int64_t> idle_since_ms_ ABSL_GUARDED_BY(mu_);
   absl::Mutex touch_mu_;
   std::map<std::string, int64_t> touched_ms_ ABSL_GUARDED_BY(touch_mu_);
   std::atomic<int64_t> last_expiry_ms_{0};

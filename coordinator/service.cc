@@ -234,4 +234,14 @@ grpc::Status WorkerControlService::ReportResult(
   return Answer(scheduler_->Report(*request), response);
 }
 
+grpc::Status WorkerControlService::Rendezvous(
+    grpc::ServerContext* context, const v1::RendezvousRequest* request,
+    v1::RendezvousResponse* response) {
+  if (absl::Status allowed = auth_->Check(*context, Role::kWorker);
+      !allowed.ok()) {
+    return ToGrpc(allowed);
+  }
+  return Answer(scheduler_->Rendezvous(*request), response);
+}
+
 }  // namespace moetune::coordinator

@@ -79,6 +79,11 @@ class WorkerControlService final : public v1::WorkerControl::Service {
   grpc::Status ReportResult(grpc::ServerContext*,
                             const v1::ReportResultRequest*,
                             v1::ReportResultResponse*) override;
+  // Blocks up to the request's wait_ms (at most 10 s) on one of the sync
+  // server's threads: a gang has at most 8 ranks, and each rendezvous
+  // ends as soon as the last rank posts.
+  grpc::Status Rendezvous(grpc::ServerContext*, const v1::RendezvousRequest*,
+                          v1::RendezvousResponse*) override;
 
  private:
   Scheduler* scheduler_;

@@ -16,7 +16,9 @@ std::vector<LogField> TrialOutcomeFields(const v1::Trial& trial,
       {"state", v1::TrialState_Name(state)},
       {"config",
        absl::StrCat(c.moe_backend(), " ", tuner::TileText(c), " tp", c.tp(),
-                    " ep", c.ep(), c.cuda_graph() ? " graph" : "")},
+                    " ep", c.ep(), c.cuda_graph() ? " graph" : "",
+                    tuner::AllreduceName(c) == "nccl" ? "" : " oneshot",
+                    tuner::IsMeasured(c) ? " measured" : "")},
       {"batch", trial.workload().batch_size()},
       {"context", trial.workload().context_length()}};
   if (result != nullptr && result->stats().samples() > 0) {

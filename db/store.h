@@ -187,10 +187,12 @@ class Store {
   // without raw samples: what a watcher has not seen yet.
   absl::StatusOr<std::vector<v1::Trial>> FinalTrialsSince(int64_t sweep_id,
                                                           int64_t since_ms);
-  // The oldest QUEUED trial (lowest id) whose backend is one of `backends`,
-  // if any: what a worker that can run those is given next.
+  // The oldest QUEUED trial (lowest id) whose backend is one of `backends`
+  // and whose id is above `after_id`, if any: what a worker that can run
+  // those is given next (after_id skips trials it cannot take now, such as
+  // a gang trial whose gang cannot form yet).
   absl::StatusOr<std::optional<int64_t>> FirstQueuedTrial(
-      const std::vector<std::string>& backends);
+      const std::vector<std::string>& backends, int64_t after_id = 0);
   // The backends of the QUEUED trials, each once.
   absl::StatusOr<std::vector<std::string>> QueuedBackends();
   // Ordered by trial_id. For recovery after a coordinator restart.

@@ -82,17 +82,18 @@ absl::StatusOr<std::vector<v1::Trial>> Store::TrialsInStates(
 }
 
 absl::StatusOr<std::optional<int64_t>> Store::FirstQueuedTrial(
-    const std::vector<std::string>& backends) {
+    const std::vector<std::string>& backends, int64_t after_id) {
   absl::MutexLock lock(&mu_);
   // One index probe per backend: with an IN list SQLite would sort every
   // queued trial of those backends to find the first.
-  ASSIGN_OR_RETURN(Statement query,
-                   conn_.Prepare("SELECT id FROM trials WHERE state = ? AND "
-                                 "moe_backend = ? ORDER BY id LIMIT 1"));
+  ASSIGN_OR_RETURN(
+      Statement query,
+      conn_.Prepare("SELECT id FROM trials WHERE state = ? AND "
+                    "moe_backend = ? AND id > ? ORDER BY id LIMIT 1"));
   std::optional<int64_t> first;
   for (const std::string& backend : backends) {
     query.Reset();
-    RETURN_IF_ERROR(query.BindAll(int64_t{v1::QUEUED}, backend));
+    RETURN_IF_ERROR(query.BindAll(int64_t{v1::QUEUED}, backend, after_id));
     ASSIGN_OR_RETURN(const bool row, query.Step());
     if (row && (!first.has_value() || query.Int64(0) < *first)) {
       first = query.Int64(0);

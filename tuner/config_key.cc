@@ -13,10 +13,25 @@ std::string TileText(const v1::TrialConfig& config) {
   return backends::TileText(TileOf(config));
 }
 
+std::string AllreduceName(const v1::TrialConfig& config) {
+  return config.allreduce().empty() ? "nccl" : config.allreduce();
+}
+
+bool IsMeasured(const v1::TrialConfig& config) {
+  return config.communication() == v1::MEASURED;
+}
+
+// The defaults (nccl, modelled) add nothing, so every key made before these
+// dimensions existed, stored or recomputed, stays what it was.
 std::string ConfigKey(const v1::TrialConfig& config) {
-  return absl::StrCat(config.moe_backend(), "|", TileText(config), "|",
-                      config.tp(), "|", config.ep(), "|",
-                      config.cuda_graph() ? 1 : 0);
+  std::string key = absl::StrCat(config.moe_backend(), "|", TileText(config),
+                                 "|", config.tp(), "|", config.ep(), "|",
+                                 config.cuda_graph() ? 1 : 0);
+  if (AllreduceName(config) != "nccl") {
+    absl::StrAppend(&key, "|", config.allreduce());
+  }
+  if (IsMeasured(config)) absl::StrAppend(&key, "|measured");
+  return key;
 }
 
 std::string ProposalKey(const v1::Trial& trial) {

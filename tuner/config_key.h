@@ -16,8 +16,16 @@ backends::Tile TileOf(const v1::TrialConfig& config);
 // backends::TileText of the config's tile: "16x256", or "-".
 std::string TileText(const v1::TrialConfig& config);
 
+// The config's all-reduce: "nccl" (also for "", its default) or "oneshot".
+std::string AllreduceName(const v1::TrialConfig& config);
+// Whether the config's communication is MEASURED (on a gang of tp * ep
+// workers); unset and MODELLED are modelled.
+bool IsMeasured(const v1::TrialConfig& config);
+
 // "backend|tile|tp|ep|graph" of a config, e.g. "cpu_blocked|4x64|2|4|0"
-// ("-" for an unset tile): which configs are the same point of the space.
+// ("-" for an unset tile), then "|oneshot" for a non-default all-reduce and
+// "|measured" for MEASURED communication: which configs are the same point
+// of the space. The defaults add nothing, so older keys are unchanged.
 std::string ConfigKey(const v1::TrialConfig& config);
 
 // "workload_hash|backend|tile|tp|ep|graph|rung|round", e.g.

@@ -152,8 +152,9 @@ absl::StatusOr<v1::SweepSpec> SpecFromRecording(
   w.set_region(first.workload().region());
   w.set_chain_layers(first.workload().chain_layers());
   std::vector<int> batches, contexts, tps, eps;
-  std::vector<std::string> backends;
+  std::vector<std::string> backends, allreduces;
   std::vector<bool> graphs;
+  std::vector<int> communications;
   for (const v1::Trial& t : recorded.trials()) {
     AddUnique(batches, t.workload().batch_size());
     AddUnique(contexts, t.workload().context_length());
@@ -161,6 +162,13 @@ absl::StatusOr<v1::SweepSpec> SpecFromRecording(
     AddUnique(tps, t.config().tp());
     AddUnique(eps, t.config().ep());
     AddUnique(graphs, t.config().cuda_graph());
+    // Listed only when recorded: older recordings replay as they were.
+    if (!t.config().allreduce().empty()) {
+      AddUnique(allreduces, t.config().allreduce());
+    }
+    if (t.config().communication() != v1::COMMUNICATION_UNSPECIFIED) {
+      AddUnique(communications, static_cast<int>(t.config().communication()));
+    }
     if (t.config().has_tile())
       AddTile(*spec.mutable_space(), t.config().tile());
   }
@@ -171,6 +179,10 @@ absl::StatusOr<v1::SweepSpec> SpecFromRecording(
   s.mutable_tp()->Assign(tps.begin(), tps.end());
   s.mutable_ep()->Assign(eps.begin(), eps.end());
   for (bool g : graphs) s.add_cuda_graph(g);
+  for (const std::string& a : allreduces) s.add_allreduce(a);
+  for (int c : communications) {
+    s.add_communication(static_cast<v1::Communication>(c));
+  }
   *spec.mutable_measurement() = first.measurement();
   spec.mutable_strategy()->set_kind(v1::Strategy::GRID);
   return spec;

@@ -306,6 +306,36 @@ absl::Status CheckWorldSize(const v1::SearchSpace& space) {
                               absl::StrJoin(eps, ", "), "} (empty = {1})"));
 }
 
+absl::Status CheckAllreduce(const v1::SearchSpace& space) {
+  const std::string path = "space.allreduce";
+  for (int i = 0; i < space.allreduce().size(); ++i) {
+    const std::string& name = space.allreduce(i);
+    if (name == "nccl" || name == "oneshot") continue;
+    return Invalid(At(path, i), absl::StrCat("'", name,
+                                             "' is not allowed; allowed: "
+                                             "nccl, oneshot"));
+  }
+  return CheckNoRepeat(space.allreduce(), path, [](const std::string& s) {
+    return absl::StrCat("'", s, "'");
+  });
+}
+
+absl::Status CheckCommunication(const v1::SearchSpace& space) {
+  const std::string path = "space.communication";
+  for (int i = 0; i < space.communication().size(); ++i) {
+    const int value = space.communication(i);
+    if (value == v1::MODELLED || value == v1::MEASURED) continue;
+    const std::string name = v1::Communication_IsValid(value)
+                                 ? v1::Communication_Name(value)
+                                 : absl::StrCat(value);
+    return Invalid(At(path, i), absl::StrCat(name,
+                                             " is not allowed; allowed: "
+                                             "MODELLED, MEASURED"));
+  }
+  return CheckNoRepeat(space.communication(), path,
+                       [](int value) { return v1::Communication_Name(value); });
+}
+
 absl::Status CheckSpace(const v1::SearchSpace& space) {
   RETURN_IF_ERROR(CheckBackends(space));
   RETURN_IF_ERROR(CheckTiles(space));
@@ -313,7 +343,9 @@ absl::Status CheckSpace(const v1::SearchSpace& space) {
   RETURN_IF_ERROR(CheckDegrees(space.ep(), "space.ep"));
   RETURN_IF_ERROR(CheckNoRepeat(space.cuda_graph(), "space.cuda_graph",
                                 [](bool b) { return b ? "true" : "false"; }));
-  return CheckWorldSize(space);
+  RETURN_IF_ERROR(CheckWorldSize(space));
+  RETURN_IF_ERROR(CheckAllreduce(space));
+  return CheckCommunication(space);
 }
 
 // ------------------------------------------------- strategy, measurement --

@@ -34,9 +34,39 @@ std::vector<bool> GraphModesFor(const backends::BackendDescriptor& backend,
   return {space.cuda_graph().begin(), space.cuda_graph().end()};
 }
 
+// How the ranks of a (tp, ep) layout communicate: the all-reduce and
+// whether it is measured on a gang or modelled.
+struct CommChoice {
+  std::string allreduce;  // as listed; "" when the space lists none
+  v1::Communication communication = v1::COMMUNICATION_UNSPECIFIED;
+};
+
+// allreduce x communication, allreduce-major. A world of one rank has no
+// collectives, so it gets one choice, the default (unset, as old sweeps'
+// configs are): listing the dimensions never duplicates such points. Unset
+// lists give the default too, so a space without them expands, keys and
+// hashes exactly as before these dimensions existed.
+std::vector<CommChoice> CommChoicesFor(const v1::SearchSpace& space, int tp,
+                                       int ep) {
+  if (tp * ep == 1) return {CommChoice{}};
+  std::vector<std::string> allreduces(space.allreduce().begin(),
+                                      space.allreduce().end());
+  if (allreduces.empty()) allreduces.push_back("");
+  std::vector<v1::Communication> modes;
+  for (int mode : space.communication()) {
+    modes.push_back(static_cast<v1::Communication>(mode));
+  }
+  if (modes.empty()) modes.push_back(v1::COMMUNICATION_UNSPECIFIED);
+  std::vector<CommChoice> choices;
+  for (const std::string& allreduce : allreduces) {
+    for (v1::Communication mode : modes) choices.push_back({allreduce, mode});
+  }
+  return choices;
+}
+
 v1::TrialConfig MakeConfig(const backends::BackendDescriptor& backend,
                            const std::optional<backends::Tile>& tile, int tp,
-                           int ep, bool graph) {
+                           int ep, bool graph, const CommChoice& comm) {
   v1::TrialConfig config;
   config.set_moe_backend(std::string(backend.name));
   if (tile.has_value()) {
@@ -46,6 +76,8 @@ v1::TrialConfig MakeConfig(const backends::BackendDescriptor& backend,
   config.set_tp(tp);
   config.set_ep(ep);
   config.set_cuda_graph(graph);
+  config.set_allreduce(comm.allreduce);
+  config.set_communication(comm.communication);
   return config;
 }
 
@@ -55,7 +87,8 @@ bool StepSplits(const model::ModelConfig& preset, int tp, int ep) {
   return ref::ValidateStepShard(preset, ref::Shard{tp, ep, 0}).ok();
 }
 
-// Appends backend x tile x (tp, ep) x cuda_graph for one backend, keeping
+// Appends backend x tile x (tp, ep) x cuda_graph x allreduce x
+// communication for one backend, keeping
 // what its descriptor can run at this batch (and, for a whole step, the
 // layouts the step can be split in).
 void AppendBackendConfigs(const backends::BackendDescriptor& backend,
@@ -75,7 +108,9 @@ void AppendBackendConfigs(const backends::BackendDescriptor& backend,
         if (space.world_size() != 0 && tp * ep != space.world_size()) continue;
         if (whole_step && !StepSplits(preset, tp, ep)) continue;
         for (bool graph : GraphModesFor(backend, space)) {
-          configs.push_back(MakeConfig(backend, tile, tp, ep, graph));
+          for (const CommChoice& comm : CommChoicesFor(space, tp, ep)) {
+            configs.push_back(MakeConfig(backend, tile, tp, ep, graph, comm));
+          }
         }
       }
     }
@@ -89,8 +124,7 @@ std::vector<v1::TrialConfig> ConfigsAt(const v1::SearchSpace& space,
   for (const std::string& name : space.moe_backends()) {
     const backends::BackendDescriptor* backend = backends::FindBackend(name);
     if (backend != nullptr) {
-      AppendBackendConfigs(*backend, space, preset, batch, whole_step,
-                           configs);
+      AppendBackendConfigs(*backend, space, preset, batch, whole_step, configs);
     }
   }
   return configs;
@@ -148,11 +182,11 @@ int64_t SweepPlan::PlanConfigs() {
     auto [it, fresh] =
         list_of_batch.emplace(batch, static_cast<int>(config_lists_.size()));
     if (fresh) {
-      config_lists_.push_back(preset == nullptr
-                                  ? std::vector<v1::TrialConfig>{}
-                                  : ConfigsAt(spec_.space(), *preset, batch,
-                                              spec_.workload().region() ==
-                                                  v1::DECODE_STEP));
+      config_lists_.push_back(
+          preset == nullptr
+              ? std::vector<v1::TrialConfig>{}
+              : ConfigsAt(spec_.space(), *preset, batch,
+                          spec_.workload().region() == v1::DECODE_STEP));
     }
     list_of_batch_slot_.push_back(it->second);
     points += contexts * static_cast<int64_t>(config_lists_[it->second].size());

@@ -13,6 +13,9 @@
 //                     world_size
 //           x cuda_graph  the list for GPU backends whose region can be
 //                         captured; false once for the others
+//             x allreduce x communication  (list order; each list empty =
+//                         one unset value) where tp * ep > 1; unset once
+//                         at tp * ep == 1 (a world of one has no collectives)
 //   where a config is kept for a workload only when its backend's
 //   descriptor can run it (BackendDescriptor::CanImplement on the preset's
 //   layer at that tp and the workload's batch: tile shape rules, batch

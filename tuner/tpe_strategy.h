@@ -38,7 +38,8 @@
 //     all, DONE and failed) DONE ones are good, none when there are fewer
 //     than two observations; the other DONE ones are bad. Densities l (good)
 //     and g (bad) with add-one smoothing per dimension: backend, tile
-//     (counted within the backend), tp, ep, cuda_graph, and the config
+//     (counted within the backend), tp, ep, cuda_graph, allreduce,
+//     communication, and the config
 //     itself. A failure counts as bad in the config dimension only: it says
 //     the config does not run, not that its tp is slow (8x128 fails at tp 2
 //     where 4x64 at tp 2 is the fastest). The config dimension carries a

@@ -191,6 +191,14 @@ bool WorkerAgent::AcquireAndRun() {
   *execution.mutable_trial() = response.trial();
   *execution.mutable_probe() = probe_;
   execution.set_device_ordinal(options_.device_ordinal);
+  if (response.has_gang()) {
+    // The trial process meets its gang as this worker (its pipe, not its
+    // command line, carries the token).
+    *execution.mutable_gang() = response.gang();
+    execution.set_coordinator_address(options_.coordinator_address);
+    execution.set_worker_id(request.worker_id());
+    execution.set_token(request.token());
+  }
   if (stop_) return false;  // stopped while acquiring: the lease lapses
   cancel_current_ = false;
   sweep_cancelled_ = false;

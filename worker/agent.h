@@ -31,6 +31,9 @@ struct AgentOptions {
   // How long a result is offered before the worker gives it up (the
   // coordinator then re-queues the trial: the heartbeats stop naming it).
   int report_retry_ms = 60000;
+  // The coordinator's worker address as this worker dials it: a gang
+  // trial's process meets its gang there (TrialExecution).
+  std::string coordinator_address;
 };
 
 class WorkerAgent {

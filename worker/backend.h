@@ -14,6 +14,7 @@
 #include "kernels/backends/descriptor.h"
 #include "kernels/reference/decode_step.h"
 #include "proto/moetune.pb.h"
+#include "worker/gang_rendezvous.h"
 
 namespace moetune::worker {
 
@@ -27,6 +28,11 @@ struct TrialInputs {
   v1::Trial trial;
   ref::StepSpec step;  // the workload resolved against its preset
   DeviceTarget target;
+  // A gang trial (MEASURED communication): this process's rank of the gang,
+  // and where it meets the other ranks (NCCL id, IPC handles). Both null
+  // for a trial one worker runs alone. Owned by the caller of Run.
+  const v1::Gang* gang = nullptr;
+  GangRendezvous* rendezvous = nullptr;
 };
 
 // What a backend hands back; the runner decides what it means.

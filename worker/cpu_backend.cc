@@ -103,6 +103,12 @@ class CpuBackend final : public Backend {
   }
 
   absl::StatusOr<BackendRun> Run(const TrialInputs& in) override {
+    // A CPU worker has no NCCL and no peers: measured communication is not
+    // something it can run, at any world size.
+    if (in.trial.config().communication() == v1::MEASURED) {
+      return absl::FailedPreconditionError(
+          "MEASURED communication needs GPU workers with NCCL");
+    }
     const v1::TileShape& tile = in.trial.config().tile();
     ASSIGN_OR_RETURN(ref::MoeFn moe,
                      make_moe_(in.step, {tile.block_n(), tile.block_k()}));

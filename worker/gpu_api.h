@@ -20,6 +20,8 @@ class GpuApi {
   virtual bool BuiltWithCuda() = 0;
   virtual int DeviceCount() = 0;
   virtual gpu::DeviceInfo QueryDevice(int ordinal) = 0;
+  // The ordinals this device reaches peer to peer (a gang's NVLink / PCIe).
+  virtual std::vector<int> PeerOrdinals(int ordinal) = 0;
   virtual double MeasureReadBandwidthGBps(int ordinal, std::string* error) = 0;
   virtual std::string NcclVersion() = 0;
   virtual gpu::BackendAvailability ProbeMoeBackend(const std::string& name,
@@ -41,6 +43,9 @@ class RealGpuApi final : public GpuApi {
   int DeviceCount() override { return gpu::DeviceCount(); }
   gpu::DeviceInfo QueryDevice(int ordinal) override {
     return gpu::QueryDevice(ordinal);
+  }
+  std::vector<int> PeerOrdinals(int ordinal) override {
+    return gpu::PeerOrdinals(ordinal);
   }
   double MeasureReadBandwidthGBps(int ordinal, std::string* error) override {
     return gpu::MeasureReadBandwidthGBps(ordinal, error);

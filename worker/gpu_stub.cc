@@ -21,6 +21,7 @@ DeviceInfo QueryDevice(int ordinal) {
   return info;
 }
 int DeviceCount() { return 0; }
+std::vector<int> PeerOrdinals(int) { return {}; }
 std::vector<int> CompiledArchs() { return {}; }
 double MeasureReadBandwidthGBps(int, std::string* error) {
   if (error != nullptr) *error = kNotBuilt;

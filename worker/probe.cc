@@ -12,6 +12,14 @@
 namespace moetune::worker {
 namespace {
 
+// hostname/boot-id: workers with the same one share a machine (a gang's
+// ranks must); the boot id tells apart machines that share a name.
+std::string HostId(SystemInfo& system) {
+  const std::string boot_id = system.BootId();
+  return boot_id.empty() ? system.HostName()
+                         : absl::StrCat(system.HostName(), "/", boot_id);
+}
+
 void FillCpuDevice(SystemInfo& system, v1::Probe* probe) {
   v1::Fingerprint* fp = probe->mutable_fingerprint();
   fp->set_device_name(system.CpuModel());
@@ -45,6 +53,7 @@ void FillGpuDevice(int ordinal, GpuApi& gpu, v1::Probe* probe) {
   device->set_memory_bytes(info.memory_bytes);
   std::string error;
   device->set_measured_read_gbps(gpu.MeasureReadBandwidthGBps(ordinal, &error));
+  for (int peer : gpu.PeerOrdinals(ordinal)) device->add_peer_ordinals(peer);
 }
 
 }  // namespace
@@ -70,6 +79,7 @@ v1::Probe ProbeWorker(const DeviceTarget& target, BackendRegistry& registry,
   } else {
     FillCpuDevice(*env.system, &probe);
   }
+  probe.mutable_device()->set_host_id(HostId(*env.system));
   probe.mutable_fingerprint()->set_build_hash(BuildHash());
   probe.mutable_fingerprint()->set_hash(FingerprintHash(probe.fingerprint()));
   for (const auto& backend : registry.all()) {

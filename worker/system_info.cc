@@ -16,6 +16,13 @@ std::string RealSystemInfo::HostName() {
   return name;
 }
 
+std::string RealSystemInfo::BootId() {
+  std::ifstream file("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(file, id);
+  return id;
+}
+
 std::string RealSystemInfo::CpuModel() {
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line;

@@ -86,11 +86,16 @@ v1::TrialResult ChildProcessExecutor::Execute(
   return result;
 }
 
-WarmProcessExecutor::WarmProcessExecutor(std::vector<std::string> serve_command)
-    : process_(std::move(serve_command)) {}
+WarmProcessExecutor::WarmProcessExecutor(std::vector<std::string> serve_command,
+                                         std::vector<std::string> run_command)
+    : process_(std::move(serve_command)), cold_(std::move(run_command)) {}
 
 v1::TrialResult WarmProcessExecutor::Execute(
     const v1::TrialExecution& execution, const std::atomic<bool>* cancel) {
+  if (execution.has_gang()) {  // see the class comment
+    process_.Stop();
+    return cold_.Execute(execution, cancel);
+  }
   const v1::Trial& trial = execution.trial();
   if (process_.running() && !google::protobuf::util::MessageDifferencer::Equals(
                                 workload_, trial.workload())) {

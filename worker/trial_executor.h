@@ -52,15 +52,25 @@ class ChildProcessExecutor final : public TrialExecutor {
 // weights and caches once. The process is replaced (the next trial starts
 // clean) when the workload changes, and after any trial that is not DONE:
 // a crash, a hang or a sticky CUDA error still costs one trial.
+//
+// A gang trial (execution.gang set) never runs in the warm process: it runs
+// in a fresh one through `run_command`, and the warm process is stopped
+// first. An NCCL communicator and the peers' CUDA IPC mappings belong to
+// one process and one gang: a process that served another gang, or another
+// trial, would carry a communicator and mappings of ranks that are gone
+// (and hold device memory the gang's process needs).
 class WarmProcessExecutor final : public TrialExecutor {
  public:
-  // serve_command: a process that runs RunTrialServeMain.
-  explicit WarmProcessExecutor(std::vector<std::string> serve_command);
+  // serve_command: a process that runs RunTrialServeMain; run_command: one
+  // that runs RunTrialChildMain (for gang trials).
+  WarmProcessExecutor(std::vector<std::string> serve_command,
+                      std::vector<std::string> run_command);
   v1::TrialResult Execute(const v1::TrialExecution& execution,
                           const std::atomic<bool>* cancel) override;
 
  private:
   WarmProcess process_;
+  ChildProcessExecutor cold_;
   v1::Workload workload_;  // what the running process was warmed with
 };
 

@@ -174,6 +174,16 @@ static void Judge(const TrialInputs& in,
   result->set_outcome(v1::DONE);
 }
 
+absl::StatusOr<std::unique_ptr<GangRendezvous>> TrialRunner::RendezvousFor(
+    const v1::TrialExecution& execution) const {
+  if (!execution.has_gang()) return std::unique_ptr<GangRendezvous>();
+  if (rendezvous_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "a gang trial reached a trial runner with no way to meet its gang");
+  }
+  return rendezvous_(execution);
+}
+
 v1::TrialResult TrialRunner::Run(const v1::TrialExecution& execution) {
   v1::TrialResult result;
   const v1::Trial& trial = execution.trial();
@@ -192,6 +202,17 @@ v1::TrialResult TrialRunner::Run(const v1::TrialExecution& execution) {
     return result;
   }
   TrialInputs in{trial, *step, DeviceTarget{execution.device_ordinal()}};
+  absl::StatusOr<std::unique_ptr<GangRendezvous>> rendezvous =
+      RendezvousFor(execution);
+  if (!rendezvous.ok()) {
+    Fail(&result, v1::FAILED, std::string(rendezvous.status().message()));
+    return result;
+  }
+  if (execution.has_gang()) {
+    in.gang = &execution.gang();
+    in.rendezvous = rendezvous->get();
+    in.step.shard.rank = execution.gang().rank();
+  }
   absl::StatusOr<BackendRun> run = backend->Run(in);
   if (!run.ok()) {
     Fail(&result, v1::FAILED, run.status().ToString());

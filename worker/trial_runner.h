@@ -5,6 +5,8 @@
 // outcomes, never crashes. Thread-compatible (one trial at a time).
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -26,13 +28,27 @@ double RelativeL2Error(const std::vector<float>& out,
 double WorstLayerError(const std::vector<float>& out,
                        const std::vector<float>& ref, int layers, int* layer);
 
+// Makes the rendezvous of a gang trial's rank from its execution (gang,
+// coordinator address, worker id and token), or says why it cannot.
+using RendezvousFactory =
+    std::function<absl::StatusOr<std::unique_ptr<GangRendezvous>>(
+        const v1::TrialExecution& execution)>;
+
 class TrialRunner {
  public:
-  explicit TrialRunner(BackendRegistry* registry) : registry_(registry) {}
+  // Without `rendezvous`, a gang trial FAILS saying so.
+  explicit TrialRunner(BackendRegistry* registry,
+                       RendezvousFactory rendezvous = nullptr)
+      : registry_(registry), rendezvous_(std::move(rendezvous)) {}
   v1::TrialResult Run(const v1::TrialExecution& execution);
 
  private:
+  // The gang trial's rendezvous, or why there is none.
+  absl::StatusOr<std::unique_ptr<GangRendezvous>> RendezvousFor(
+      const v1::TrialExecution& execution) const;
+
   BackendRegistry* registry_;
+  RendezvousFactory rendezvous_;
 };
 
 }  // namespace moetune::worker

@@ -23,6 +23,7 @@
 #include "common/rpc/channel.h"
 #include "google/protobuf/util/json_util.h"
 #include "worker/agent.h"
+#include "worker/grpc_gang_rendezvous.h"
 #include "worker/probe.h"
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:50052",
@@ -98,6 +99,15 @@ std::vector<std::string> TrialCommand(const std::string& wrapper,
   // A trial process dies with its worker (a killed worker must not leave a
   // kernel running on its GPU), behind a wrapper too.
   command.push_back(absl::StrCat("--parent_pid=", getpid()));
+  // A gang trial's process calls the coordinator (its rendezvous) with the
+  // worker's own credentials: the files, never the secrets, on its line.
+  for (const auto& [flag, value] :
+       {std::pair{"tls_ca", absl::GetFlag(FLAGS_tls_ca)},
+        std::pair{"tls_cert", absl::GetFlag(FLAGS_tls_cert)},
+        std::pair{"tls_key", absl::GetFlag(FLAGS_tls_key)},
+        std::pair{"token_file", absl::GetFlag(FLAGS_token_file)}}) {
+    if (!value.empty()) command.push_back(absl::StrCat("--", flag, "=", value));
+  }
   return command;
 }
 
@@ -110,7 +120,8 @@ int PrintProbe(const v1::Probe& probe) {
   return 0;
 }
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> CoordinatorChannel() {
+absl::StatusOr<std::shared_ptr<grpc::Channel>> CoordinatorChannel(
+    const std::string& address) {
   rpc::ChannelOptions channel;
   channel.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
   channel.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
@@ -119,12 +130,23 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> CoordinatorChannel() {
       rpc::ReadToken(absl::GetFlag(FLAGS_token_file));
   if (!token.ok()) return token.status();
   channel.token = *token;
-  return rpc::MakeChannel(absl::GetFlag(FLAGS_coordinator), channel);
+  return rpc::MakeChannel(address, channel);
+}
+
+// In a trial process: a gang trial's rendezvous at the coordinator its
+// worker named, over a channel made like the worker's.
+absl::StatusOr<std::unique_ptr<GangRendezvous>> GrpcRendezvousFor(
+    const v1::TrialExecution& execution) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      CoordinatorChannel(execution.coordinator_address());
+  if (!channel.ok()) return channel.status();
+  return std::make_unique<GrpcGangRendezvous>(*channel, execution);
 }
 
 // Registers with the coordinator and runs trials until a signal stops it.
 int ServeTrials(int ordinal, const v1::Probe& probe, SystemInfo& system) {
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = CoordinatorChannel();
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      CoordinatorChannel(absl::GetFlag(FLAGS_coordinator));
   if (!channel.ok()) {
     LogError("worker: ", channel.status().message());
     return 2;
@@ -137,7 +159,8 @@ int ServeTrials(int ordinal, const v1::Probe& probe, SystemInfo& system) {
   std::unique_ptr<TrialExecutor> executor;
   if (absl::GetFlag(FLAGS_warm_trials)) {
     executor = std::make_unique<WarmProcessExecutor>(
-        TrialCommand(wrapper, device, "--serve_trials"));
+        TrialCommand(wrapper, device, "--serve_trials"),
+        TrialCommand(wrapper, device, "--run_trial"));
   } else {
     executor = std::make_unique<ChildProcessExecutor>(
         TrialCommand(wrapper, device, "--run_trial"));
@@ -147,6 +170,7 @@ int ServeTrials(int ordinal, const v1::Probe& probe, SystemInfo& system) {
   options.device_ordinal = ordinal;
   options.max_trials = absl::GetFlag(FLAGS_max_trials);
   options.report_retry_ms = absl::GetFlag(FLAGS_report_retry_s) * 1000;
+  options.coordinator_address = absl::GetFlag(FLAGS_coordinator);
   WorkerAgent agent(*channel, options, probe, executor.get());
   g_agent = &agent;
   signal(SIGTERM, OnSignal);
@@ -166,7 +190,7 @@ int WorkerMain(int ordinal) {
   }
   RealSystemInfo system;
   BackendRegistry registry = MakeDefaultRegistry(clock, &gpu);
-  TrialRunner runner(&registry);
+  TrialRunner runner(&registry, GrpcRendezvousFor);
   if (absl::GetFlag(FLAGS_run_trial)) return RunTrialChildMain(&runner);
   if (absl::GetFlag(FLAGS_serve_trials)) return RunTrialServeMain(&runner);
   const v1::Probe probe =

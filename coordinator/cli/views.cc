@@ -93,7 +93,9 @@ std::vector<std::string> MachineTrialRow(const v1::Trial& t) {
 
 std::string ConfigCells(const v1::TrialConfig& c) {
   return absl::StrCat(c.moe_backend(), " ", tuner::TileText(c), " tp", c.tp(),
-                      " ep", c.ep(), c.cuda_graph() ? " graph" : "");
+                      " ep", c.ep(), c.cuda_graph() ? " graph" : "",
+                      tuner::AllreduceName(c) == "nccl" ? "" : " oneshot",
+                      tuner::IsMeasured(c) ? " measured" : "");
 }
 
 Table TrialsTable(const v1::QueryTrialsResponse& trials, OutputFormat format) {

@@ -1,5 +1,6 @@
-// QueryDevice, DeviceCount, CompiledArchs, MeasureReadBandwidthGBps,
-// NcclVersion and ProbeMoeBackend (kernels/cuda/moe_gpu.h).
+// QueryDevice, DeviceCount, PeerOrdinals, CompiledArchs,
+// MeasureReadBandwidthGBps, NcclVersion and ProbeMoeBackend
+// (kernels/cuda/moe_gpu.h).
 #include <cublas_v2.h>
 #include <nccl.h>
 
@@ -233,6 +234,21 @@ int DeviceCount() {
     return 0;
   }
   return count;
+}
+
+std::vector<int> PeerOrdinals(int ordinal) {
+  std::vector<int> peers;
+  const int count = DeviceCount();
+  for (int peer = 0; peer < count; ++peer) {
+    if (peer == ordinal) continue;
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, ordinal, peer) != cudaSuccess) {
+      cudaGetLastError();  // not sticky: a bad ordinal, say
+      continue;
+    }
+    if (can != 0) peers.push_back(peer);
+  }
+  return peers;
 }
 
 std::vector<int> CompiledArchs() {

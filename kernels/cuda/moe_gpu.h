@@ -25,7 +25,10 @@ struct DeviceInfo {
 };
 
 DeviceInfo QueryDevice(int ordinal);
-int DeviceCount();                 // 0 when there is no driver or device
+int DeviceCount();  // 0 when there is no driver or device
+// The other ordinals this device can reach peer to peer (cudaDeviceCanAccess-
+// Peer), ascending; empty without CUDA or a device.
+std::vector<int> PeerOrdinals(int ordinal);
 std::vector<int> CompiledArchs();  // e.g. {90}
 // Streaming read bandwidth (GB/s, 1e9 B/s) over a buffer far larger than L2.
 double MeasureReadBandwidthGBps(int ordinal, std::string* error);

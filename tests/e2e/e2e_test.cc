@@ -46,6 +46,37 @@ TEST(EndToEndTest, TwoWorkersRecordEveryTrialOfASweep) {
   EXPECT_EQ(workers.size(), 2u) << "both workers should have run trials";
 }
 
+// MEASURED communication needs a gang of GPU workers on one host: on CPU
+// workers those trials are UNAVAILABLE saying so, and nothing else of the
+// sweep is lost.
+TEST(EndToEndTest, MeasuredTrialsOnCpuWorkersAreUnavailableWithTheReason) {
+  const fs::path dir = TempDir("measured-on-cpu");
+  Cluster cluster(dir);
+  cluster.AddWorker("e2e:a");
+  cluster.AddWorker("e2e:b");
+  v1::SweepSpec spec = TwelveTrialSpec();
+  spec.mutable_space()->add_communication(v1::MODELLED);
+  spec.mutable_space()->add_communication(v1::MEASURED);
+  const int64_t sweep_id = cluster.Submit(spec);
+  EXPECT_EQ(cluster.WaitForEnd(sweep_id).state(), v1::FINISHED);
+  const std::vector<v1::Trial> trials = cluster.Trials(sweep_id);
+  // ep 1 has no collectives (one point); ep 2 is modelled and measured.
+  ASSERT_EQ(trials.size(), 18u);
+  int done = 0, unavailable = 0;
+  for (const v1::Trial& t : trials) {
+    if (t.config().communication() == v1::MEASURED) {
+      ++unavailable;
+      EXPECT_EQ(t.state(), v1::UNAVAILABLE) << t.ShortDebugString();
+      EXPECT_THAT(t.reason(),
+                  HasSubstr("MEASURED communication needs GPU workers"));
+    } else {
+      done += t.state() == v1::DONE;
+    }
+  }
+  EXPECT_EQ(unavailable, 6);
+  EXPECT_EQ(done, 12);
+}
+
 TEST(EndToEndTest, ACrashOrAHangCostsOneTrialNeverTheWorker) {
   const fs::path dir = TempDir("faults");
   // The first trial process segfaults, the second hangs; the rest run.

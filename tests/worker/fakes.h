@@ -12,6 +12,8 @@ namespace moetune::worker {
 class FakeSystemInfo final : public SystemInfo {
  public:
   std::string HostName() override { return "testhost"; }
+  std::string BootId() override { return boot_id; }
+  std::string boot_id = "6a1c9c2e-4d7b-4b8e-9f11-2d3c4b5a6978";
   std::string CpuModel() override { return "Fake CPU 9000"; }
   int HardwareThreads() override { return 4; }
   int64_t MemoryBytes() override { return int64_t{16} << 30; }
@@ -45,6 +47,14 @@ class FakeGpuApi final : public GpuApi {
     info.runtime_version = 13000;
     return info;
   }
+  std::vector<int> PeerOrdinals(int ordinal) override {
+    std::vector<int> peers;
+    for (int p = 0; p < device_count; ++p) {
+      if (p != ordinal) peers.push_back(p);
+    }
+    return peers;
+  }
+  int device_count = 1;
   double MeasureReadBandwidthGBps(int, std::string*) override { return 4500; }
   std::string NcclVersion() override { return "2.28.3"; }
   gpu::BackendAvailability ProbeMoeBackend(const std::string& name,

@@ -8,6 +8,7 @@
 namespace moetune::worker {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 const v1::BackendProbe& Find(const v1::Probe& probe, const std::string& name) {
@@ -64,6 +65,24 @@ TEST_F(ProbeTest, MissingGpuIsNamedInTheFingerprint) {
   gpu_.present = false;
   const v1::Probe probe = ProbeWorker(DeviceTarget{3}, registry_, env_);
   EXPECT_THAT(probe.fingerprint().device_name(), HasSubstr("GPU 3 absent"));
+}
+
+TEST_F(ProbeTest, HostIdIsTheHostNameAndTheBootId) {
+  const v1::Probe cpu = ProbeWorker(DeviceTarget{-1}, registry_, env_);
+  EXPECT_EQ(cpu.device().host_id(),
+            "testhost/6a1c9c2e-4d7b-4b8e-9f11-2d3c4b5a6978");
+  EXPECT_TRUE(cpu.device().peer_ordinals().empty());
+  system_.boot_id = "";  // unreadable: the name alone
+  EXPECT_EQ(ProbeWorker(DeviceTarget{0}, registry_, env_).device().host_id(),
+            "testhost");
+}
+
+TEST_F(ProbeTest, GpuWorkerListsItsPeers) {
+  gpu_.device_count = 4;
+  const v1::Probe probe = ProbeWorker(DeviceTarget{1}, registry_, env_);
+  EXPECT_THAT(probe.device().peer_ordinals(), ElementsAre(0, 2, 3));
+  EXPECT_EQ(probe.device().host_id(),
+            "testhost/6a1c9c2e-4d7b-4b8e-9f11-2d3c4b5a6978");
 }
 
 TEST_F(ProbeTest, FingerprintHashIsStableAndSensitive) {

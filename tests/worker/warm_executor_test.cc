@@ -28,7 +28,8 @@ v1::TrialExecution CpuTrial(int64_t id, const std::string& backend, int batch) {
 
 WarmProcessExecutor Executor() {
   return WarmProcessExecutor(
-      {MOETUNE_WORKER_BINARY, "--serve_trials", "--device=cpu"});
+      {MOETUNE_WORKER_BINARY, "--serve_trials", "--device=cpu"},
+      {MOETUNE_WORKER_BINARY, "--run_trial", "--device=cpu"});
 }
 
 TEST(WarmProcessExecutorTest, TrialsOfOneWorkloadShareAWarmProcess) {
@@ -63,9 +64,36 @@ TEST(WarmProcessExecutorTest, AFailedTrialRetiresItsProcess) {
   EXPECT_EQ(next.process_trials(), 0);  // started clean
 }
 
+// A gang trial runs in a fresh process of its own, and the warm one is
+// retired first (NCCL communicators and IPC mappings are per process and
+// per gang). On a CPU worker it is refused, saying why.
+TEST(WarmProcessExecutorTest, AGangTrialRunsInAFreshProcess) {
+  WarmProcessExecutor executor = Executor();
+  ASSERT_EQ(
+      executor.Execute(CpuTrial(1, "cpu_reference", 2), nullptr).outcome(),
+      v1::DONE);
+  v1::TrialExecution gang = CpuTrial(2, "cpu_reference", 2);
+  gang.mutable_trial()->mutable_config()->set_tp(2);
+  gang.mutable_trial()->mutable_config()->set_communication(v1::MEASURED);
+  gang.mutable_gang()->set_gang_id("trial-2-attempt-1");
+  gang.mutable_gang()->set_world_size(2);
+  gang.set_coordinator_address("127.0.0.1:1");
+  const v1::TrialResult refused = executor.Execute(gang, nullptr);
+  EXPECT_EQ(refused.outcome(), v1::FAILED);
+  EXPECT_NE(refused.reason().find(
+                "MEASURED communication needs GPU workers with NCCL"),
+            std::string::npos)
+      << refused.reason();
+  EXPECT_EQ(refused.process_trials(), 0);
+  const v1::TrialResult next =
+      executor.Execute(CpuTrial(3, "cpu_reference", 2), nullptr);
+  ASSERT_EQ(next.outcome(), v1::DONE) << next.reason();
+  EXPECT_EQ(next.process_trials(), 0);  // the warm one was retired
+}
+
 TEST(WarmProcessExecutorTest, ADeadProcessIsAFailedTrialNamingWhy) {
   WarmProcessExecutor executor(
-      {"/bin/sh", "-c", "echo 'no such luck' >&2; exit 4"});
+      {"/bin/sh", "-c", "echo 'no such luck' >&2; exit 4"}, {"/bin/false"});
   const v1::TrialResult r =
       executor.Execute(CpuTrial(1, "cpu_reference", 2), nullptr);
   EXPECT_EQ(r.outcome(), v1::FAILED);
