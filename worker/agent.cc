@@ -191,6 +191,7 @@ bool WorkerAgent::AcquireAndRun() {
   *execution.mutable_trial() = response.trial();
   *execution.mutable_probe() = probe_;
   execution.set_device_ordinal(options_.device_ordinal);
+  *execution.mutable_comm_calibration() = options_.comm_calibration;
   if (response.has_gang()) {
     // The trial process meets its gang as this worker (its pipe, not its
     // command line, carries the token).

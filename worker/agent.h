@@ -34,6 +34,9 @@ struct AgentOptions {
   // The coordinator's worker address as this worker dials it: a gang
   // trial's process meets its gang there (TrialExecution).
   std::string coordinator_address;
+  // --comm_calibration: handed to every trial (TrialExecution), whose
+  // modelled communication uses it.
+  v1::CommCalibration comm_calibration;
 };
 
 class WorkerAgent {

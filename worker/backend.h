@@ -42,6 +42,9 @@ struct BackendRun {
                                    // (then the runner computes the CPU one)
   std::vector<double> samples_us;  // raw timed iterations (us)
   double bytes = 0;                // minimum bytes moved per iteration
+  // A gang trial: the step's collectives timed alone (us a step, the
+  // median), -1 when nothing was communicated for real.
+  double comm_measured_us = -1;
   // Chained MoE layers (workload.chain_layers): output and reference hold
   // `layers` equal blocks, one a layer, each checked on its own.
   int layers = 1;

@@ -10,6 +10,7 @@
 #include "kernels/reference/router.h"
 #include "kernels/reference/step_bytes.h"
 #include "worker/cpu_backend.h"
+#include "worker/gang_comm_setup.h"
 
 namespace moetune::worker {
 namespace {
@@ -75,6 +76,23 @@ gpu::StepRunOptions MakeStepOptions(const TrialInputs& in,
   return options;
 }
 
+// A gang trial's rank joining its gang: the largest sum the step makes is
+// a block's output [batch][hidden] or the [world][batch] table of tokens;
+// set-up may take half the trial's deadline.
+GangJoin GangJoinOf(const TrialInputs& in) {
+  GangJoin join;
+  join.gang = in.gang;
+  join.allreduce = in.trial.config().allreduce();
+  join.device = in.target.ordinal;
+  const int64_t world = in.gang->world_size();
+  join.max_floats =
+      std::max<int64_t>(int64_t{in.step.batch} * in.step.config.hidden,
+                        2 * in.step.batch * world);
+  const double timeout_s = in.trial.measurement().trial_timeout_s();
+  join.timeout = absl::Seconds(timeout_s > 0 ? timeout_s / 2 : 60);
+  return join;
+}
+
 class GpuMoeBackend final : public Backend {
  public:
   GpuMoeBackend(const backends::BackendDescriptor& descriptor, GpuApi* gpu)
@@ -101,6 +119,11 @@ class GpuMoeBackend final : public Backend {
 
   absl::StatusOr<BackendRun> Run(const TrialInputs& in) override {
     if (in.trial.workload().region() == v1::DECODE_STEP) return RunStep(in);
+    if (in.gang != nullptr) {
+      return absl::FailedPreconditionError(
+          "MEASURED communication runs whole decode steps (workload.region "
+          "DECODE_STEP); a MoE layer alone makes no collectives to measure");
+    }
     const gpu::MoeRunOptions options = MakeOptions(in, name_);
     gpu::MoeRunResult result = gpu_->RunMoeLayer(MakeProblem(in), options);
     RETURN_IF_ERROR(GpuRunStatus(result.status, result.message));
@@ -117,8 +140,14 @@ class GpuMoeBackend final : public Backend {
   // The whole decode step of the trial's rank: its logits slice, checked
   // against the reference (BackendRun::reference when the GPU computed it).
   absl::StatusOr<BackendRun> RunStep(const TrialInputs& in) {
-    gpu::StepRunResult result = gpu_->RunDecodeStep(
-        gpu::MakeStepProblem(in.step), MakeStepOptions(in, name_));
+    gpu::StepRunOptions options = MakeStepOptions(in, name_);
+    std::unique_ptr<gpu::GangComm> comm;
+    if (in.gang != nullptr) {
+      ASSIGN_OR_RETURN(comm, JoinGang(gpu_, GangJoinOf(in), in.rendezvous));
+      options.comm = comm.get();
+    }
+    gpu::StepRunResult result =
+        gpu_->RunDecodeStep(gpu::MakeStepProblem(in.step), options);
     RETURN_IF_ERROR(GpuRunStatus(result.status, result.message));
     BackendRun run;
     const size_t block =
@@ -134,6 +163,7 @@ class GpuMoeBackend final : public Backend {
     run.samples_us = std::move(result.samples_us);
     run.bytes = static_cast<double>(
         ref::DecodeStepByteBreakdown(in.step, result.distinct_experts).Total());
+    if (comm != nullptr) run.comm_measured_us = result.comm_us;
     return run;
   }
 

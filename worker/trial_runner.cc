@@ -13,6 +13,7 @@
 #include "kernels/reference/decode_step.h"
 #include "kernels/reference/moe_reference.h"
 #include "kernels/reference/router.h"
+#include "worker/comm_calibration.h"
 #include "worker/comm_model.h"
 #include "worker/cpu_backend.h"
 
@@ -36,6 +37,25 @@ ref::RoutingSpec ResolveRouting(const v1::Routing& routing) {
   return spec;
 }
 
+// A gang computes the whole model's step, every rank its vocabulary slice
+// of the logits: the unsharded reference's slice of this rank.
+std::vector<float> GangReference(const TrialInputs& in, bool gpu) {
+  ref::StepSpec whole = in.step;
+  whole.shard = ref::Shard{};
+  absl::StatusOr<std::vector<float>> logits =
+      ref::DecodeStep(whole, gpu ? ref::Bf16InputReferenceMoe(whole) : nullptr);
+  if (!logits.ok()) return {};
+  const int vocab = whole.config.vocab;
+  const int slice = vocab / (in.step.shard.tp * in.step.shard.ep);
+  const int begin = ref::VocabBegin(in.step.config, in.step.shard);
+  std::vector<float> out;
+  for (int b = 0; b < in.step.batch; ++b) {
+    const auto row = logits->begin() + static_cast<ptrdiff_t>(b) * vocab;
+    out.insert(out.end(), row + begin, row + begin + slice);
+  }
+  return out;
+}
+
 std::vector<float> CpuReference(const TrialInputs& in) {
   if (in.trial.workload().region() == v1::MOE_LAYER) {
     const int layer = FirstMoeLayer(in.step);
@@ -46,6 +66,7 @@ std::vector<float> CpuReference(const TrialInputs& in) {
   }
   // A GPU backend reads the MLP's input in BF16: so does its reference.
   const bool gpu = in.target.is_gpu();
+  if (in.gang != nullptr) return GangReference(in, gpu);
   absl::StatusOr<std::vector<float>> logits = ref::DecodeStep(
       in.step, gpu ? ref::Bf16InputReferenceMoe(in.step) : nullptr);
   return logits.ok() ? *logits : std::vector<float>{};
@@ -57,8 +78,10 @@ void Fail(v1::TrialResult* result, v1::TrialState outcome,
   result->set_reason(reason);
 }
 
-void AttachRoofline(const TrialInputs& in, double bytes, double read_gbps,
+void AttachRoofline(const TrialInputs& in, const BackendRun& run,
+                    const CommModelParams& params, double read_gbps,
                     v1::TrialResult* result) {
+  const double bytes = run.bytes;
   v1::Roofline* roofline = result->mutable_roofline();
   roofline->set_bytes(bytes);
   CommShape shape;
@@ -72,10 +95,18 @@ void AttachRoofline(const TrialInputs& in, double bytes, double read_gbps,
   shape.whole_step = in.trial.workload().region() == v1::DECODE_STEP;
   shape.dense_layers = in.step.config.num_dense_layers;
   shape.allreduce = in.trial.config().allreduce();
-  const double comm_us = ModelCommFloorUs(shape);
+  const double model_us = ModelCommFloorUs(shape, params);
+  const bool measured = run.comm_measured_us >= 0;
+  // Measured: the gang's collectives timed alone are the communication's
+  // floor, and the median holds them; the model's figure is kept beside.
+  const double comm_us = measured ? run.comm_measured_us : model_us;
   const double memory_us = read_gbps > 0 ? bytes / (read_gbps * 1e3) : 0;
   roofline->set_comm_floor_us(comm_us);
-  roofline->set_comm_modelled(shape.tp * shape.ep > 1);
+  roofline->set_comm_modelled(!measured && shape.tp * shape.ep > 1);
+  if (measured) {
+    roofline->set_comm_measured_us(run.comm_measured_us);
+    roofline->set_comm_model_us(model_us);
+  }
   roofline->set_floor_us(memory_us + comm_us);
   roofline->set_efficiency(
       RooflineEfficiency(*roofline, result->stats().median_us()));
@@ -149,7 +180,7 @@ double WorstLayerError(const std::vector<float>& out,
 static void Judge(const TrialInputs& in,
                   const backends::BackendDescriptor& backend,
                   const BackendRun& run, const v1::Probe& probe,
-                  v1::TrialResult* result) {
+                  const CommModelParams& params, v1::TrialResult* result) {
   const std::vector<float> reference =
       run.reference.empty() ? CpuReference(in) : run.reference;
   int layer = 0;
@@ -159,7 +190,8 @@ static void Judge(const TrialInputs& in,
   *result->mutable_stats() = stats::Summarize(run.samples_us);
   result->mutable_samples_us()->Add(run.samples_us.begin(),
                                     run.samples_us.end());
-  AttachRoofline(in, run.bytes, probe.device().measured_read_gbps(), result);
+  AttachRoofline(in, run, params, probe.device().measured_read_gbps(), result);
+  if (in.gang != nullptr) result->set_world_size(in.gang->world_size());
   // Written so that NaN fails too.
   if (!(result->max_rel_error() <= result->error_bound())) {
     Fail(result, v1::INCORRECT,
@@ -218,7 +250,8 @@ v1::TrialResult TrialRunner::Run(const v1::TrialExecution& execution) {
     Fail(&result, v1::FAILED, run.status().ToString());
     return result;
   }
-  Judge(in, backend->descriptor(), *run, execution.probe(), &result);
+  Judge(in, backend->descriptor(), *run, execution.probe(),
+        ParamsFrom(execution.comm_calibration()), &result);
   return result;
 }
 

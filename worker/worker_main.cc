@@ -23,6 +23,7 @@
 #include "common/rpc/channel.h"
 #include "google/protobuf/util/json_util.h"
 #include "worker/agent.h"
+#include "worker/comm_calibration.h"
 #include "worker/grpc_gang_rendezvous.h"
 #include "worker/probe.h"
 
@@ -43,6 +44,9 @@ ABSL_FLAG(int, parent_pid, 0,
 ABSL_FLAG(std::string, device, "cpu",
           "cpu, or a CUDA device ordinal (0, 1, ...)");
 ABSL_FLAG(std::string, name, "", "worker name; default host:device");
+ABSL_FLAG(std::string, comm_calibration, "",
+          "a CommCalibration file (moetune-comm-bench --calibration): "
+          "measured parameters of the communication model");
 ABSL_FLAG(int, max_trials, 0, "exit after this many trials (0 = never)");
 ABSL_FLAG(bool, probe_only, false, "print the probe as JSON and exit");
 ABSL_FLAG(bool, count_gpus, false,
@@ -171,6 +175,15 @@ int ServeTrials(int ordinal, const v1::Probe& probe, SystemInfo& system) {
   options.max_trials = absl::GetFlag(FLAGS_max_trials);
   options.report_retry_ms = absl::GetFlag(FLAGS_report_retry_s) * 1000;
   options.coordinator_address = absl::GetFlag(FLAGS_coordinator);
+  if (!absl::GetFlag(FLAGS_comm_calibration).empty()) {
+    absl::StatusOr<v1::CommCalibration> calibration =
+        LoadCommCalibration(absl::GetFlag(FLAGS_comm_calibration));
+    if (!calibration.ok()) {
+      LogError("worker: ", calibration.status().message());
+      return 2;
+    }
+    options.comm_calibration = *std::move(calibration);
+  }
   WorkerAgent agent(*channel, options, probe, executor.get());
   g_agent = &agent;
   signal(SIGTERM, OnSignal);
@@ -207,8 +220,9 @@ std::string Usage() {
       "--device cpu|N [flags]\n\nflags:\n",
       DescribeFlags({"coordinator", "device", "name", "token_file", "tls_ca",
                      "tls_cert", "tls_key", "report_retry_s", "trial_wrapper",
-                     "warm_trials", "max_trials", "probe_only", "count_gpus",
-                     "parent_pid", "log_level", "log_format"}),
+                     "warm_trials", "comm_calibration", "max_trials",
+                     "probe_only", "count_gpus", "parent_pid", "log_level",
+                     "log_format"}),
       "  --help, --version\n\nexit: 0 stopped, 1 failed, 2 bad flag\n");
 }
 

@@ -1,0 +1,72 @@
+#include "worker/gang_comm_setup.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace moetune::worker {
+namespace {
+
+// Rank 0's NCCL id, as every rank of the gang receives it.
+absl::StatusOr<std::string> RelayNcclId(GpuApi* gpu, const GangJoin& join,
+                                        GangRendezvous* rendezvous,
+                                        absl::Time deadline) {
+  std::string id;
+  if (join.gang->rank() == 0) {
+    std::string error;
+    if (gpu->NewNcclId(&id, &error) != gpu::RunStatus::kOk) {
+      return absl::UnavailableError(absl::StrCat("NCCL id: ", error));
+    }
+  }
+  absl::StatusOr<std::vector<std::string>> all =
+      rendezvous->AllGather("nccl-id", id, deadline);
+  if (!all.ok()) return all.status();
+  if (all->empty() || (*all)[0].empty()) {
+    return absl::InternalError("the gang's rendezvous relayed no NCCL id");
+  }
+  return (*all)[0];
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<gpu::GangComm>> JoinGang(
+    GpuApi* gpu, const GangJoin& join, GangRendezvous* rendezvous) {
+  gpu::GangCommSetup setup;
+  if (!gpu::ParseAllReduceImpl(join.allreduce, &setup.impl)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.allreduce: '", join.allreduce, "'; allowed: nccl, oneshot"));
+  }
+  const absl::Time deadline = absl::Now() + join.timeout;
+  setup.device = join.device;
+  setup.rank = join.gang->rank();
+  setup.world = join.gang->world_size();
+  setup.max_floats = join.max_floats;
+  setup.timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(join.timeout));
+  if (setup.impl == gpu::AllReduceImpl::kNccl) {
+    absl::StatusOr<std::string> id =
+        RelayNcclId(gpu, join, rendezvous, deadline);
+    if (!id.ok()) return id.status();
+    setup.nccl_id = *id;
+  }
+  absl::Status exchange_status;
+  auto exchange = [&](const std::string& key, const std::string& mine,
+                      std::vector<std::string>* all, std::string* error) {
+    absl::StatusOr<std::vector<std::string>> got =
+        rendezvous->AllGather(key, mine, deadline);
+    if (!got.ok()) {
+      exchange_status = got.status();
+      *error = std::string(got.status().message());
+      return false;
+    }
+    *all = std::move(*got);
+    return true;
+  };
+  std::string error;
+  std::unique_ptr<gpu::GangComm> comm =
+      gpu->CreateGangComm(setup, exchange, &error);
+  if (comm != nullptr) return comm;
+  if (!exchange_status.ok()) return exchange_status;
+  return absl::UnavailableError(
+      absl::StrCat("the gang's communicator: ", error));
+}
+
+}  // namespace moetune::worker
