@@ -1,5 +1,6 @@
-// The dimension columns of `trials` (schema version 4): batch, context,
-// tile, tp, ep, graph, ... copied out of the workload and config blobs so
+// The dimension columns of `trials` (schema versions 4 and 5): batch,
+// context, tile, tp, ep, graph, the quantization map and KV dtype, ...
+// copied out of the workload and config blobs so
 // that SQL (Grafana, sqlite3, the trial_dimensions / trial_results views)
 // can group by them. Written with every new trial; rows from before version
 // 4 are filled once when a writer opens the database. Called with the
