@@ -10,10 +10,6 @@
 
 namespace moetune::db {
 
-namespace {
-
-// "group=PRECISION" of each group set to other than its default, in field
-// order ('' for the default map).
 std::string QuantizationText(const v1::QuantizationMap& q) {
   std::vector<std::string> groups;
   auto add = [&groups](const char* name, v1::Precision p, v1::Precision def) {
@@ -32,8 +28,6 @@ std::string KvDtypeText(v1::KvCacheDtype dtype) {
   return dtype == v1::KV_CACHE_DTYPE_UNSPECIFIED ? "KV_BF16"
                                                  : v1::KvCacheDtype_Name(dtype);
 }
-
-}  // namespace
 
 absl::Status WriteTrialDimensions(Connection& conn, int64_t trial_id,
                                   const v1::Workload& workload,
