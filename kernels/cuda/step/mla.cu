@@ -345,6 +345,52 @@ __device__ __forceinline__ void StoreBf16x8(const uint4& raw, float* dst) {
       __uint_as_float(raw.w << 16), __uint_as_float(raw.w & 0xffff0000u));
 }
 
+// Vector v of a token's FP8 row (16 bytes) and, for a latent vector, its
+// group's scale; zeros when not live (past the split, or no cache).
+struct Fp8Vector {
+  uint4 raw;
+  float scale;
+};
+
+__device__ __forceinline__ Fp8Vector
+LoadFp8Vector(const uint8_t* row, int v, int latent_vectors,
+              const kvfp8::RowLayout& layout, bool live) {
+  Fp8Vector x{make_uint4(0, 0, 0, 0), 0.0f};
+  if (!live) return x;
+  const bool latent = v < latent_vectors;
+  const int offset = latent ? v * 16 : layout.rope + (v - latent_vectors) * 16;
+  x.raw = *reinterpret_cast<const uint4*>(row + offset);
+  if (latent) {
+    x.scale = reinterpret_cast<const float*>(
+        row + layout.scales)[v * 16 / kvfp8::kGroupSize];
+  }
+  return x;
+}
+
+// Writes vector v's floats into the token's row in shared memory: 16
+// scaled latent values or 8 rope values, or the new token's own (`fresh`,
+// when not null) from this step's float buffer.
+__device__ __forceinline__ void StoreFp8Vector(const Fp8Vector& x, int v,
+                                               int latent_vectors, int kv_lora,
+                                               const float* fresh, float* row) {
+  const bool latent = v < latent_vectors;
+  const int d0 = latent ? v * 16 : kv_lora + (v - latent_vectors) * 8;
+  float* dst = row + d0;
+  if (fresh != nullptr) {
+    for (int j = 0; j < (latent ? 16 : 8); j += 4) {
+      reinterpret_cast<float4*>(dst)[j / 4] =
+          reinterpret_cast<const float4*>(fresh + d0)[j / 4];
+    }
+    return;
+  }
+  if (latent) {
+    const uint32_t words[4] = {x.raw.x, x.raw.y, x.raw.z, x.raw.w};
+    StoreScaled(words, x.scale, dst);
+  } else {
+    StoreBf16x8(x.raw, dst);
+  }
+}
+
 __device__ void StageEntriesFp8(const SparseAttention& a, int b, int first,
                                 int tokens, int* kept_s, float* entry) {
   const int dim = a.kv_lora + a.rope, row = EntryRow(dim);
@@ -359,45 +405,22 @@ __device__ void StageEntriesFp8(const SparseAttention& a, int b, int first,
   const float* fresh = a.new_entry + static_cast<int64_t>(b) * dim;
   const int total = tokens * vectors, last = max(a.context - 1, 0);
   for (int base = threadIdx.x; base < total; base += kStageLoads * blockDim.x) {
-    uint4 raw[kStageLoads];
-    float scale[kStageLoads];
+    Fp8Vector loaded[kStageLoads];
 #pragma unroll
     for (int u = 0; u < kStageLoads; ++u) {
-      const int i = base + u * blockDim.x, v = i % vectors;
+      const int i = base + u * blockDim.x;
       const int token = i < total ? min(kept_s[i / vectors], last) : 0;
-      const uint8_t* src = cache + static_cast<int64_t>(token) * layout.bytes;
-      const bool live = i < total && a.context > 0;
-      const int offset =
-          v < latent_vectors ? v * 16 : layout.rope + (v - latent_vectors) * 16;
-      raw[u] = live ? *reinterpret_cast<const uint4*>(src + offset)
-                    : make_uint4(0, 0, 0, 0);
-      scale[u] = live && v < latent_vectors
-                     ? reinterpret_cast<const float*>(
-                           src + layout.scales)[v * 16 / kvfp8::kGroupSize]
-                     : 0.0f;
+      loaded[u] = LoadFp8Vector(
+          cache + static_cast<int64_t>(token) * layout.bytes, i % vectors,
+          latent_vectors, layout, i < total && a.context > 0);
     }
 #pragma unroll
     for (int u = 0; u < kStageLoads; ++u) {
       const int i = base + u * blockDim.x;
       if (i >= total) break;
-      const int t = i / vectors, v = i % vectors;
-      const int d0 =
-          v < latent_vectors ? v * 16 : a.kv_lora + (v - latent_vectors) * 8;
-      const int n = v < latent_vectors ? 16 : 8;
-      float* dst = entry + t * row + d0;
-      if (kept_s[t] == a.context) {
-        for (int j = 0; j < n; j += 4) {
-          reinterpret_cast<float4*>(dst)[j / 4] =
-              reinterpret_cast<const float4*>(fresh + d0)[j / 4];
-        }
-        continue;
-      }
-      const uint32_t words[4] = {raw[u].x, raw[u].y, raw[u].z, raw[u].w};
-      if (v < latent_vectors) {
-        StoreScaled(words, scale[u], dst);
-      } else {
-        StoreBf16x8(raw[u], dst);
-      }
+      const int t = i / vectors;
+      StoreFp8Vector(loaded[u], i % vectors, latent_vectors, a.kv_lora,
+                     kept_s[t] == a.context ? fresh : nullptr, entry + t * row);
     }
   }
 }

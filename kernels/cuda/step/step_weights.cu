@@ -77,10 +77,40 @@ __global__ void FillCachesKernel(uint64_t seed, int layer, int batch,
   }
 }
 
+// Where a synthetic FP8 cache token comes from and goes to.
+struct Fp8Token {
+  uint64_t seed;
+  int layer, kv_lora, rope, b, t;
+  uint8_t* row;  // its latent row (kvfp8::RowLayoutOf)
+  __device__ float Value(int d) const {
+    return cache::LatentValue(seed, layer, kv_lora, rope, b, t, d);
+  }
+};
+
+// Latent group g of the token: its amax, scale and encoded values (the
+// hash evaluated twice rather than 128 values held in registers).
+__device__ void FillFp8Group(const Fp8Token& k, int g,
+                             const kvfp8::RowLayout& layout) {
+  const int g0 = g * kvfp8::kGroupSize;
+  const int end = min(k.kv_lora, g0 + kvfp8::kGroupSize);
+  float amax = 0.0f;
+  for (int d = g0; d < end; ++d) amax = fmaxf(amax, fabsf(k.Value(d)));
+  const float scale = kvfp8::GroupScale(amax);
+  reinterpret_cast<float*>(k.row + layout.scales)[g] = scale;
+  for (int d = g0; d < end; ++d) k.row[d] = kvfp8::Encode(k.Value(d), scale);
+}
+
+__device__ void FillFp8Rope(const Fp8Token& k, const kvfp8::RowLayout& layout) {
+  uint16_t* out = reinterpret_cast<uint16_t*>(k.row + layout.rope);
+  for (int r = 0; r < k.rope; ++r) {
+    out[r] = static_cast<uint16_t>(__float_as_uint(k.Value(k.kv_lora + r)) >>
+                                   16);  // exact: BF16 values
+  }
+}
+
 // The FP8 cache's synthetic tokens: one thread a (token, part), parts the
-// latent's groups of 128 (amax, then each value encoded: the hash is
-// evaluated twice rather than held in registers), then one part for the
-// rope key and one for the indexer key. kvfp8::RowLayoutOf's rows.
+// latent's groups of 128, then one part for the rope key and one for the
+// indexer key.
 __global__ void FillFp8CachesKernel(uint64_t seed, int layer, int batch,
                                     int prefilled, int stride, int kv_lora,
                                     int rope, int index_dim, uint8_t* latent,
@@ -95,28 +125,12 @@ __global__ void FillFp8CachesKernel(uint64_t seed, int layer, int batch,
     const int b = static_cast<int>(token / prefilled);
     const int t = static_cast<int>(token % prefilled);
     const int64_t row = static_cast<int64_t>(b) * stride + t;
-    uint8_t* out = latent + row * layout.bytes;
+    const Fp8Token k{
+        seed, layer, kv_lora, rope, b, t, latent + row * layout.bytes};
     if (part < groups) {
-      const int g0 = part * kvfp8::kGroupSize;
-      const int end = min(kv_lora, g0 + kvfp8::kGroupSize);
-      float amax = 0.0f;
-      for (int d = g0; d < end; ++d) {
-        amax = fmaxf(amax, fabsf(cache::LatentValue(seed, layer, kv_lora, rope,
-                                                    b, t, d)));
-      }
-      const float scale = kvfp8::GroupScale(amax);
-      reinterpret_cast<float*>(out + layout.scales)[part] = scale;
-      for (int d = g0; d < end; ++d) {
-        out[d] = kvfp8::Encode(
-            cache::LatentValue(seed, layer, kv_lora, rope, b, t, d), scale);
-      }
+      FillFp8Group(k, part, layout);
     } else if (part == groups) {
-      uint16_t* rope_out = reinterpret_cast<uint16_t*>(out + layout.rope);
-      for (int r = 0; r < rope; ++r) {
-        const float v =
-            cache::LatentValue(seed, layer, kv_lora, rope, b, t, kv_lora + r);
-        rope_out[r] = static_cast<uint16_t>(__float_as_uint(v) >> 16);
-      }
+      FillFp8Rope(k, layout);
     } else {
       for (int d = 0; d < index_dim; ++d) {
         keys[row * index_dim + d] =
