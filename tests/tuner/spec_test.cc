@@ -311,5 +311,25 @@ TEST(ExampleSweepTest, ParsesValidatesAndExpands) {
   EXPECT_GT(trials.front().measurement().iterations(), 0);
 }
 
+// The H200 formats sweep: all-NVFP4 attention and lm_head, each KV dtype
+// its own workload (2 batches x 2 contexts x 2 dtypes), the map on every
+// trial.
+TEST(DeploySpecsTest, H200FormatsSpecExpandsEachKvDtype) {
+  const v1::SweepSpec spec = ReadDeploySpec("h200_step_formats_sweep.json");
+  ASSERT_TRUE(ValidateSweepSpec(spec).ok()) << ValidateSweepSpec(spec);
+  const std::vector<v1::Trial> trials = *testing::Expand(spec);
+  ASSERT_EQ(trials.size(), 8u);
+  std::set<std::string> hashes;
+  int fp8 = 0;
+  for (const v1::Trial& t : trials) {
+    EXPECT_EQ(t.workload().quantization().attention(), v1::NVFP4);
+    EXPECT_EQ(t.workload().quantization().lm_head(), v1::NVFP4);
+    fp8 += t.workload().kv_cache_dtype() == v1::KV_FP8_E4M3;
+    hashes.insert(t.workload_hash());
+  }
+  EXPECT_EQ(fp8, 4);
+  EXPECT_EQ(hashes.size(), 8u);
+}
+
 }  // namespace
 }  // namespace moetune::tuner
