@@ -1,12 +1,33 @@
 #include "db/trial_dimensions.h"
 
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 
 namespace moetune::db {
+
+std::string QuantizationText(const v1::QuantizationMap& q) {
+  std::vector<std::string> groups;
+  auto add = [&groups](const char* name, v1::Precision p, v1::Precision def) {
+    if (p == v1::PRECISION_UNSPECIFIED || p == def) return;
+    groups.push_back(absl::StrCat(name, "=", v1::Precision_Name(p)));
+  };
+  add("attention", q.attention(), v1::BF16);
+  add("dense_mlp", q.dense_mlp(), v1::NVFP4);
+  add("lm_head", q.lm_head(), v1::BF16);
+  add("routed_experts", q.routed_experts(), v1::NVFP4);
+  add("shared_expert", q.shared_expert(), v1::NVFP4);
+  return absl::StrJoin(groups, " ");
+}
+
+std::string KvDtypeText(v1::KvCacheDtype dtype) {
+  return dtype == v1::KV_CACHE_DTYPE_UNSPECIFIED ? "KV_BF16"
+                                                 : v1::KvCacheDtype_Name(dtype);
+}
 
 absl::Status WriteTrialDimensions(Connection& conn, int64_t trial_id,
                                   const v1::Workload& workload,
@@ -14,7 +35,8 @@ absl::Status WriteTrialDimensions(Connection& conn, int64_t trial_id,
   return conn.Execute(
       "UPDATE trials SET model_preset = ?, region = ?, batch_size = ?, "
       "context_length = ?, chain_layers = ?, tile_n = ?, tile_k = ?, tp = ?, "
-      "ep = ?, cuda_graph = ? WHERE id = ?",
+      "ep = ?, cuda_graph = ?, quantization = ?, kv_cache_dtype = ? "
+      "WHERE id = ?",
       workload.model_preset(), static_cast<int64_t>(workload.region()),
       static_cast<int64_t>(workload.batch_size()),
       static_cast<int64_t>(workload.context_length()),
@@ -22,7 +44,9 @@ absl::Status WriteTrialDimensions(Connection& conn, int64_t trial_id,
       static_cast<int64_t>(config.tile().block_n()),
       static_cast<int64_t>(config.tile().block_k()),
       static_cast<int64_t>(config.tp()), static_cast<int64_t>(config.ep()),
-      static_cast<int64_t>(config.cuda_graph() ? 1 : 0), trial_id);
+      static_cast<int64_t>(config.cuda_graph() ? 1 : 0),
+      QuantizationText(workload.quantization()),
+      KvDtypeText(workload.kv_cache_dtype()), trial_id);
 }
 
 absl::Status FillTrialDimensions(Connection& conn) {

@@ -1,5 +1,6 @@
-// The dimension columns of `trials` (schema version 4): batch, context,
-// tile, tp, ep, graph, ... copied out of the workload and config blobs so
+// The dimension columns of `trials` (schema versions 4 and 5): batch,
+// context, tile, tp, ep, graph, the quantization map and KV dtype, ...
+// copied out of the workload and config blobs so
 // that SQL (Grafana, sqlite3, the trial_dimensions / trial_results views)
 // can group by them. Written with every new trial; rows from before version
 // 4 are filled once when a writer opens the database. Called with the
@@ -7,12 +8,21 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "db/sqlite.h"
 #include "proto/moetune.pb.h"
 
 namespace moetune::db {
+
+// The workload's formats as the columns (and the CLI) show them: the
+// quantization groups set to other than their default in field order,
+// "group=PRECISION" space-separated ('' for the default map), e.g.
+// "attention=NVFP4 lm_head=NVFP4"; the KV cache dtype's name (unset:
+// "KV_BF16").
+std::string QuantizationText(const v1::QuantizationMap& quantization);
+std::string KvDtypeText(v1::KvCacheDtype dtype);
 
 // Sets the dimension columns of trial `trial_id` from its messages.
 absl::Status WriteTrialDimensions(Connection& conn, int64_t trial_id,

@@ -151,13 +151,17 @@ absl::StatusOr<v1::SweepSpec> SpecFromRecording(
   w.set_seed(first.workload().seed());
   w.set_region(first.workload().region());
   w.set_chain_layers(first.workload().chain_layers());
-  std::vector<int> batches, contexts, tps, eps;
+  if (first.workload().has_quantization()) {
+    *w.mutable_quantization() = first.workload().quantization();
+  }
+  std::vector<int> batches, contexts, tps, eps, kv_dtypes;
   std::vector<std::string> backends, allreduces;
   std::vector<bool> graphs;
   std::vector<int> communications;
   for (const v1::Trial& t : recorded.trials()) {
     AddUnique(batches, t.workload().batch_size());
     AddUnique(contexts, t.workload().context_length());
+    AddUnique(kv_dtypes, static_cast<int>(t.workload().kv_cache_dtype()));
     AddUnique(backends, t.config().moe_backend());
     AddUnique(tps, t.config().tp());
     AddUnique(eps, t.config().ep());
@@ -175,6 +179,10 @@ absl::StatusOr<v1::SweepSpec> SpecFromRecording(
   v1::SearchSpace& s = *spec.mutable_space();
   w.mutable_batch_sizes()->Assign(batches.begin(), batches.end());
   w.mutable_context_lengths()->Assign(contexts.begin(), contexts.end());
+  // Recorded workloads store the default as unset: an empty list.
+  if (kv_dtypes != std::vector<int>{v1::KV_CACHE_DTYPE_UNSPECIFIED}) {
+    w.mutable_kv_cache_dtypes()->Assign(kv_dtypes.begin(), kv_dtypes.end());
+  }
   for (const std::string& b : backends) s.add_moe_backends(b);
   s.mutable_tp()->Assign(tps.begin(), tps.end());
   s.mutable_ep()->Assign(eps.begin(), eps.end());

@@ -24,6 +24,26 @@ void CanonicaliseRouting(v1::Routing& routing) {
   }
 }
 
+// Clears each precision equal to its group's default (QuantizationMap), and
+// the map when nothing is left: an unset map and an explicit default are
+// the same work, and stay the same bytes (hashes of recorded workloads).
+void CanonicaliseQuantization(v1::QuantizationMap& q) {
+  if (q.attention() == v1::BF16) q.clear_attention();
+  if (q.dense_mlp() == v1::NVFP4) q.clear_dense_mlp();
+  if (q.lm_head() == v1::BF16) q.clear_lm_head();
+  if (q.routed_experts() == v1::NVFP4) q.clear_routed_experts();
+  if (q.shared_expert() == v1::NVFP4) q.clear_shared_expert();
+}
+
+template <typename Message>
+void CanonicaliseQuantizationOf(Message& message) {
+  if (!message.has_quantization()) return;
+  CanonicaliseQuantization(*message.mutable_quantization());
+  if (message.quantization().ByteSizeLong() == 0) {
+    message.clear_quantization();
+  }
+}
+
 int ResolveLayers(const std::string& preset, int layers) {
   const model::ModelConfig* info = model::FindPreset(preset);
   return (layers == 0 && info != nullptr) ? info->num_layers : layers;
@@ -67,6 +87,7 @@ v1::SweepSpec WithDefaults(const v1::SweepSpec& spec) {
     workload.set_region(v1::DECODE_STEP);
   }
   if (workload.chain_layers() == 1) workload.set_chain_layers(0);
+  CanonicaliseQuantizationOf(workload);
   ApplySpaceDefaults(*out.mutable_space());
   if (out.strategy().kind() == v1::Strategy::KIND_UNSPECIFIED) {
     out.mutable_strategy()->set_kind(v1::Strategy::GRID);
@@ -81,6 +102,8 @@ v1::Workload CanonicalWorkload(const v1::Workload& workload) {
   CanonicaliseRouting(*out.mutable_routing());
   if (out.region() == v1::REGION_UNSPECIFIED) out.set_region(v1::DECODE_STEP);
   if (out.chain_layers() == 1) out.set_chain_layers(0);  // both: one layer
+  CanonicaliseQuantizationOf(out);
+  if (out.kv_cache_dtype() == v1::KV_BF16) out.clear_kv_cache_dtype();
   return out;
 }
 

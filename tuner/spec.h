@@ -47,8 +47,9 @@ absl::Status ValidateSweepSpec(const v1::SweepSpec& spec);
 // trial_timeout_s 120, max_attempts 3; space tp/ep {1}, cuda_graph {false};
 // routing UNIFORM; region DECODE_STEP; strategy GRID. Also canonicalises the
 // workload space like CanonicalWorkload (layers 0 -> the preset's count,
-// routing fields of other distributions cleared, chain_layers 1 -> 0).
-// Idempotent. Does not validate.
+// routing fields of other distributions cleared, chain_layers 1 -> 0,
+// precisions equal to their default cleared; kv_cache_dtypes is kept as
+// listed). Idempotent. Does not validate.
 v1::SweepSpec WithDefaults(const v1::SweepSpec& spec);
 
 // ValidateSweepSpec, then WithDefaults: the normalised spec a sweep is
@@ -60,7 +61,11 @@ absl::StatusOr<v1::SweepSpec> NormalizeSpec(const v1::SweepSpec& spec);
 // region UNSPECIFIED -> DECODE_STEP, routing UNSPECIFIED -> UNIFORM, `skew`
 // kept only for SKEWED and `histogram` only for REPLAYED, layers 0 -> the
 // preset's layer count (when the preset is known), chain_layers 1 -> 0 (both
-// are one layer; 0 is the canonical form, so hashes of recorded sweeps stay).
+// are one layer; 0 is the canonical form, so hashes of recorded sweeps stay),
+// each quantization precision equal to its default cleared (and the map when
+// nothing is left), kv_cache_dtype KV_BF16 -> unset. The explicit default is
+// never written: a workload that does not use the options has the bytes, and
+// the hash, it had before they existed.
 v1::Workload CanonicalWorkload(const v1::Workload& workload);
 
 // 16 lowercase hex chars: 64-bit FNV-1a over the deterministic serialization

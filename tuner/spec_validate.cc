@@ -186,6 +186,78 @@ absl::Status CheckChain(const v1::WorkloadSpace& w,
   return absl::OkStatus();
 }
 
+// One group's precision: a known value among `allowed` (UNSPECIFIED is the
+// group's default and always allowed).
+absl::Status CheckPrecision(v1::Precision precision, const std::string& field,
+                            bool bf16_allowed, const char* why_not_bf16) {
+  const std::string path = absl::StrCat("workload.quantization.", field);
+  const std::string allowed = bf16_allowed ? "NVFP4, BF16" : "NVFP4";
+  if (!v1::Precision_IsValid(precision)) {
+    return Invalid(
+        path, absl::StrCat(precision, " is not allowed; allowed: ", allowed));
+  }
+  if (precision != v1::BF16 || bf16_allowed) return absl::OkStatus();
+  return Invalid(path, absl::StrCat("BF16 is not allowed; allowed: ", allowed,
+                                    " (", why_not_bf16, ")"));
+}
+
+// Whether a map differs from the default (unset fields and explicit
+// defaults are the default).
+bool NonDefaultQuantization(const v1::QuantizationMap& q) {
+  return (q.attention() != v1::PRECISION_UNSPECIFIED &&
+          q.attention() != v1::BF16) ||
+         (q.dense_mlp() != v1::PRECISION_UNSPECIFIED &&
+          q.dense_mlp() != v1::NVFP4) ||
+         (q.lm_head() != v1::PRECISION_UNSPECIFIED && q.lm_head() != v1::BF16);
+}
+
+absl::Status CheckQuantization(const v1::WorkloadSpace& w) {
+  const v1::QuantizationMap& q = w.quantization();
+  constexpr char kMoe[] = "the MoE backends are NVFP4 kernels";
+  RETURN_IF_ERROR(CheckPrecision(q.attention(), "attention", true, ""));
+  RETURN_IF_ERROR(CheckPrecision(q.dense_mlp(), "dense_mlp", true, ""));
+  RETURN_IF_ERROR(CheckPrecision(q.lm_head(), "lm_head", true, ""));
+  RETURN_IF_ERROR(
+      CheckPrecision(q.routed_experts(), "routed_experts", false, kMoe));
+  RETURN_IF_ERROR(
+      CheckPrecision(q.shared_expert(), "shared_expert", false, kMoe));
+  if (w.region() != v1::MOE_LAYER || !NonDefaultQuantization(q)) {
+    return absl::OkStatus();
+  }
+  return Invalid("workload.quantization",
+                 "attention, dense_mlp and lm_head are not in an MoE layer: "
+                 "with region MOE_LAYER allowed: the default (unset); "
+                 "set region: DECODE_STEP to time them");
+}
+
+std::string ShowKvDtype(int dtype) {
+  // Unset is KV_BF16: listing both would repeat one workload.
+  return dtype == v1::KV_CACHE_DTYPE_UNSPECIFIED
+             ? "KV_BF16"
+             : v1::KvCacheDtype_Name(static_cast<v1::KvCacheDtype>(dtype));
+}
+
+absl::Status CheckKvDtypes(const v1::WorkloadSpace& w) {
+  const std::string path = "workload.kv_cache_dtypes";
+  const auto& list = w.kv_cache_dtypes();
+  for (int i = 0; i < list.size(); ++i) {
+    const int dtype = list.Get(i);
+    if (!v1::KvCacheDtype_IsValid(dtype)) {
+      return Invalid(At(path, i),
+                     absl::StrCat(dtype,
+                                  " is not allowed; allowed: KV_BF16, "
+                                  "KV_FP8_E4M3"));
+    }
+    if (dtype == v1::KV_FP8_E4M3 && w.region() == v1::MOE_LAYER) {
+      return Invalid(At(path, i),
+                     "KV_FP8_E4M3 is not read by an MoE layer: with region "
+                     "MOE_LAYER allowed: KV_BF16 (or an empty list); set "
+                     "region: DECODE_STEP to time it");
+    }
+  }
+  return CheckNoRepeat(list, path, ShowKvDtype);
+}
+
 absl::Status CheckWorkload(const v1::SweepSpec& spec) {
   const v1::WorkloadSpace& w = spec.workload();
   const ModelConfig* preset = nullptr;
@@ -197,7 +269,9 @@ absl::Status CheckWorkload(const v1::SweepSpec& spec) {
                                1, kMaxContextLength));
   RETURN_IF_ERROR(CheckRouting(w.routing(), *preset));
   RETURN_IF_ERROR(CheckRegion(w, spec.space()));
-  return CheckChain(w, spec.space());
+  RETURN_IF_ERROR(CheckChain(w, spec.space()));
+  RETURN_IF_ERROR(CheckQuantization(w));
+  return CheckKvDtypes(w);
 }
 
 // ---------------------------------------------------------------- space --

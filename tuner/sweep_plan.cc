@@ -130,8 +130,18 @@ std::vector<v1::TrialConfig> ConfigsAt(const v1::SearchSpace& space,
   return configs;
 }
 
+// The KV cache dtypes of the space: each a workload; empty = the default.
+std::vector<v1::KvCacheDtype> KvDtypesOf(const v1::WorkloadSpace& space) {
+  std::vector<v1::KvCacheDtype> dtypes;
+  for (int dtype : space.kv_cache_dtypes()) {
+    dtypes.push_back(static_cast<v1::KvCacheDtype>(dtype));
+  }
+  if (dtypes.empty()) dtypes.push_back(v1::KV_CACHE_DTYPE_UNSPECIFIED);
+  return dtypes;
+}
+
 v1::Workload MakeWorkload(const v1::WorkloadSpace& space, int batch,
-                          int context) {
+                          int context, v1::KvCacheDtype kv_dtype) {
   v1::Workload workload;
   workload.set_model_preset(space.model_preset());
   workload.set_layers(space.layers());
@@ -141,6 +151,10 @@ v1::Workload MakeWorkload(const v1::WorkloadSpace& space, int batch,
   workload.set_seed(space.seed());
   workload.set_region(space.region());
   workload.set_chain_layers(space.chain_layers());
+  if (space.has_quantization()) {
+    *workload.mutable_quantization() = space.quantization();
+  }
+  workload.set_kv_cache_dtype(kv_dtype);
   return CanonicalWorkload(workload);
 }
 
@@ -156,8 +170,8 @@ absl::StatusOr<std::shared_ptr<const SweepPlan>> SweepPlan::Create(
     const v1::WorkloadSpace& w = plan->spec().workload();
     return absl::InvalidArgumentError(absl::StrCat(
         "space: ", points, " points (", w.batch_sizes_size(), " batch sizes x ",
-        w.context_lengths_size(),
-        " context lengths x their configs); allowed: at most ", kMaxSweepPoints,
+        w.context_lengths_size(), " context lengths x ", KvDtypesOf(w).size(),
+        " KV cache dtypes x their configs); allowed: at most ", kMaxSweepPoints,
         " a sweep: list fewer values or split the sweep"));
   }
   plan->Expand();
@@ -177,7 +191,9 @@ int64_t SweepPlan::PlanConfigs() {
       model::FindPreset(spec_.workload().model_preset());
   std::map<int, int> list_of_batch;
   int64_t points = 0;
-  const int64_t contexts = spec_.workload().context_lengths_size();
+  const int64_t per_batch =
+      spec_.workload().context_lengths_size() *
+      static_cast<int64_t>(KvDtypesOf(spec_.workload()).size());
   for (int batch : spec_.workload().batch_sizes()) {
     auto [it, fresh] =
         list_of_batch.emplace(batch, static_cast<int>(config_lists_.size()));
@@ -189,7 +205,8 @@ int64_t SweepPlan::PlanConfigs() {
                           spec_.workload().region() == v1::DECODE_STEP));
     }
     list_of_batch_slot_.push_back(it->second);
-    points += contexts * static_cast<int64_t>(config_lists_[it->second].size());
+    points +=
+        per_batch * static_cast<int64_t>(config_lists_[it->second].size());
   }
   return points;
 }
@@ -198,9 +215,12 @@ void SweepPlan::Expand() {
   const v1::WorkloadSpace& space = spec_.workload();
   for (int b = 0; b < space.batch_sizes_size(); ++b) {
     for (int context : space.context_lengths()) {
-      workloads_.push_back(MakeWorkload(space, space.batch_sizes(b), context));
-      hashes_.push_back(WorkloadHash(workloads_.back()));
-      config_list_of_.push_back(list_of_batch_slot_[b]);
+      for (v1::KvCacheDtype kv_dtype : KvDtypesOf(space)) {
+        workloads_.push_back(
+            MakeWorkload(space, space.batch_sizes(b), context, kv_dtype));
+        hashes_.push_back(WorkloadHash(workloads_.back()));
+        config_list_of_.push_back(list_of_batch_slot_[b]);
+      }
     }
   }
 }

@@ -3,7 +3,9 @@
 // proposing the next trials never re-validates, re-defaults or re-expands.
 //
 // The grid, in a deterministic, workload-major order:
-//   batch_sizes x context_lengths            (the workloads, in list order)
+//   batch_sizes x context_lengths x kv_cache_dtypes (empty = one, the
+//                                            default): the workloads, in
+//                                            list order
 //     x moe_backends                         (list order)
 //       x tile      backend without tiles: one config, tile unset;
 //                   with tiles: each space.tiles entry among ITS tiles (spec

@@ -56,6 +56,27 @@ std::vector<float> GangReference(const TrialInputs& in, bool gpu) {
   return out;
 }
 
+// A group's precision: its default when unset (proto QuantizationMap).
+ref::Precision PrecisionOf(v1::Precision precision, ref::Precision unset) {
+  switch (precision) {
+    case v1::NVFP4:
+      return ref::Precision::kNvfp4;
+    case v1::BF16:
+      return ref::Precision::kBf16;
+    default:
+      return unset;
+  }
+}
+
+ref::Quantization ResolveQuantization(const v1::QuantizationMap& map) {
+  const ref::Quantization defaults;
+  ref::Quantization q;
+  q.attention = PrecisionOf(map.attention(), defaults.attention);
+  q.dense_mlp = PrecisionOf(map.dense_mlp(), defaults.dense_mlp);
+  q.lm_head = PrecisionOf(map.lm_head(), defaults.lm_head);
+  return q;
+}
+
 std::vector<float> CpuReference(const TrialInputs& in) {
   if (in.trial.workload().region() == v1::MOE_LAYER) {
     const int layer = FirstMoeLayer(in.step);
@@ -126,6 +147,10 @@ absl::StatusOr<ref::StepSpec> ResolveStep(const v1::Trial& trial) {
   step.context = w.context_length();
   step.routing = ResolveRouting(w.routing());
   step.seed = w.seed();
+  step.quantization = ResolveQuantization(w.quantization());
+  step.kv_cache = w.kv_cache_dtype() == v1::KV_FP8_E4M3
+                      ? ref::KvCacheDtype::kFp8E4M3
+                      : ref::KvCacheDtype::kBf16;
   step.shard.tp = std::max(1, trial.config().tp());
   step.shard.ep = std::max(1, trial.config().ep());
   step.shard.rank = 0;

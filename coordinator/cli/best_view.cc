@@ -2,15 +2,27 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/cli/views.h"
+#include "db/trial_dimensions.h"
 #include "tuner/config_key.h"
 
 namespace moetune::cli {
 namespace {
 
+// ", attention=NVFP4 lm_head=NVFP4, KV_FP8_E4M3" for a step in formats
+// other than the default; "" for the default.
+std::string FormatsText(const v1::Workload& w) {
+  std::string text = db::QuantizationText(w.quantization());
+  if (!text.empty()) text = absl::StrCat(", ", text);
+  if (w.kv_cache_dtype() == v1::KV_FP8_E4M3) {
+    absl::StrAppend(&text, ", ", db::KvDtypeText(w.kv_cache_dtype()));
+  }
+  return text;
+}
+
 std::string WorkloadText(const v1::BestForWorkload& w) {
   return absl::StrCat(w.workload().model_preset(), ", batch ",
                       w.workload().batch_size(), ", context ",
-                      w.workload().context_length(),
+                      w.workload().context_length(), FormatsText(w.workload()),
                       w.workload().chain_layers() > 1
                           ? absl::StrCat(", ", w.workload().chain_layers(),
                                          " layers chained: figures per layer")

@@ -4,16 +4,17 @@
 //
 // RunDecodeStep runs rank r's whole decode step of GLM-5 (docs/design.md
 // §2; kernels/reference/step_spec.h says what the rank owns): embedding,
-// every decoder layer's attention (MLA with absorbed weights over the BF16
-// latent cache, the DSA indexer over FP8 keys picking the attended tokens)
-// and MLP (NVFP4 dense MLP, or the MoE layer through the trial's backend),
-// the final norm, its lm_head slice and the argmax. Every weight and cache
-// entry is generated on the device from the counter hash. Communication
-// after each sharded block: with StepRunOptions::comm, a real sum over the
-// gang (NCCL or the one-shot all-reduce, kernels/cuda/comm_gpu.h) and the
-// ranks' best tokens gathered, so every rank computes the whole model's
-// step; without it the rank's partial sum stands in for the collective
-// (modelled by the worker). Safe without a GPU: errors
+// every decoder layer's attention (MLA with absorbed weights over the
+// latent cache, BF16 or FP8; the DSA indexer over FP8 keys picking the
+// attended tokens) and MLP (the dense MLP, or the MoE layer through the
+// trial's backend), the final norm, its lm_head slice and the argmax, with
+// each group of weights in the format StepProblem::formats gives it. Every
+// weight and cache entry is generated on the device from the counter hash.
+// Communication after each sharded block: with StepRunOptions::comm, a real
+// sum over the gang (NCCL or the one-shot all-reduce,
+// kernels/cuda/comm_gpu.h) and the ranks' best tokens gathered, so every rank
+// computes the whole model's step; without it the rank's partial sum stands
+// in for the collective (modelled by the worker). Safe without a GPU: errors
 // come back as values. Uses the device exclusively while it runs.
 #pragma once
 
@@ -38,8 +39,21 @@ struct StepDims {
   MoeDims moe;
 };
 
+// The workload's formats (kernels/reference/step_spec.h Quantization and
+// KvCacheDtype): which projections are NVFP4 (E2M1 codes, an E4M3 scale a
+// 16, an FP32 tensor scale) rather than BF16, and the latent cache's dtype.
+struct StepFormats {
+  bool attention_nvfp4 = false;  // MLA and indexer projections
+  bool dense_bf16 = false;       // the dense MLP (NVFP4 by default)
+  bool lm_head_nvfp4 = false;
+  // The latent cache in FP8 E4M3 with an FP32 scale a 128 values and the
+  // rope key in BF16 (kernels/model/kv_fp8_format.h), rather than BF16.
+  bool kv_fp8 = false;
+};
+
 struct StepProblem {
   StepDims dims;
+  StepFormats formats;
   uint64_t seed = 0;
   int layers = 1;           // the first `layers` decoder layers
   int batch = 1;            // sequences, each its own token and caches
@@ -81,10 +95,10 @@ struct StepRunOptions {
   // Time each part of the step in an extra eager pass (events between
   // parts): StepRunResult::part_us.
   bool profile_parts = false;
-  // Write the step's tokens' latent entries (BF16) and indexer keys (FP8
-  // E4M3) into the caches at position `context` (every run of the step
-  // writes the same values), so that a step at context + 1 with the same
-  // prefilled and cache_tokens attends to them. Needs cache_tokens >
+  // Write the step's tokens' latent entries (in the cache's format) and
+  // indexer keys (FP8 E4M3) into the caches at position `context` (every run of
+  // the step writes the same values), so that a step at context + 1 with the
+  // same prefilled and cache_tokens attends to them. Needs cache_tokens >
   // context.
   bool append_to_caches = false;
   // The gang this rank belongs to (not owned): after attention and after

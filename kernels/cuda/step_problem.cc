@@ -34,9 +34,19 @@ StepDims StepDimsOf(const model::ModelConfig& c) {
   return d;
 }
 
+StepFormats StepFormatsOf(const ref::StepSpec& s) {
+  StepFormats f;
+  f.attention_nvfp4 = s.quantization.attention == ref::Precision::kNvfp4;
+  f.dense_bf16 = s.quantization.dense_mlp == ref::Precision::kBf16;
+  f.lm_head_nvfp4 = s.quantization.lm_head == ref::Precision::kNvfp4;
+  f.kv_fp8 = s.kv_cache == ref::KvCacheDtype::kFp8E4M3;
+  return f;
+}
+
 StepProblem MakeStepProblem(const ref::StepSpec& s) {
   StepProblem p;
   p.dims = StepDimsOf(s.config);
+  p.formats = StepFormatsOf(s);
   p.seed = s.seed;
   p.layers = s.layers;
   p.batch = s.batch;

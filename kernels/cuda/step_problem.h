@@ -12,9 +12,12 @@ namespace moetune::gpu {
 
 StepDims StepDimsOf(const model::ModelConfig& config);
 
-// The spec's dims, seed, layers, batch, context and shard; its token ids
-// (ref::TokenId), each MoE layer's router bias (ref::RouterBias) and RoPE at
-// position `context` as ref::ApplyRope computes it.
+// The spec's quantization map and KV cache dtype.
+StepFormats StepFormatsOf(const ref::StepSpec& spec);
+
+// The spec's dims, formats, seed, layers, batch, context and shard; its token
+// ids (ref::TokenId), each MoE layer's router bias (ref::RouterBias) and RoPE
+// at position `context` as ref::ApplyRope computes it.
 StepProblem MakeStepProblem(const ref::StepSpec& spec);
 
 }  // namespace moetune::gpu

@@ -14,9 +14,9 @@ namespace {
 
 std::vector<float> Gemv(const StepSpec& spec, int layer, uint32_t tensor,
                         const float* x) {
-  const Bf16TensorDesc w = Bf16Desc(spec, layer, tensor);
-  std::vector<float> out(static_cast<size_t>(w.rows));
-  GemvBf16(w, x, out.data());
+  const WeightDesc w = ProjectionDesc(spec, layer, tensor);
+  std::vector<float> out(static_cast<size_t>(w.rows()));
+  Gemv(w, x, out.data());
   return out;
 }
 
@@ -37,10 +37,9 @@ Query ComputeQuery(const StepSpec& spec, int layer, const float* x_normed) {
   const int head_dim = c.qk_nope_dim + c.qk_rope_dim;
   const int heads = HeadsPerRank(c, spec.shard);
   query.q.resize(static_cast<size_t>(heads) * head_dim);
-  GemvBf16(Bf16Desc(spec, layer, weights::kQB),
-           int64_t{HeadBegin(c, spec.shard)} * head_dim,
-           int64_t{heads} * head_dim, 0, c.q_lora_rank, query.q_a_normed.data(),
-           query.q.data());
+  Gemv(ProjectionDesc(spec, layer, weights::kQB),
+       int64_t{HeadBegin(c, spec.shard)} * head_dim, int64_t{heads} * head_dim,
+       0, c.q_lora_rank, query.q_a_normed.data(), query.q.data());
   for (int h = 0; h < heads; ++h) {
     ApplyRope(query.q.data() + h * head_dim + c.qk_nope_dim, c.qk_rope_dim,
               spec.context, c.rope_theta);
@@ -82,7 +81,7 @@ std::vector<float> GatherEntries(const StepSpec& spec, int layer, int sequence,
 // Absorption: q_lat[j] = sum_i q_nope[i] * W_UK[i][j], where W_UK of head h
 // is rows [h*(nope+v), h*(nope+v)+nope) of kv_b, so q_nope . (W_UK c) ==
 // q_lat . c without expanding the cache.
-std::vector<float> AbsorbQuery(const StepSpec& spec, const Bf16TensorDesc& kv_b,
+std::vector<float> AbsorbQuery(const StepSpec& spec, const WeightDesc& kv_b,
                                int head, const float* q_nope) {
   const model::ModelConfig& c = spec.config;
   const int64_t first_row = int64_t{head} * (c.qk_nope_dim + c.v_head_dim);
@@ -96,7 +95,7 @@ std::vector<float> AbsorbQuery(const StepSpec& spec, const Bf16TensorDesc& kv_b,
 }
 
 // v[i] = W_UV[i] . out_lat, W_UV of head h = the next v rows of kv_b.
-void ExpandValue(const StepSpec& spec, const Bf16TensorDesc& kv_b, int head,
+void ExpandValue(const StepSpec& spec, const WeightDesc& kv_b, int head,
                  const float* out_lat, float* v) {
   const model::ModelConfig& c = spec.config;
   const int64_t first_row =
@@ -218,7 +217,7 @@ void MlaAttention(const StepSpec& spec, int layer, int sequence,
   }
   const std::vector<float> entries =
       GatherEntries(spec, layer, sequence, kept, new_latent);
-  const Bf16TensorDesc kv_b = Bf16Desc(spec, layer, weights::kKVB);
+  const WeightDesc kv_b = ProjectionDesc(spec, layer, weights::kKVB);
   const int head_dim = c.qk_nope_dim + c.qk_rope_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const int heads = HeadsPerRank(c, spec.shard);
@@ -235,9 +234,9 @@ void MlaAttention(const StepSpec& spec, int layer, int sequence,
                 values.data() + static_cast<size_t>(i) * c.v_head_dim);
   }
   // o_proj's columns of this rank's heads: its partial sum.
-  GemvBf16(Bf16Desc(spec, layer, weights::kO), 0, c.hidden,
-           int64_t{first} * c.v_head_dim, int64_t{heads} * c.v_head_dim,
-           values.data(), out);
+  Gemv(ProjectionDesc(spec, layer, weights::kO), 0, c.hidden,
+       int64_t{first} * c.v_head_dim, int64_t{heads} * c.v_head_dim,
+       values.data(), out);
 }
 
 }  // namespace moetune::ref

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/model/kv_fp8_format.h"
 #include "kernels/model/nvfp4_format.h"
 #include "kernels/model/weight_gen.h"
 #include "kernels/reference/attention.h"
@@ -15,21 +16,21 @@
 namespace moetune::ref {
 namespace {
 
-// y = down(SiLU(gate x) * (up x)) with the NVFP4 dense MLP of `layer`: this
-// rank's slice of the intermediate dim, so y is its partial sum.
+// y = down(SiLU(gate x) * (up x)) with the dense MLP of `layer` (NVFP4 or
+// BF16, as the workload's map says): this rank's slice of the intermediate
+// dim, so y is its partial sum.
 void DenseMlp(const StepSpec& spec, int layer, const float* x, float* y) {
   const model::ModelConfig& c = spec.config;
   const int slice = DenseSlice(c, spec.shard);
   const int begin = DenseBegin(c, spec.shard);
-  const Nvfp4TensorDesc gate_up = DenseGateUpDesc(spec, layer);
+  const WeightDesc gate_up = ProjectionDesc(spec, layer, weights::kDenseGateUp);
   std::vector<float> gate(static_cast<size_t>(slice));
   std::vector<float> up(static_cast<size_t>(slice));
-  GemvNvfp4(gate_up, begin, slice, 0, c.hidden, x, gate.data());
-  GemvNvfp4(gate_up, c.dense_intermediate + begin, slice, 0, c.hidden, x,
-            up.data());
+  Gemv(gate_up, begin, slice, 0, c.hidden, x, gate.data());
+  Gemv(gate_up, c.dense_intermediate + begin, slice, 0, c.hidden, x, up.data());
   for (int j = 0; j < slice; ++j) gate[j] = Silu(gate[j]) * up[j];
-  GemvNvfp4(DenseDownDesc(spec, layer), 0, c.hidden, begin, slice, gate.data(),
-            y);
+  Gemv(ProjectionDesc(spec, layer, weights::kDenseDown), 0, c.hidden, begin,
+       slice, gate.data(), y);
 }
 
 absl::Status Mlp(const StepSpec& spec, int layer, const MoeFn& moe,
@@ -109,14 +110,14 @@ std::vector<float> Logits(const StepSpec& spec, std::vector<float>& h) {
   const model::ModelConfig& c = spec.config;
   const std::vector<float> gamma =
       NormGamma(spec, 0, weights::kFinalNorm, c.hidden);
-  const Bf16TensorDesc lm_head = Bf16Desc(spec, 0, weights::kLmHead);
+  const WeightDesc lm_head = ProjectionDesc(spec, 0, weights::kLmHead);
   const int slice = VocabSlice(c, spec.shard);
   std::vector<float> logits(static_cast<size_t>(spec.batch) * slice);
   for (int b = 0; b < spec.batch; ++b) {
     float* row = h.data() + static_cast<size_t>(b) * c.hidden;
     RmsNorm(row, gamma.data(), c.hidden, c.rms_eps, row);
-    GemvBf16(lm_head, VocabBegin(c, spec.shard), slice, 0, c.hidden, row,
-             logits.data() + static_cast<size_t>(b) * slice);
+    Gemv(lm_head, VocabBegin(c, spec.shard), slice, 0, c.hidden, row,
+         logits.data() + static_cast<size_t>(b) * slice);
   }
   return logits;
 }
@@ -126,6 +127,7 @@ absl::StatusOr<std::vector<float>> Decode(const StepSpec& spec,
                                           StepTrace* trace) {
   RETURN_IF_ERROR(ValidateStepSpec(spec));
   RETURN_IF_ERROR(ValidateStepShard(spec.config, spec.shard));
+  RETURN_IF_ERROR(ValidateStepFormats(spec));
   if (first_sequence < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("first_sequence: must be >= 0, got ", first_sequence));
@@ -188,14 +190,29 @@ std::vector<int> NextTokens(const std::vector<float>& logits, int batch,
   return next;
 }
 
+// A new latent entry as the cache stores it (read back as float): BF16
+// values, or the FP8 latent (kernels/model/kv_fp8_format.h) and BF16 rope.
+std::vector<float> StoredLatent(const StepSpec& spec, std::vector<float> v) {
+  const int kv_lora = spec.config.kv_lora_rank;
+  for (size_t d = 0; d < v.size(); ++d) {
+    const bool fp8 = spec.kv_cache == KvCacheDtype::kFp8E4M3 &&
+                     d < static_cast<size_t>(kv_lora);
+    if (!fp8) v[d] = RoundToBf16(v[d]);
+  }
+  if (spec.kv_cache == KvCacheDtype::kFp8E4M3) {
+    kvfp8::RoundTripLatent(v.data(), kv_lora);
+  }
+  return v;
+}
+
 // Appends each sequence's new entries of every layer, in the caches'
 // formats.
-void AppendEntries(const StepTrace& trace, Generated* g) {
+void AppendEntries(const StepSpec& spec, const StepTrace& trace, Generated* g) {
   for (size_t layer = 0; layer < trace.layers.size(); ++layer) {
     const LayerTrace& t = trace.layers[layer];
     for (size_t b = 0; b < t.new_latent.size(); ++b) {
-      for (float v : t.new_latent[b]) {
-        g->latent[layer][b].push_back(RoundToBf16(v));
+      for (float v : StoredLatent(spec, t.new_latent[b])) {
+        g->latent[layer][b].push_back(v);
       }
       for (float v : t.new_key[b]) {
         g->keys[layer][b].push_back(nvfp4::E4M3ToFloat(nvfp4::FloatToE4M3(v)));
@@ -229,7 +246,7 @@ absl::StatusOr<std::vector<std::vector<float>>> DecodeSteps(
     step.context = spec.context + s;
     StepTrace trace;
     ASSIGN_OR_RETURN(std::vector<float> out, Decode(step, 0, moe, &trace));
-    AppendEntries(trace, &generated);
+    AppendEntries(spec, trace, &generated);
     generated.tokens = NextTokens(out, spec.batch, spec.config.vocab);
     logits.push_back(std::move(out));
   }

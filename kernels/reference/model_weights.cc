@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "kernels/model/cache_gen.h"
+#include "kernels/model/kv_fp8_format.h"
 #include "kernels/model/weight_gen.h"
 
 namespace moetune::ref {
@@ -90,6 +91,10 @@ std::pair<int64_t, int64_t> Bf16Shape(const model::ModelConfig& c,
       return P{c.vocab, c.hidden};
     case weights::kLmHead:
       return P{c.vocab, c.hidden};
+    case weights::kDenseGateUp:
+      return P{2 * int64_t{c.dense_intermediate}, c.hidden};
+    case weights::kDenseDown:
+      return P{c.hidden, c.dense_intermediate};
     default:
       return P{0, 0};
   }
@@ -101,6 +106,41 @@ Bf16TensorDesc Bf16Desc(const StepSpec& spec, int layer, uint32_t tensor) {
   const auto [rows, k] = Bf16Shape(spec.config, tensor);
   return Bf16TensorDesc{spec.seed, static_cast<uint32_t>(layer), tensor, rows,
                         k};
+}
+
+namespace {
+
+Precision PrecisionOf(const Quantization& q, uint32_t tensor) {
+  switch (tensor) {
+    case weights::kQA:
+    case weights::kQB:
+    case weights::kKVA:
+    case weights::kKVB:
+    case weights::kO:
+    case weights::kIndexerQB:
+    case weights::kIndexerK:
+    case weights::kIndexerWeights:
+      return q.attention;
+    case weights::kLmHead:
+      return q.lm_head;
+    case weights::kDenseGateUp:
+    case weights::kDenseDown:
+      return q.dense_mlp;
+    default:
+      return Precision::kBf16;
+  }
+}
+
+}  // namespace
+
+WeightDesc ProjectionDesc(const StepSpec& spec, int layer, uint32_t tensor) {
+  WeightDesc desc;
+  desc.bf16 = Bf16Desc(spec, layer, tensor);
+  desc.nvfp4 = PrecisionOf(spec.quantization, tensor) == Precision::kNvfp4;
+  if (desc.nvfp4) {
+    desc.fp4 = Nvfp4Desc(spec, layer, tensor, desc.bf16.rows, desc.bf16.k);
+  }
+  return desc;
 }
 
 std::vector<float> NormGamma(const StepSpec& spec, int layer, uint32_t tensor,
@@ -160,6 +200,9 @@ void LatentCacheEntry(const StepSpec& spec, int layer, int sequence, int t,
   for (int d = 0; d < c.kv_lora_rank + c.qk_rope_dim; ++d) {
     out[d] = cache::LatentValue(spec.seed, layer, c.kv_lora_rank, c.qk_rope_dim,
                                 sequence, t, d);
+  }
+  if (spec.kv_cache == KvCacheDtype::kFp8E4M3) {
+    kvfp8::RoundTripLatent(out, c.kv_lora_rank);
   }
 }
 

@@ -25,9 +25,18 @@ Nvfp4TensorDesc DenseDownDesc(const StepSpec& spec, int layer);
 
 // A BF16 projection by tensor id, with the shape the id has in this model:
 // kQA, kQB, kKVA, kKVB, kO, kIndexerQB, kIndexerK, kIndexerWeights,
-// kRouter, kEmbedding ([vocab, hidden]) and kLmHead ([vocab, hidden]).
+// kRouter, kEmbedding ([vocab, hidden]), kLmHead ([vocab, hidden]),
+// kDenseGateUp and kDenseDown.
 // Other ids give a 0 x 0 tensor.
 Bf16TensorDesc Bf16Desc(const StepSpec& spec, int layer, uint32_t tensor);
+
+// A projection in the format the workload gives its group
+// (spec.quantization): attention's (kQA, kQB, kKVA, kKVB, kO, kIndexerQB,
+// kIndexerK, kIndexerWeights), kLmHead, and the dense MLP's (kDenseGateUp
+// [2 * dense_inter, hidden], kDenseDown [hidden, dense_inter]); other ids
+// (kRouter, kEmbedding) are BF16. NVFP4 tensors are made as the experts'
+// (tensor scale Nvfp4TensorScale(k)), BF16 ones as Bf16Desc's.
+WeightDesc ProjectionDesc(const StepSpec& spec, int layer, uint32_t tensor);
 
 // A norm's gamma: 1 + uniform(-0.1, 0.1), BF16-rounded noise, n values.
 std::vector<float> NormGamma(const StepSpec& spec, int layer, uint32_t tensor,
@@ -47,13 +56,15 @@ int TokenId(const StepSpec& spec, int sequence);
 // ones (spec.generated), the entries a multi-step decode appended.
 // Latent cache: kv_lora values with unit mean square (already RMS-normed),
 // then qk_rope values uniform(-1, 1) (already rotated at their position, in
-// place: ApplyRope's interleaved layout), all BF16 values (the cache's
-// format). Indexer keys: index_head_dim values, unit mean square (already
-// LayerNorm-ed, and their first qk_rope values rotated in the same layout),
-// FP8 E4M3 values (the format DSA caches its keys in).
-// Being synthetic, the values do not depend on the layout; the layout says
-// how another implementation must read them (Hugging Face's cache holds the
-// rotated part de-interleaved: evens, then odds).
+// place: ApplyRope's interleaved layout), all BF16 values; with an FP8
+// cache (spec.kv_cache) the latent values as the FP8 cache stores those
+// BF16 values (kernels/model/kv_fp8_format.h), read back as float. Indexer
+// keys: index_head_dim values, unit mean square (already LayerNorm-ed, and
+// their first qk_rope values rotated in the same layout), FP8 E4M3 values (the
+// format DSA caches its keys in). Being synthetic, the values do not depend on
+// the layout; the layout says how another implementation must read them
+// (Hugging Face's cache holds the rotated part de-interleaved: evens, then
+// odds).
 void LatentCacheEntry(const StepSpec& spec, int layer, int sequence, int t,
                       float* out);
 void IndexerKeyCacheEntry(const StepSpec& spec, int layer, int sequence, int t,

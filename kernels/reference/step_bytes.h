@@ -16,19 +16,23 @@
 namespace moetune::ref {
 
 struct StepBytes {
-  // BF16 q_a and kv_a (whole), q_b, kv_b and o_proj of this rank's heads,
-  // and the attention block's norms (attention, q_a, kv_a, ffn).
+  // q_a and kv_a (whole), q_b, kv_b and o_proj of this rank's heads, in the
+  // map's attention precision (BF16 by default, or NVFP4), and the
+  // attention block's BF16 norms (attention, q_a, kv_a, ffn).
   int64_t attention = 0;
-  // BF16 wq_b, wk, weights_proj and the key LayerNorm (whole on every rank).
+  // wq_b, wk, weights_proj (the attention precision) and the key LayerNorm
+  // (whole on every rank).
   int64_t indexer = 0;
   int64_t router = 0;  // BF16 routers of the MoE layers
   // NVFP4 slices of the distinct routed experts this rank owns that the
   // step's tokens chose, each once a layer.
   int64_t routed = 0;
-  int64_t shared = 0;      // NVFP4 shared expert slices (ep_rank 0)
-  int64_t dense = 0;       // NVFP4 dense MLP slices
-  int64_t lm_head = 0;     // BF16 vocabulary slice and the final norm
-  int64_t kv_cache = 0;    // BF16 latent entries of the kept past tokens
+  int64_t shared = 0;   // NVFP4 shared expert slices (ep_rank 0)
+  int64_t dense = 0;    // dense MLP slices (NVFP4 by default, or BF16)
+  int64_t lm_head = 0;  // vocabulary slice (BF16 or NVFP4), final norm
+  // Latent entries of the kept past tokens: BF16 (kv_lora + rope values),
+  // or FP8 (kv_lora bytes, an FP32 scale per 128, BF16 rope).
+  int64_t kv_cache = 0;
   int64_t index_keys = 0;  // FP8 indexer keys of every past token
   // BF16 embedding rows of the step's tokens and its logits slice.
   int64_t activations = 0;

@@ -49,6 +49,24 @@ absl::Status ValidateStepShard(const model::ModelConfig& config,
   return absl::OkStatus();
 }
 
+absl::Status ValidateStepFormats(const StepSpec& spec) {
+  if (spec.quantization.attention != Precision::kNvfp4) {
+    return absl::OkStatus();
+  }
+  const model::ModelConfig& c = spec.config;
+  const int o_columns = c.num_heads / World(spec.shard) * c.v_head_dim;
+  for (int k : {c.hidden, c.q_lora_rank, c.kv_lora_rank, o_columns}) {
+    if (k % 16 == 0) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "quantization.attention: NVFP4 needs reductions of whole 16-value "
+        "blocks; hidden, q_lora_rank, kv_lora_rank and this rank's o_proj "
+        "columns are ",
+        c.hidden, ", ", c.q_lora_rank, ", ", c.kv_lora_rank, ", ", o_columns,
+        "; allowed here: BF16"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateRouting(const model::ModelConfig& config,
                              const RoutingSpec& routing) {
   using Kind = RoutingSpec::Kind;

@@ -51,6 +51,20 @@ struct Generated {
   std::vector<std::vector<std::vector<float>>> latent, keys;
 };
 
+// The number format of a group of weights (the workload's QuantizationMap;
+// docs/design.md §2). The MoE experts are NVFP4 always.
+enum class Precision { kNvfp4, kBf16 };
+struct Quantization {
+  Precision attention = Precision::kBf16;  // MLA and indexer projections
+  Precision dense_mlp = Precision::kNvfp4;
+  Precision lm_head = Precision::kBf16;
+  bool operator==(const Quantization&) const = default;
+};
+
+// The latent cache's format (kernels/model/kv_fp8_format.h for FP8). The
+// indexer keys are FP8 E4M3 either way.
+enum class KvCacheDtype { kBf16, kFp8E4M3 };
+
 struct StepSpec {
   model::ModelConfig config;
   int layers = 0;   // decoder layers run (the first `layers`), > 0, resolved
@@ -59,6 +73,8 @@ struct StepSpec {
   RoutingSpec routing;
   uint64_t seed = 0;
   Shard shard;
+  Quantization quantization;
+  KvCacheDtype kv_cache = KvCacheDtype::kBf16;
   // Set by DecodeSteps for its steps after the first (not owned): past
   // tokens from `prefilled` on and the input tokens come from it.
   const Generated* generated = nullptr;
@@ -73,6 +89,10 @@ absl::Status ValidateShard(const model::ModelConfig& config,
 // blocks.
 absl::Status ValidateStepShard(const model::ModelConfig& config,
                                const Shard& shard);
+// The formats the step's weights can take at its shard: NVFP4 attention
+// needs whole 16-value blocks in every projection's reduction (this rank's
+// o_proj columns included).
+absl::Status ValidateStepFormats(const StepSpec& spec);
 absl::Status ValidateRouting(const model::ModelConfig& config,
                              const RoutingSpec& routing);
 

@@ -110,6 +110,23 @@ void GemvNvfp4(const Nvfp4TensorDesc& w, int64_t row_begin, int64_t rows,
   }
 }
 
+float WeightDesc::Weight(int64_t row, int64_t col) const {
+  return nvfp4 ? fp4.Weight(row, col) : bf16.Weight(row, col);
+}
+
+void Gemv(const WeightDesc& w, int64_t row_begin, int64_t rows,
+          int64_t col_begin, int64_t cols, const float* x, float* out) {
+  if (w.nvfp4) {
+    GemvNvfp4(w.fp4, row_begin, rows, col_begin, cols, x, out);
+  } else {
+    GemvBf16(w.bf16, row_begin, rows, col_begin, cols, x, out);
+  }
+}
+
+void Gemv(const WeightDesc& w, const float* x, float* out) {
+  Gemv(w, 0, w.rows(), 0, w.k(), x, out);
+}
+
 PackedNvfp4 Materialize(const Nvfp4TensorDesc& desc) {
   return MaterializeSlice(desc, 0, desc.rows, 0, desc.k);
 }

@@ -56,6 +56,25 @@ struct Nvfp4TensorDesc {
 void GemvNvfp4(const Nvfp4TensorDesc& w, int64_t row_begin, int64_t rows,
                int64_t col_begin, int64_t cols, const float* x, float* out);
 
+// A projection's weights in the format its group has in the workload
+// (step_spec.h Quantization): the same (seed, layer, tensor) read as a BF16
+// or as an NVFP4 tensor of the same shape.
+struct WeightDesc {
+  bool nvfp4 = false;
+  Bf16TensorDesc bf16;  // when !nvfp4
+  Nvfp4TensorDesc fp4;  // when nvfp4
+  int64_t rows() const { return nvfp4 ? fp4.rows : bf16.rows; }
+  int64_t k() const { return nvfp4 ? fp4.k : bf16.k; }
+  float Weight(int64_t row, int64_t col) const;
+};
+
+// GemvBf16 or GemvNvfp4 by format (for NVFP4, col_begin and cols must cut
+// whole blocks for the slice to be a kernel's).
+void Gemv(const WeightDesc& w, int64_t row_begin, int64_t rows,
+          int64_t col_begin, int64_t cols, const float* x, float* out);
+// The whole matrix: out[r] for r < rows().
+void Gemv(const WeightDesc& w, const float* x, float* out);
+
 // The real byte layout of an NVFP4 tensor (or of a sub-block of one).
 struct PackedNvfp4 {
   int64_t rows = 0;

@@ -132,5 +132,23 @@ TEST(ViewsTest, BestSaysWhenFiguresArePerLayerOfAChain) {
                                     "layer) on "));
 }
 
+TEST(ViewsTest, BestNamesAStepsFormatsWhenNotTheDefault) {
+  v1::GetBestResponse best;
+  v1::BestForWorkload* w = best.add_workloads();
+  w->set_workload_hash("abc");
+  w->mutable_workload()->set_model_preset("glm5");
+  w->mutable_workload()->set_batch_size(1);
+  w->mutable_workload()->set_context_length(2048);
+  w->mutable_workload()->mutable_quantization()->set_attention(v1::NVFP4);
+  w->mutable_workload()->mutable_quantization()->set_lm_head(v1::NVFP4);
+  w->mutable_workload()->set_kv_cache_dtype(v1::KV_FP8_E4M3);
+  std::ostringstream out;
+  PrintBest(out, best);
+  EXPECT_THAT(
+      out.str(),
+      ::testing::StartsWith("workload abc (glm5, batch 1, context 2048, "
+                            "attention=NVFP4 lm_head=NVFP4, KV_FP8_E4M3) on "));
+}
+
 }  // namespace
 }  // namespace moetune::cli

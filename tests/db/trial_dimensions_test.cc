@@ -83,6 +83,37 @@ TEST_F(TrialDimensionsTest, TrialResultsJoinsTheDecidingAttempt) {
       "DONE 120.0 0.5 8x128");
 }
 
+// The decode step's formats: the default as 'default' / 'KV_BF16' (also
+// for rows from before version 5, whose columns are NULL), other maps as
+// their non-default groups.
+TEST_F(TrialDimensionsTest, FormatsAreShownBesideTheOtherDimensions) {
+  constexpr char kFormats[] = "quantization || ' ' || kv_cache_dtype";
+  const int64_t id = AddTrial();
+  EXPECT_EQ(Row("trial_dimensions", kFormats), "default KV_BF16");
+  store_.reset();  // the writes below are this test's own
+  v1::Workload workload;
+  workload.mutable_quantization()->set_attention(v1::NVFP4);
+  workload.mutable_quantization()->set_lm_head(v1::BF16);  // the default
+  workload.mutable_quantization()->set_dense_mlp(v1::BF16);
+  workload.set_kv_cache_dtype(v1::KV_FP8_E4M3);
+  {
+    absl::StatusOr<Connection> conn = Connection::Open(path_);
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE(
+        WriteTrialDimensions(*conn, id, workload, v1::TrialConfig()).ok());
+  }
+  EXPECT_EQ(Row("trial_dimensions", kFormats),
+            "attention=NVFP4 dense_mlp=BF16 KV_FP8_E4M3");
+  {
+    absl::StatusOr<Connection> conn = Connection::Open(path_);
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE(conn->Exec("UPDATE trials SET quantization = NULL, "
+                           "kv_cache_dtype = NULL")
+                    .ok());
+  }
+  EXPECT_EQ(Row("trial_dimensions", kFormats), "default KV_BF16");
+}
+
 TEST_F(TrialDimensionsTest, RowsFromBeforeVersion4AreFilledOnOpen) {
   AddTrial();
   store_.reset();

@@ -188,6 +188,51 @@ TEST(WorkloadHashTest, EqualWorkHashesEqual) {
   EXPECT_EQ(WorkloadHash(chain_of_one), base);
 }
 
+// The new options at their defaults, explicit or unset, are the workload of
+// before they existed: the golden hash holds; a non-default value changes it.
+TEST(WorkloadHashTest, QuantizationAndKvDefaultsKeepTheHash) {
+  const std::string base = WorkloadHash(TinyWorkload());
+  EXPECT_EQ(base, "90d306c702e9773b");
+  v1::Workload explicit_defaults = TinyWorkload();
+  v1::QuantizationMap& q = *explicit_defaults.mutable_quantization();
+  q.set_attention(v1::BF16);
+  q.set_dense_mlp(v1::NVFP4);
+  q.set_lm_head(v1::BF16);
+  q.set_routed_experts(v1::NVFP4);
+  q.set_shared_expert(v1::NVFP4);
+  explicit_defaults.set_kv_cache_dtype(v1::KV_BF16);
+  EXPECT_EQ(WorkloadHash(explicit_defaults), base);
+  EXPECT_FALSE(CanonicalWorkload(explicit_defaults).has_quantization());
+  EXPECT_EQ(CanonicalWorkload(explicit_defaults).kv_cache_dtype(),
+            v1::KV_CACHE_DTYPE_UNSPECIFIED);
+  v1::Workload empty_map = TinyWorkload();
+  empty_map.mutable_quantization();  // present but empty
+  EXPECT_EQ(WorkloadHash(empty_map), base);
+
+  std::vector<v1::Workload> variants(4, TinyWorkload());
+  variants[0].mutable_quantization()->set_attention(v1::NVFP4);
+  variants[1].mutable_quantization()->set_dense_mlp(v1::BF16);
+  variants[2].mutable_quantization()->set_lm_head(v1::NVFP4);
+  variants[3].set_kv_cache_dtype(v1::KV_FP8_E4M3);
+  std::set<std::string> hashes = {base};
+  for (const v1::Workload& w : variants) hashes.insert(WorkloadHash(w));
+  EXPECT_EQ(hashes.size(), variants.size() + 1);
+}
+
+TEST(WithDefaultsTest, ClearsExplicitDefaultPrecisions) {
+  v1::SweepSpec spec;
+  v1::QuantizationMap& q = *spec.mutable_workload()->mutable_quantization();
+  q.set_attention(v1::NVFP4);
+  q.set_lm_head(v1::BF16);
+  const v1::SweepSpec out = WithDefaults(spec);
+  EXPECT_EQ(out.workload().quantization().attention(), v1::NVFP4);
+  EXPECT_EQ(out.workload().quantization().lm_head(), v1::PRECISION_UNSPECIFIED);
+  v1::SweepSpec all_default;
+  all_default.mutable_workload()->mutable_quantization()->set_dense_mlp(
+      v1::NVFP4);
+  EXPECT_FALSE(WithDefaults(all_default).workload().has_quantization());
+}
+
 // ----------------------------------------------------------- the example --
 
 v1::SweepSpec ReadDeploySpec(const std::string& name) {
@@ -264,6 +309,26 @@ TEST(ExampleSweepTest, ParsesValidatesAndExpands) {
     EXPECT_TRUE(backends.count(backend)) << backend;
   }
   EXPECT_GT(trials.front().measurement().iterations(), 0);
+}
+
+// The H200 formats sweep: all-NVFP4 attention and lm_head, each KV dtype
+// its own workload (2 batches x 2 contexts x 2 dtypes), the map on every
+// trial.
+TEST(DeploySpecsTest, H200FormatsSpecExpandsEachKvDtype) {
+  const v1::SweepSpec spec = ReadDeploySpec("h200_step_formats_sweep.json");
+  ASSERT_TRUE(ValidateSweepSpec(spec).ok()) << ValidateSweepSpec(spec);
+  const std::vector<v1::Trial> trials = *testing::Expand(spec);
+  ASSERT_EQ(trials.size(), 8u);
+  std::set<std::string> hashes;
+  int fp8 = 0;
+  for (const v1::Trial& t : trials) {
+    EXPECT_EQ(t.workload().quantization().attention(), v1::NVFP4);
+    EXPECT_EQ(t.workload().quantization().lm_head(), v1::NVFP4);
+    fp8 += t.workload().kv_cache_dtype() == v1::KV_FP8_E4M3;
+    hashes.insert(t.workload_hash());
+  }
+  EXPECT_EQ(fp8, 4);
+  EXPECT_EQ(hashes.size(), 8u);
 }
 
 }  // namespace

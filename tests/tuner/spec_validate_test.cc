@@ -13,6 +13,7 @@
 namespace moetune::tuner {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -389,6 +390,83 @@ TEST(ValidateTest, FirstErrorInFieldOrder) {
   EXPECT_THAT(ErrorOf(spec), StartsWith("workload.batch_sizes[0]:"));
   spec.mutable_workload()->set_model_preset("nope");
   EXPECT_THAT(ErrorOf(spec), StartsWith("workload.model_preset:"));
+}
+
+// ------------------------------------------------ quantization, KV dtype --
+
+v1::SweepSpec StepBase() {
+  v1::SweepSpec spec = Base();
+  spec.mutable_workload()->set_region(v1::DECODE_STEP);
+  return spec;
+}
+
+TEST(ValidateTest, QuantizationAcceptedForTheDecodeStep) {
+  v1::SweepSpec spec = StepBase();
+  v1::QuantizationMap& q = *spec.mutable_workload()->mutable_quantization();
+  q.set_attention(v1::NVFP4);
+  q.set_dense_mlp(v1::BF16);
+  q.set_lm_head(v1::NVFP4);
+  q.set_routed_experts(v1::NVFP4);
+  q.set_shared_expert(v1::NVFP4);
+  spec.mutable_workload()->add_kv_cache_dtypes(v1::KV_BF16);
+  spec.mutable_workload()->add_kv_cache_dtypes(v1::KV_FP8_E4M3);
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok()) << ValidateSweepSpec(spec);
+}
+
+TEST(ValidateTest, MoeWeightsAreNvfp4Only) {
+  v1::SweepSpec spec = StepBase();
+  spec.mutable_workload()->mutable_quantization()->set_routed_experts(v1::BF16);
+  EXPECT_EQ(ErrorOf(spec),
+            "workload.quantization.routed_experts: BF16 is not allowed; "
+            "allowed: NVFP4 (the MoE backends are NVFP4 kernels)");
+  spec = StepBase();
+  spec.mutable_workload()->mutable_quantization()->set_shared_expert(v1::BF16);
+  EXPECT_THAT(ErrorOf(spec),
+              StartsWith("workload.quantization.shared_expert: BF16 is not "
+                         "allowed; allowed: NVFP4"));
+}
+
+TEST(ValidateTest, UnknownPrecisionNamesTheAllowedValues) {
+  v1::SweepSpec spec = StepBase();
+  spec.mutable_workload()->mutable_quantization()->set_lm_head(
+      static_cast<v1::Precision>(7));
+  EXPECT_EQ(ErrorOf(spec),
+            "workload.quantization.lm_head: 7 is not allowed; allowed: NVFP4, "
+            "BF16");
+}
+
+TEST(ValidateTest, MoeLayerRefusesANonDefaultMap) {
+  v1::SweepSpec spec = Base();  // region MOE_LAYER
+  spec.mutable_workload()->mutable_quantization()->set_attention(v1::NVFP4);
+  EXPECT_THAT(ErrorOf(spec), AllOf(StartsWith("workload.quantization: "),
+                                   HasSubstr("allowed: the default (unset)"),
+                                   HasSubstr("DECODE_STEP")));
+  // The defaults, spelt out, are the default.
+  spec = Base();
+  spec.mutable_workload()->mutable_quantization()->set_attention(v1::BF16);
+  spec.mutable_workload()->mutable_quantization()->set_routed_experts(
+      v1::NVFP4);
+  spec.mutable_workload()->add_kv_cache_dtypes(v1::KV_BF16);
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok()) << ValidateSweepSpec(spec);
+}
+
+TEST(ValidateTest, KvCacheDtypes) {
+  v1::SweepSpec spec = Base();  // region MOE_LAYER
+  spec.mutable_workload()->add_kv_cache_dtypes(v1::KV_FP8_E4M3);
+  EXPECT_THAT(ErrorOf(spec),
+              AllOf(StartsWith("workload.kv_cache_dtypes[0]: KV_FP8_E4M3"),
+                    HasSubstr("allowed: KV_BF16")));
+  spec = StepBase();
+  spec.mutable_workload()->mutable_kv_cache_dtypes()->Add(9);
+  EXPECT_EQ(ErrorOf(spec),
+            "workload.kv_cache_dtypes[0]: 9 is not allowed; allowed: KV_BF16, "
+            "KV_FP8_E4M3");
+  spec = StepBase();
+  spec.mutable_workload()->add_kv_cache_dtypes(v1::KV_BF16);
+  spec.mutable_workload()->add_kv_cache_dtypes(
+      v1::KV_CACHE_DTYPE_UNSPECIFIED);  // the same workload
+  EXPECT_THAT(ErrorOf(spec),
+              StartsWith("workload.kv_cache_dtypes[1]: KV_BF16 is repeated"));
 }
 
 }  // namespace

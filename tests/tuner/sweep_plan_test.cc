@@ -18,7 +18,6 @@ namespace {
 using testing::Parse;
 using testing::TinyLayerSpec;
 
-
 // ------------------------------------------------------------- expansion --
 
 // (backend, "NxK" or "-", tp, ep, cuda_graph) of each trial, in order.
@@ -387,6 +386,63 @@ TEST(SweepPlanTest, ChainOfOneIsStoredAsUnchained) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ((*plan)->spec().workload().chain_layers(), 0);
   EXPECT_EQ((*plan)->workload(0).chain_layers(), 0);
+}
+
+// Each KV cache dtype is a workload of its own (batch x context x dtype, in
+// list order), the quantization map is carried by every workload, and the
+// explicit defaults are stored as unset: the same workloads, hashes and
+// proposal keys as a spec that does not name them.
+TEST(SweepPlanTest, KvCacheDtypesAreWorkloadsAndDefaultsStayUnset) {
+  v1::SweepSpec spec = Parse(R"pb(
+    workload {
+      model_preset: "tiny"
+      batch_sizes: 1
+      batch_sizes: 2
+      context_lengths: 64
+      kv_cache_dtypes: KV_BF16
+      kv_cache_dtypes: KV_FP8_E4M3
+      quantization { attention: NVFP4 dense_mlp: NVFP4 lm_head: BF16 }
+    }
+    space { moe_backends: "cpu_reference" }
+  )pb");
+  const absl::StatusOr<std::shared_ptr<const SweepPlan>> plan =
+      SweepPlan::Create(spec);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ((*plan)->workload_count(), 4);
+  EXPECT_EQ((*plan)->point_count(), 4);
+  const std::vector<v1::KvCacheDtype> want = {
+      v1::KV_CACHE_DTYPE_UNSPECIFIED, v1::KV_FP8_E4M3,
+      v1::KV_CACHE_DTYPE_UNSPECIFIED, v1::KV_FP8_E4M3};
+  for (int i = 0; i < 4; ++i) {
+    const v1::Workload& w = (*plan)->workload(i);
+    EXPECT_EQ(w.batch_size(), i < 2 ? 1 : 2);
+    EXPECT_EQ(w.kv_cache_dtype(), want[i]) << i;
+    EXPECT_EQ(w.quantization().attention(), v1::NVFP4);
+    // dense_mlp NVFP4 and lm_head BF16 are the defaults: not stored.
+    EXPECT_EQ(w.quantization().dense_mlp(), v1::PRECISION_UNSPECIFIED);
+    EXPECT_EQ(w.quantization().lm_head(), v1::PRECISION_UNSPECIFIED);
+  }
+  EXPECT_NE((*plan)->workload_hash(0), (*plan)->workload_hash(1));
+
+  // The BF16 workloads of a spec naming only defaults are those of a spec
+  // naming nothing: same bytes, same hash, same trials.
+  v1::SweepSpec named = spec;
+  named.mutable_workload()->clear_kv_cache_dtypes();
+  named.mutable_workload()->add_kv_cache_dtypes(v1::KV_BF16);
+  named.mutable_workload()->mutable_quantization()->set_attention(v1::BF16);
+  v1::SweepSpec unnamed = named;
+  unnamed.mutable_workload()->clear_kv_cache_dtypes();
+  unnamed.mutable_workload()->clear_quantization();
+  const auto a = SweepPlan::Create(named);
+  const auto b = SweepPlan::Create(unnamed);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ((*a)->workload_count(), (*b)->workload_count());
+  for (int i = 0; i < (*a)->workload_count(); ++i) {
+    EXPECT_FALSE((*a)->workload(i).has_quantization());
+    EXPECT_EQ((*a)->workload_hash(i), (*b)->workload_hash(i));
+    EXPECT_EQ((*a)->AllPoints()[i].SerializeAsString(),
+              (*b)->AllPoints()[i].SerializeAsString());
+  }
 }
 
 TEST(SweepPlanTest, InvalidSpecIsRejected) {

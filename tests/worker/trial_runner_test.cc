@@ -97,6 +97,42 @@ TEST(TrialRunnerTest, CpuBackendsAreCorrectAndTimedOnBothRegions) {
   }
 }
 
+// The workload's formats reach the step: ResolveStep maps the map and the
+// KV dtype (unset = the defaults), the CPU backends run the step in them
+// (checked against the reference in the same formats), and the floor's
+// bytes follow them.
+TEST(TrialRunnerTest, CpuBackendsRunTheWorkloadsFormats) {
+  BackendRegistry registry;
+  registry.Register(CpuBackend("cpu_reference"));
+  registry.Register(CpuBackend("cpu_blocked"));
+  TrialRunner runner(&registry);
+  const v1::TrialExecution plain = Execution("cpu_blocked", v1::DECODE_STEP);
+  const ref::StepSpec defaults = *ResolveStep(plain.trial());
+  EXPECT_TRUE(defaults.quantization == ref::Quantization{});
+  EXPECT_EQ(defaults.kv_cache, ref::KvCacheDtype::kBf16);
+  v1::TrialExecution formats = plain;
+  v1::Workload& w = *formats.mutable_trial()->mutable_workload();
+  w.mutable_quantization()->set_attention(v1::NVFP4);
+  w.mutable_quantization()->set_lm_head(v1::NVFP4);
+  w.mutable_quantization()->set_dense_mlp(v1::BF16);
+  w.set_kv_cache_dtype(v1::KV_FP8_E4M3);
+  const ref::StepSpec step = *ResolveStep(formats.trial());
+  EXPECT_EQ(step.quantization.attention, ref::Precision::kNvfp4);
+  EXPECT_EQ(step.quantization.lm_head, ref::Precision::kNvfp4);
+  EXPECT_EQ(step.quantization.dense_mlp, ref::Precision::kBf16);
+  EXPECT_EQ(step.kv_cache, ref::KvCacheDtype::kFp8E4M3);
+  const v1::TrialResult base = runner.Run(plain);
+  for (const char* backend : {"cpu_reference", "cpu_blocked"}) {
+    formats.mutable_trial()->mutable_config()->set_moe_backend(backend);
+    const v1::TrialResult r = runner.Run(formats);
+    EXPECT_EQ(r.outcome(), v1::DONE) << backend << " " << r.reason();
+    EXPECT_LE(r.max_rel_error(), 1e-4);
+    EXPECT_DOUBLE_EQ(r.roofline().bytes(),
+                     static_cast<double>(ref::DecodeStepBytes(step)));
+    EXPECT_LT(r.roofline().bytes(), base.roofline().bytes());
+  }
+}
+
 TEST(TrialRunnerTest, RooflineIsBytesOverMeasuredBandwidth) {
   BackendRegistry registry;
   registry.Register(
@@ -195,10 +231,9 @@ TEST(TrialRunnerTest, ShardedTrialsCarryAModelledCommFloor) {
   EXPECT_TRUE(r.roofline().comm_modelled());
   EXPECT_GT(r.roofline().comm_floor_us(), 0);
   // The median holds no communication: the efficiency leaves it out too.
-  EXPECT_DOUBLE_EQ(
-      r.roofline().efficiency(),
-      (r.roofline().floor_us() - r.roofline().comm_floor_us()) /
-          r.stats().median_us());
+  EXPECT_DOUBLE_EQ(r.roofline().efficiency(),
+                   (r.roofline().floor_us() - r.roofline().comm_floor_us()) /
+                       r.stats().median_us());
 }
 
 TEST(RelativeL2ErrorTest, HandComputed) {
@@ -274,6 +309,8 @@ TEST(GpuBackendTest, RunsTheWholeStepOfItsRank) {
   ASSERT_EQ(p.rope_cos.size(), 8u);  // tiny: 16 rope dims
   EXPECT_EQ(p.rope_cos[0], std::cos(double{in.step.context}));
   EXPECT_EQ(p.dims.heads, 4);
+  EXPECT_FALSE(p.formats.attention_nvfp4);  // the default map
+  EXPECT_FALSE(p.formats.kv_fp8);
   EXPECT_FALSE(gpu.last_step_options.compute_reference);  // tiny: the CPU
   EXPECT_EQ(run->output, gpu.next_step.logits);
   EXPECT_EQ(run->bytes,
@@ -283,6 +320,30 @@ TEST(GpuBackendTest, RunsTheWholeStepOfItsRank) {
   gpu.next_step.status = gpu::RunStatus::kCannotImplement;
   EXPECT_EQ(backend->Run(in).status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// The workload's formats reach the GPU step's problem.
+TEST(GpuBackendTest, PassesTheWorkloadsFormats) {
+  FakeGpuApi gpu;
+  std::unique_ptr<Backend> backend =
+      MakeGpuBackend(*backends::FindBackend("fused_gemv"), &gpu);
+  TrialInputs in;
+  in.trial = Execution("fused_gemv", v1::DECODE_STEP, 2).trial();
+  v1::Workload& w = *in.trial.mutable_workload();
+  w.mutable_quantization()->set_attention(v1::NVFP4);
+  w.mutable_quantization()->set_dense_mlp(v1::BF16);
+  w.set_kv_cache_dtype(v1::KV_FP8_E4M3);
+  in.step = *ResolveStep(in.trial);
+  in.target = DeviceTarget{0};
+  gpu.next_step.logits = {1, 2, 3, 4};
+  gpu.next_step.samples_us = {500, 510};
+  gpu.next_step.distinct_experts = std::vector<int>(in.step.layers - 1, 3);
+  ASSERT_TRUE(backend->Run(in).ok());
+  const gpu::StepFormats& f = gpu.last_step.formats;
+  EXPECT_TRUE(f.attention_nvfp4);
+  EXPECT_TRUE(f.dense_bf16);
+  EXPECT_FALSE(f.lm_head_nvfp4);
+  EXPECT_TRUE(f.kv_fp8);
 }
 
 }  // namespace

@@ -11,6 +11,12 @@
 //       [--contexts=4096,32768] [--graph=both|on|off] [--layers=78]
 //       [--backend=fused_gemv] [--rank=0] [--iterations=20]
 //       [--warmup=3] [--preset=glm5] [--device=D]
+//       [--kv_cache_dtype=bf16,fp8] [--quantization=default,all_nvfp4]
+// --kv_cache_dtype: the latent cache's formats (bf16; fp8: E4M3 with an
+// FP32 scale a 128 values, BF16 rope). --quantization: the weight maps
+// (default: NVFP4 MLPs, BF16 attention and lm_head; all_nvfp4: attention
+// and lm_head NVFP4 too; attention_nvfp4, lm_head_nvfp4, dense_bf16: one
+// group changed).
 // A layout is tpN or epN: N ranks, the MoE split N ways by TP or by EP
 // (attention, the dense MLP and lm_head are split over the N ranks in
 // both). A configuration whose shard does not fit is reported, not run.
@@ -33,6 +39,7 @@ struct Flags {
   std::vector<int> batches = {1, 8, 32};
   std::vector<int> contexts = {4096, 32768};
   std::string graph = "both", backend = "fused_gemv", preset = "glm5";
+  std::vector<std::string> kv_dtypes = {"bf16"}, quantizations = {"default"};
   int layers = 0, rank = 0, iterations = 20, warmup = 3, device = 0;
 };
 
@@ -80,6 +87,10 @@ bool ParseFlag(const std::string& arg, Flags* f) {
     f->warmup = std::atoi(value.c_str());
   else if (key == "device")
     f->device = std::atoi(value.c_str());
+  else if (key == "kv_cache_dtype")
+    f->kv_dtypes = Split(value);
+  else if (key == "quantization")
+    f->quantizations = Split(value);
   else
     return false;
   return true;
@@ -92,6 +103,45 @@ ref::Shard LayoutShard(const std::string& layout, int rank) {
   if (layout.rfind("tp", 0) == 0) return {n, 1, rank};
   if (layout.rfind("ep", 0) == 0) return {1, n, rank};
   return {0, 0, 0};
+}
+
+// Sets the spec's map and cache dtype by name; false for an unknown name.
+bool ApplyFormats(const std::string& quantization, const std::string& kv,
+                  ref::StepSpec* spec) {
+  using ref::Precision;
+  ref::Quantization& q = spec->quantization;
+  q = ref::Quantization{};
+  if (quantization == "all_nvfp4" || quantization == "attention_nvfp4") {
+    q.attention = Precision::kNvfp4;
+  }
+  if (quantization == "all_nvfp4" || quantization == "lm_head_nvfp4") {
+    q.lm_head = Precision::kNvfp4;
+  }
+  if (quantization == "dense_bf16") q.dense_mlp = Precision::kBf16;
+  spec->kv_cache =
+      kv == "fp8" ? ref::KvCacheDtype::kFp8E4M3 : ref::KvCacheDtype::kBf16;
+  const bool known_q =
+      quantization == "default" || quantization == "all_nvfp4" ||
+      quantization == "attention_nvfp4" || quantization == "lm_head_nvfp4" ||
+      quantization == "dense_bf16";
+  return known_q && (kv == "bf16" || kv == "fp8");
+}
+
+// Refuses a --quantization or --kv_cache_dtype value, naming the allowed.
+bool FormatsFlagsOk(const Flags& f) {
+  ref::StepSpec spec;
+  for (const std::string& q : f.quantizations) {
+    for (const std::string& kv : f.kv_dtypes) {
+      if (ApplyFormats(q, kv, &spec)) continue;
+      std::fprintf(stderr,
+                   "--quantization=%s / --kv_cache_dtype=%s: not allowed; "
+                   "allowed: default, all_nvfp4, attention_nvfp4, "
+                   "lm_head_nvfp4, dense_bf16 / bf16, fp8\n",
+                   q.c_str(), kv.c_str());
+      return false;
+    }
+  }
+  return true;
 }
 
 double Median(std::vector<double> v) {
@@ -145,6 +195,17 @@ void PrintBreakdown(const ref::StepBytes& bytes, const StepRunResult& r) {
   std::printf("\n");
 }
 
+// The map's name as --quantization spells it (or "mixed").
+std::string FormatName(const ref::StepSpec& spec) {
+  for (const char* name : {"default", "all_nvfp4", "attention_nvfp4",
+                           "lm_head_nvfp4", "dense_bf16"}) {
+    ref::StepSpec named;
+    ApplyFormats(name, "bf16", &named);
+    if (named.quantization == spec.quantization) return name;
+  }
+  return "mixed";
+}
+
 // Runs one configuration; false when its result is wrong.
 bool RunOne(const Flags& f, const ref::StepSpec& spec,
             const std::string& layout, bool graph, double read_gbps) {
@@ -157,8 +218,10 @@ bool RunOne(const Flags& f, const ref::StepSpec& spec,
   o.compute_reference = true;
   o.profile_parts = true;
   const StepRunResult r = RunDecodeStep(MakeStepProblem(spec), o);
-  std::printf("%-5s %5d %6d %-5s ", layout.c_str(), spec.batch, spec.context,
-              graph ? "on" : "off");
+  std::printf("%-5s %-15s %-4s %5d %6d %-5s ", layout.c_str(),
+              FormatName(spec).c_str(),
+              spec.kv_cache == ref::KvCacheDtype::kFp8E4M3 ? "fp8" : "bf16",
+              spec.batch, spec.context, graph ? "on" : "off");
   if (r.status != RunStatus::kOk) {
     std::printf("not run: %s\n", r.message.c_str());
     return r.status == RunStatus::kCannotImplement;
@@ -180,7 +243,25 @@ bool RunOne(const Flags& f, const ref::StepSpec& spec,
   return ok;
 }
 
+// Every map, cache dtype and graph mode of one layout, batch and context.
+bool RunFormats(const Flags& f, ref::StepSpec spec, const std::string& layout,
+                double read_gbps) {
+  bool all_ok = true;
+  for (const std::string& q : f.quantizations) {
+    for (const std::string& kv : f.kv_dtypes) {
+      ApplyFormats(q, kv, &spec);
+      for (bool graph : {false, true}) {
+        if ((graph && f.graph == "off") || (!graph && f.graph == "on"))
+          continue;
+        all_ok = RunOne(f, spec, layout, graph, read_gbps) && all_ok;
+      }
+    }
+  }
+  return all_ok;
+}
+
 int Main(const Flags& f) {
+  if (!FormatsFlagsOk(f)) return 2;
   for (const std::string& layout : f.layouts) {
     if (LayoutShard(layout, f.rank).tp == 0) {
       std::fprintf(stderr,
@@ -206,9 +287,9 @@ int Main(const Flags& f) {
               config->name.c_str(),
               f.layers > 0 ? f.layers : config->num_layers, f.backend.c_str(),
               f.rank, read_gbps);
-  std::printf("%-5s %5s %6s %-5s %10s %9s %7s %7s %7s %7s %9s\n", "lay",
-              "batch", "ctx", "graph", "median_us", "floor_us", "eff",
-              "kernels", "w_GiB", "kv_GiB", "rel_err");
+  std::printf("%-5s %-15s %-4s %5s %6s %-5s %10s %9s %7s %7s %7s %7s %9s\n",
+              "lay", "quantization", "kv", "batch", "ctx", "graph", "median_us",
+              "floor_us", "eff", "kernels", "w_GiB", "kv_GiB", "rel_err");
   bool all_ok = true;
   for (const std::string& layout : f.layouts) {
     for (int batch : f.batches) {
@@ -220,11 +301,7 @@ int Main(const Flags& f) {
         spec.context = context;
         spec.seed = 42;
         spec.shard = LayoutShard(layout, f.rank);
-        for (bool graph : {false, true}) {
-          if ((graph && f.graph == "off") || (!graph && f.graph == "on"))
-            continue;
-          all_ok = RunOne(f, spec, layout, graph, read_gbps) && all_ok;
-        }
+        all_ok = RunFormats(f, spec, layout, read_gbps) && all_ok;
       }
     }
   }

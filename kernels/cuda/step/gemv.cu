@@ -139,10 +139,13 @@ __global__ void GemvNvfp4Kernel(Nvfp4Gemv g) {
   const int r = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (r >= g.rows) return;
-  const uint4* codes = reinterpret_cast<const uint4*>(
-      g.codes + static_cast<int64_t>(r) * g.k / 2);
-  const uint16_t* scales = reinterpret_cast<const uint16_t*>(
-      g.scales + static_cast<int64_t>(r) * (g.k / 16));
+  const int group = r / g.rows_per_x, within = r % g.rows_per_x;
+  const int64_t w_row = group * g.w_group_stride + g.w_group_offset + within;
+  const float* x_row = g.x + group * g.x_group_stride;
+  const uint4* codes =
+      reinterpret_cast<const uint4*>(g.codes + w_row * g.k / 2);
+  const uint16_t* scales =
+      reinterpret_cast<const uint16_t*>(g.scales + w_row * (g.k / 16));
   const int pairs = g.k / 32;
   for (int b0 = 0; b0 < g.batch; b0 += kGemvBatchChunk) {
     const int nb = min(kGemvBatchChunk, g.batch - b0);
@@ -156,7 +159,7 @@ __global__ void GemvNvfp4Kernel(Nvfp4Gemv g) {
 #pragma unroll
       for (int i = 0; i < kGemvBatchChunk; ++i) {
         if (i >= nb) continue;
-        const float* x = g.x + (b0 + i) * g.x_stride + pi * 32;
+        const float* x = x_row + (b0 + i) * g.x_stride + pi * 32;
         acc[i] += Dot8(wf, x) + Dot8(wf + 8, x + 8) + Dot8(wf + 16, x + 16) +
                   Dot8(wf + 24, x + 24);
       }
@@ -173,6 +176,17 @@ __global__ void GemvNvfp4Kernel(Nvfp4Gemv g) {
 
 constexpr int kAbsorbColumns = 32, kAbsorbGroups = 8;
 
+// E2M1(code) * E4M3(block scale) of element (row, col) of a row-major NVFP4
+// matrix with k columns (the tensor scale left to the caller).
+__device__ __forceinline__ float Nvfp4Unscaled(const uint8_t* codes,
+                                               const uint8_t* scales, int64_t k,
+                                               int64_t row, int64_t col) {
+  const uint32_t byte = __ldg(codes + row * (k / 2) + col / 2);
+  const uint32_t code = (col & 1) ? (byte >> 4) : (byte & 0xfu);
+  const uint32_t scale = __ldg(scales + row * (k / 16) + col / 16);
+  return nvfp4::E2M1ToFloat(code) * nvfp4::E4M3ToFloat(scale);
+}
+
 // Block (head, sequence, 32 latent columns): 8 warps each sum every 8th row
 // of W_UK for the columns (a lane a column: coalesced), then one adds them.
 __global__ void AbsorbQueryKernel(AbsorbQuery a) {
@@ -182,13 +196,19 @@ __global__ void AbsorbQueryKernel(AbsorbQuery a) {
   const int group = threadIdx.x / kAbsorbColumns;
   const int j = blockIdx.z * kAbsorbColumns + col;
   const float* q = a.q + b * a.q_stride + h * a.q_head_stride;
-  const uint16_t* w =
-      a.kv_b + static_cast<int64_t>(h) * (a.nope + a.v_dim) * a.kv_lora + j;
+  const int64_t first_row = static_cast<int64_t>(h) * (a.nope + a.v_dim);
   float acc = 0.0f;
-  if (j < a.kv_lora) {
+  if (j < a.kv_lora && a.codes == nullptr) {
+    const uint16_t* w = a.kv_b + first_row * a.kv_lora + j;
     for (int i = group; i < a.nope; i += kAbsorbGroups) {
       acc += q[i] * Bf16ToFloat(w[static_cast<int64_t>(i) * a.kv_lora]);
     }
+  } else if (j < a.kv_lora) {
+    for (int i = group; i < a.nope; i += kAbsorbGroups) {
+      acc +=
+          q[i] * Nvfp4Unscaled(a.codes, a.scales, a.kv_lora, first_row + i, j);
+    }
+    acc *= a.tensor_scale;
   }
   partial[group][col] = acc;
   __syncthreads();
@@ -248,7 +268,9 @@ GpuStatus LaunchGemvBf16(const Bf16Gemv& given, cudaStream_t stream) {
   return OkStatus();
 }
 
-GpuStatus LaunchGemvNvfp4(const Nvfp4Gemv& g, cudaStream_t stream) {
+GpuStatus LaunchGemvNvfp4(const Nvfp4Gemv& given, cudaStream_t stream) {
+  Nvfp4Gemv g = given;
+  if (g.rows_per_x == 0) g.rows_per_x = g.rows;
   if (g.k % 32 != 0) {
     return Fail(RunStatus::kCannotImplement,
                 "the NVFP4 GEMV reads two blocks at a time: k must be a "

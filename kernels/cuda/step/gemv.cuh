@@ -1,11 +1,11 @@
 // The decode step's matrix-vector products over the batch: BF16 weights
-// (attention, indexer, lm_head) and plain row-major NVFP4 weights (the dense
-// MLP). BF16: a warp a weight row, or a part of one where the rows are too
-// few to fill the GPU (the parts add up in shared memory); 16-byte loads,
-// float accumulation; the batch in chunks of up to kGemvBatchChunk (a
-// compile-time size, so a batch of one computes one product), each chunk
-// re-reading the row (from L1 after the first). Launch-only; not
-// thread-safe.
+// and plain row-major NVFP4 weights (each projection group in the format
+// the workload gives it: step_gpu.h StepFormats). BF16: a warp a weight row, or
+// a part of one where the rows are too few to fill the GPU (the parts add up in
+// shared memory); 16-byte loads, float accumulation; the batch in chunks of up
+// to kGemvBatchChunk (a compile-time size, so a batch of one computes one
+// product), each chunk re-reading the row (from L1 after the first).
+// Launch-only; not thread-safe.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -50,9 +50,10 @@ struct Bf16Gemv {
 void AddGemvSegment(Bf16Gemv* g, int rows, float* y, int64_t y_stride);
 GpuStatus LaunchGemvBf16(const Bf16Gemv& g, cudaStream_t stream);
 
-// y[b][r] = tensor_scale * sum_c E2M1(code) * E4M3(scale) * x[b][c]: codes
-// [rows][k / 2] (low nibble = even column), block scales [rows][k / 16];
-// k a multiple of 32.
+// y[b][r] = tensor_scale * sum_c E2M1(code) * E4M3(scale) * x_r[b][c]:
+// codes [rows][k / 2] (low nibble = even column), block scales
+// [rows][k / 16]; k a multiple of 32. Rows map to weight rows and inputs as
+// Bf16Gemv's do (w_row(r), x_r), so per-head products (W_UV) run here too.
 struct Nvfp4Gemv {
   const uint8_t* codes = nullptr;
   const uint8_t* scales = nullptr;
@@ -63,12 +64,16 @@ struct Nvfp4Gemv {
   float* y = nullptr;
   int64_t y_stride = 0;
   int batch = 1;
+  int rows_per_x = 0;  // 0 = rows
+  int64_t w_group_stride = 0, w_group_offset = 0, x_group_stride = 0;
 };
 GpuStatus LaunchGemvNvfp4(const Nvfp4Gemv& g, cudaStream_t stream);
 
 // q_lat[b][h][j] = sum_i q[b][h][i] * kv_b[h * (nope + v) + i][j]: the query
 // absorbed into the latent space (W_UK of this rank's heads), j < kv_lora.
 // q rows are `q_head_stride` apart per head and `q_stride` per sequence.
+// With NVFP4 weights (codes set): kv_b's codes [rows][kv_lora / 2], block
+// scales [rows][kv_lora / 16] and tensor scale instead of kv_b.
 struct AbsorbQuery {
   const uint16_t* kv_b = nullptr;  // this rank's heads' rows
   int heads = 0, nope = 0, v_dim = 0, kv_lora = 0;
@@ -76,6 +81,9 @@ struct AbsorbQuery {
   int64_t q_stride = 0, q_head_stride = 0;
   float* q_lat = nullptr;  // [batch][heads][kv_lora]
   int batch = 1;
+  const uint8_t* codes = nullptr;
+  const uint8_t* scales = nullptr;
+  float tensor_scale = 0;
 };
 GpuStatus LaunchAbsorbQuery(const AbsorbQuery& a, cudaStream_t stream);
 

@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/step/mla.cuh"
 #include "kernels/cuda/step/reduce.cuh"
+#include "kernels/model/kv_fp8_format.h"
 #include "kernels/model/nvfp4_format.h"
 
 namespace moetune::gpu {
@@ -319,6 +320,111 @@ __device__ void StageEntries(const SparseAttention& a, int b, int first,
   }
 }
 
+// StageEntries for the FP8 cache: a token's row is kv_lora / 16 vectors of
+// 16 E4M3 latent values (each decoded with the hardware's conversion and
+// scaled by its group's FP32 scale, loaded beside it), then rope / 8
+// vectors of 8 BF16 rope values; the same kStageLoads loads in flight, the
+// same float rows in shared memory.
+__device__ __forceinline__ void StoreScaled(const uint32_t* words, float scale,
+                                            float* dst) {
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    float v[4];
+    DecodeE4M3x4(words[w], v);
+    reinterpret_cast<float4*>(dst)[w] =
+        make_float4(v[0] * scale, v[1] * scale, v[2] * scale, v[3] * scale);
+  }
+}
+
+__device__ __forceinline__ void StoreBf16x8(const uint4& raw, float* dst) {
+  reinterpret_cast<float4*>(dst)[0] = make_float4(
+      __uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u),
+      __uint_as_float(raw.y << 16), __uint_as_float(raw.y & 0xffff0000u));
+  reinterpret_cast<float4*>(dst)[1] = make_float4(
+      __uint_as_float(raw.z << 16), __uint_as_float(raw.z & 0xffff0000u),
+      __uint_as_float(raw.w << 16), __uint_as_float(raw.w & 0xffff0000u));
+}
+
+// Vector v of a token's FP8 row (16 bytes) and, for a latent vector, its
+// group's scale; zeros when not live (past the split, or no cache).
+struct Fp8Vector {
+  uint4 raw;
+  float scale;
+};
+
+__device__ __forceinline__ Fp8Vector
+LoadFp8Vector(const uint8_t* row, int v, int latent_vectors,
+              const kvfp8::RowLayout& layout, bool live) {
+  Fp8Vector x{make_uint4(0, 0, 0, 0), 0.0f};
+  if (!live) return x;
+  const bool latent = v < latent_vectors;
+  const int offset = latent ? v * 16 : layout.rope + (v - latent_vectors) * 16;
+  x.raw = *reinterpret_cast<const uint4*>(row + offset);
+  if (latent) {
+    x.scale = reinterpret_cast<const float*>(
+        row + layout.scales)[v * 16 / kvfp8::kGroupSize];
+  }
+  return x;
+}
+
+// Writes vector v's floats into the token's row in shared memory: 16
+// scaled latent values or 8 rope values, or the new token's own (`fresh`,
+// when not null) from this step's float buffer.
+__device__ __forceinline__ void StoreFp8Vector(const Fp8Vector& x, int v,
+                                               int latent_vectors, int kv_lora,
+                                               const float* fresh, float* row) {
+  const bool latent = v < latent_vectors;
+  const int d0 = latent ? v * 16 : kv_lora + (v - latent_vectors) * 8;
+  float* dst = row + d0;
+  if (fresh != nullptr) {
+    for (int j = 0; j < (latent ? 16 : 8); j += 4) {
+      reinterpret_cast<float4*>(dst)[j / 4] =
+          reinterpret_cast<const float4*>(fresh + d0)[j / 4];
+    }
+    return;
+  }
+  if (latent) {
+    const uint32_t words[4] = {x.raw.x, x.raw.y, x.raw.z, x.raw.w};
+    StoreScaled(words, x.scale, dst);
+  } else {
+    StoreBf16x8(x.raw, dst);
+  }
+}
+
+__device__ void StageEntriesFp8(const SparseAttention& a, int b, int first,
+                                int tokens, int* kept_s, float* entry) {
+  const int dim = a.kv_lora + a.rope, row = EntryRow(dim);
+  const int latent_vectors = a.kv_lora / 16,
+            vectors = latent_vectors + a.rope / 8;
+  const kvfp8::RowLayout layout = kvfp8::RowLayoutOf(a.kv_lora, a.rope);
+  const int* kept = a.kept + static_cast<int64_t>(b) * a.k + first;
+  for (int t = threadIdx.x; t < tokens; t += blockDim.x) kept_s[t] = kept[t];
+  __syncthreads();
+  const uint8_t* cache =
+      a.latent_fp8 + static_cast<int64_t>(b) * a.cache_stride * layout.bytes;
+  const float* fresh = a.new_entry + static_cast<int64_t>(b) * dim;
+  const int total = tokens * vectors, last = max(a.context - 1, 0);
+  for (int base = threadIdx.x; base < total; base += kStageLoads * blockDim.x) {
+    Fp8Vector loaded[kStageLoads];
+#pragma unroll
+    for (int u = 0; u < kStageLoads; ++u) {
+      const int i = base + u * blockDim.x;
+      const int token = i < total ? min(kept_s[i / vectors], last) : 0;
+      loaded[u] = LoadFp8Vector(
+          cache + static_cast<int64_t>(token) * layout.bytes, i % vectors,
+          latent_vectors, layout, i < total && a.context > 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kStageLoads; ++u) {
+      const int i = base + u * blockDim.x;
+      if (i >= total) break;
+      const int t = i / vectors;
+      StoreFp8Vector(loaded[u], i % vectors, latent_vectors, a.kv_lora,
+                     kept_s[t] == a.context ? fresh : nullptr, entry + t * row);
+    }
+  }
+}
+
 __device__ __forceinline__ float Dot4(const float4& a, const float4& b) {
   return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
 }
@@ -355,6 +461,7 @@ __device__ void ScoreKept(const float* query, const float* entry, int dim,
 // Block (split x head group, sequence): stages the split's kept entries in
 // shared memory once for the group's `hg` heads, scores them, and writes
 // each head's partial softmax: its max, sum and weighted latent values.
+template <bool kFp8>
 __global__ void SparseAttentionSplitKernel(SparseAttention a, int hg) {
   extern __shared__ float4 shared4[];
   float* shared = reinterpret_cast<float*>(shared4);
@@ -376,7 +483,11 @@ __global__ void SparseAttentionSplitKernel(SparseAttention a, int hg) {
   __shared__ int kept_s[kAttentionTokens];
   const int first = split * kAttentionTokens;
   const int tokens = max(0, min(kAttentionTokens, a.kept_n[b] - first));
-  StageEntries(a, b, first, tokens, kept_s, entry);
+  if constexpr (kFp8) {
+    StageEntriesFp8(a, b, first, tokens, kept_s, entry);
+  } else {
+    StageEntries(a, b, first, tokens, kept_s, entry);
+  }
   __syncthreads();
   ScoreKept(query, entry, dim, hg, tokens, a.scale, p);
   __syncthreads();
@@ -465,6 +576,21 @@ __global__ void SparseAttentionCombineKernel(SparseAttention a, int splits) {
   a.out_lat[(static_cast<int64_t>(b) * a.heads + h) * a.kv_lora + j] = acc / l;
 }
 
+// Raises the split kernel's dynamic shared memory limit once to the largest
+// size asked for, not on every launch (the eager step launches it once a
+// layer): one record per instance (each is a kernel of its own).
+template <bool kFp8>
+GpuStatus AllowSplitSharedMemory(size_t smem) {
+  static std::atomic<size_t> allowed{48 * 1024};
+  if (smem > allowed.load()) {
+    MG_CUDA(cudaFuncSetAttribute(SparseAttentionSplitKernel<kFp8>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(smem)));
+    allowed = smem;
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 GpuStatus LaunchIndexerScores(const IndexerScores& s, cudaStream_t stream) {
@@ -501,20 +627,25 @@ GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
                 "must be a multiple of 8 and kv_lora of 4, got " +
                     std::to_string(a.kv_lora) + " + " + std::to_string(a.rope));
   }
+  if (a.latent_fp8 != nullptr && (a.kv_lora % 16 != 0 || a.rope % 8 != 0)) {
+    return Fail(RunStatus::kCannotImplement,
+                "sparse attention over the FP8 cache reads 16 values at a "
+                "time: kv_lora must be a multiple of 16 and rope of 8, got " +
+                    std::to_string(a.kv_lora) + " + " + std::to_string(a.rope));
+  }
   const size_t smem = sizeof(float) * (static_cast<size_t>(hg) * dim +
                                        kAttentionTokens * EntryRow(dim) +
                                        hg * kAttentionTokens);
-  // Raised once to the largest size asked for, not on every launch (the
-  // eager step launches it once a layer).
-  static std::atomic<size_t> allowed{48 * 1024};
-  if (smem > allowed.load()) {
-    MG_CUDA(cudaFuncSetAttribute(SparseAttentionSplitKernel,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(smem)));
-    allowed = smem;
+  const dim3 grid(splits * (a.heads / hg), a.batch);
+  if (a.latent_fp8 != nullptr) {
+    MG_RETURN_IF_ERROR(AllowSplitSharedMemory<true>(smem));
+    SparseAttentionSplitKernel<true>
+        <<<grid, kAttentionThreads, smem, stream>>>(a, hg);
+  } else {
+    MG_RETURN_IF_ERROR(AllowSplitSharedMemory<false>(smem));
+    SparseAttentionSplitKernel<false>
+        <<<grid, kAttentionThreads, smem, stream>>>(a, hg);
   }
-  SparseAttentionSplitKernel<<<dim3(splits * (a.heads / hg), a.batch),
-                               kAttentionThreads, smem, stream>>>(a, hg);
   MG_CHECK_LAUNCH();
   const int column_blocks = (a.kv_lora + kCombineColumns - 1) / kCombineColumns;
   SparseAttentionCombineKernel<<<dim3(a.heads, a.batch, column_blocks),

@@ -40,19 +40,24 @@ GpuStatus LaunchTopK(const float* scores, int n, int k, int batch, int* kept,
 // For each of this rank's heads h and sequence b: scores of the kept tokens
 // (q_lat . c_t + q_rope . k_rope_t) * scale, softmax, and
 // out_lat[b][h] = sum_t p_t c_t. Past entries [kv_lora | rope] come from the
-// BF16 cache (latent [batch][cache_stride][kv_lora + rope]), the new token's
-// from new_entry [batch][kv_lora + rope]. Split over the kept tokens
+// cache: BF16 (latent [batch][cache_stride][kv_lora + rope]), or FP8 when
+// latent_fp8 is set (rows of kvfp8::RowLayoutOf(kv_lora, rope): E4M3
+// latent, an FP32 scale a 128, BF16 rope key; dequantized in registers as
+// the entries are staged); the new token's from new_entry
+// [batch][kv_lora + rope]. Split over the kept tokens
 // (flash-decoding): a block takes kAttentionTokens of them for up to
 // kAttentionHeads heads (2 where a small batch would leave the GPU idle),
 // staging their entries in shared memory once for all its heads, and writes a
 // partial (max, sum, weighted values); a second kernel combines the partials.
-// kv_lora + rope must be a multiple of 8 and kv_lora of 4 (16-byte loads).
+// kv_lora + rope must be a multiple of 8 and kv_lora of 4 (16-byte loads);
+// FP8: kv_lora of 16 and rope of 8.
 struct SparseAttention {
   const float* q_lat = nullptr;  // [batch][heads][kv_lora]
   const float* q = nullptr;      // the rope part at q + rope_offset
   int64_t q_stride = 0, q_head_stride = 0;
   int rope_offset = 0;
   const uint16_t* latent = nullptr;
+  const uint8_t* latent_fp8 = nullptr;  // instead of latent: the FP8 rows
   int cache_stride = 0;  // tokens a sequence's latent cache holds
   const float* new_entry = nullptr;
   const int* kept = nullptr;  // [batch][k]

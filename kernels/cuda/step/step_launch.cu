@@ -76,6 +76,35 @@ Bf16Gemv Plain(const uint16_t* w, int rows, int k, const float* x,
   return g;
 }
 
+// The same plain product with NVFP4 weights.
+Nvfp4Gemv PlainNvfp4(const DeviceMatrix& w, int rows, int k, const float* x,
+                     int64_t x_stride, float* y, int64_t y_stride, int batch) {
+  Nvfp4Gemv g;
+  g.codes = w.codes;
+  g.scales = w.scales;
+  g.tensor_scale = w.tensor_scale;
+  g.rows = rows;
+  g.k = k;
+  g.x = x;
+  g.x_stride = x_stride;
+  g.y = y;
+  g.y_stride = y_stride;
+  g.batch = batch;
+  return g;
+}
+
+// y [batch][rows] = W x, with W in its format's kernel.
+GpuStatus LaunchGemv(const DeviceMatrix& w, int rows, int k, const float* x,
+                     int64_t x_stride, float* y, int64_t y_stride, int batch,
+                     cudaStream_t stream) {
+  if (w.nvfp4()) {
+    return LaunchGemvNvfp4(
+        PlainNvfp4(w, rows, k, x, x_stride, y, y_stride, batch), stream);
+  }
+  return LaunchGemvBf16(Plain(w.bf16, rows, k, x, x_stride, y, y_stride, batch),
+                        stream);
+}
+
 RopeTable Rope(const StepLaunch& s) {
   return RopeTable{s.buffers->rope_cos, s.buffers->rope_sin,
                    s.problem->dims.rope / 2};
@@ -107,33 +136,33 @@ GpuStatus SumOverGang(const StepLaunch& s, float* data, cudaStream_t stream) {
 }
 
 struct Projection {
-  const uint16_t* w;  // [rows][k]
+  const DeviceMatrix& w;  // [rows][k]
   int rows;
   float* y;  // [batch][rows]
 };
 
-// One GEMV over several matrices of one input x [batch][k] where their
+// One GEMV over several BF16 matrices of one input x [batch][k] where their
 // weights lie back to back (step_weights.cu carves them so): one ramp up
-// and down instead of several. Else a GEMV a matrix.
+// and down instead of several. Else (NVFP4 weights among them) a GEMV a
+// matrix, each in its format's kernel.
 GpuStatus Project(const char* part, const StepLaunch& s,
                   std::initializer_list<Projection> list, int k, const float* x,
                   cudaStream_t stream) {
   const int n = s.problem->batch;
   bool contiguous = list.size() <= Bf16Gemv::kMaxSegments;
-  const uint16_t* next = list.begin()->w;
+  const uint16_t* next = list.begin()->w.bf16;
   for (const Projection& p : list) {
-    contiguous = contiguous && p.w == next;
-    next = p.w + int64_t{p.rows} * k;
+    contiguous = contiguous && !p.w.nvfp4() && p.w.bf16 == next;
+    if (!p.w.nvfp4()) next = p.w.bf16 + int64_t{p.rows} * k;
   }
   if (contiguous) {
-    Bf16Gemv g = Plain(list.begin()->w, 0, k, x, k, nullptr, 0, n);
+    Bf16Gemv g = Plain(list.begin()->w.bf16, 0, k, x, k, nullptr, 0, n);
     for (const Projection& p : list) AddGemvSegment(&g, p.rows, p.y, p.rows);
     STEP_LAUNCH(part, LaunchGemvBf16(g, stream));
     return OkStatus();
   }
   for (const Projection& p : list) {
-    STEP_LAUNCH(part, LaunchGemvBf16(
-                          Plain(p.w, p.rows, k, x, k, p.y, p.rows, n), stream));
+    STEP_LAUNCH(part, LaunchGemv(p.w, p.rows, k, x, k, p.y, p.rows, n, stream));
   }
   return OkStatus();
 }
@@ -221,7 +250,11 @@ SparseAttention AttentionOf(const StepLaunch& s, int layer) {
   a.q_stride = int64_t{g.heads} * g.head_dim;
   a.q_head_stride = g.head_dim;
   a.rope_offset = d.nope;
-  a.latent = s.caches->latent(layer);
+  if (s.caches->kv_fp8) {
+    a.latent_fp8 = s.caches->latent_bytes(layer);
+  } else {
+    a.latent = s.caches->latent(layer);
+  }
   a.cache_stride = s.caches->tokens;
   a.new_entry = b.kv;
   a.kept = b.kept;
@@ -238,6 +271,33 @@ SparseAttention AttentionOf(const StepLaunch& s, int layer) {
   return a;
 }
 
+// values[b][h] = W_UV of head h . o_lat[b][h]: kv_b's value rows of each
+// head (every other block of nope + v rows), in kv_b's format.
+GpuStatus LaunchValues(const StepLaunch& s, const LayerParams& w,
+                       cudaStream_t stream) {
+  const StepDims& d = s.problem->dims;
+  const StepGeometry& g = s.geo;
+  StepBuffers& b = *s.buffers;
+  const int n = s.problem->batch, width = g.heads * d.v_dim;
+  const int64_t x_stride = int64_t{g.heads} * d.kv_lora;
+  if (w.kv_b.nvfp4()) {
+    Nvfp4Gemv expand = PlainNvfp4(w.kv_b, width, d.kv_lora, b.o_lat, x_stride,
+                                  b.values, width, n);
+    expand.rows_per_x = d.v_dim;
+    expand.w_group_stride = d.nope + d.v_dim;
+    expand.w_group_offset = d.nope;
+    expand.x_group_stride = d.kv_lora;
+    return LaunchGemvNvfp4(expand, stream);
+  }
+  Bf16Gemv expand = Plain(w.kv_b.bf16, width, d.kv_lora, b.o_lat, x_stride,
+                          b.values, width, n);
+  expand.rows_per_x = d.v_dim;
+  expand.w_group_stride = d.nope + d.v_dim;
+  expand.w_group_offset = d.nope;
+  expand.x_group_stride = d.kv_lora;
+  return LaunchGemvBf16(expand, stream);
+}
+
 // Absorbed MLA over the kept tokens, W_UV per head, o_proj's partial sum,
 // the residual.
 GpuStatus Mla(const StepLaunch& s, int layer, const LayerParams& w,
@@ -246,30 +306,25 @@ GpuStatus Mla(const StepLaunch& s, int layer, const LayerParams& w,
   const StepGeometry& g = s.geo;
   StepBuffers& b = *s.buffers;
   const int n = s.problem->batch, width = g.heads * d.v_dim;
-  const AbsorbQuery absorb{w.kv_b,
-                           g.heads,
-                           d.nope,
-                           d.v_dim,
-                           d.kv_lora,
-                           b.q,
-                           int64_t{g.heads} * g.head_dim,
-                           g.head_dim,
-                           b.q_lat,
-                           n};
+  AbsorbQuery absorb{w.kv_b.bf16,
+                     g.heads,
+                     d.nope,
+                     d.v_dim,
+                     d.kv_lora,
+                     b.q,
+                     int64_t{g.heads} * g.head_dim,
+                     g.head_dim,
+                     b.q_lat,
+                     n};
+  absorb.codes = w.kv_b.codes;
+  absorb.scales = w.kv_b.scales;
+  absorb.tensor_scale = w.kv_b.tensor_scale;
   STEP_LAUNCH("mla/absorb", LaunchAbsorbQuery(absorb, stream));
   STEP_LAUNCH("mla/attention",
               LaunchSparseAttention(AttentionOf(s, layer), s.sm_count, stream));
-  Bf16Gemv expand = Plain(w.kv_b, width, d.kv_lora, b.o_lat,
-                          int64_t{g.heads} * d.kv_lora, b.values, width, n);
-  expand.rows_per_x = d.v_dim;
-  expand.w_group_stride = d.nope + d.v_dim;
-  expand.w_group_offset = d.nope;
-  expand.x_group_stride = d.kv_lora;
-  STEP_LAUNCH("mla/values", LaunchGemvBf16(expand, stream));
-  STEP_LAUNCH("mla/o_proj",
-              LaunchGemvBf16(Plain(w.o, d.hidden, width, b.values, width,
-                                   b.block_out, d.hidden, n),
-                             stream));
+  STEP_LAUNCH("mla/values", LaunchValues(s, w, stream));
+  STEP_LAUNCH("mla/o_proj", LaunchGemv(w.o, d.hidden, width, b.values, width,
+                                       b.block_out, d.hidden, n, stream));
   return OkStatus();
 }
 
@@ -288,15 +343,20 @@ GpuStatus AttentionBlock(const StepLaunch& s, int layer, const LayerParams& w,
   MG_RETURN_IF_ERROR(Mla(s, layer, w, stream));
   MG_RETURN_IF_ERROR(SumOverGang(s, b.block_out, stream));
   if (!s.append) return OkStatus();
-  const AppendEntries append{b.kv,
-                             s.geo.latent_dim,
-                             b.ik,
-                             d.index_dim,
-                             s.problem->batch,
-                             s.problem->context,
-                             s.caches->tokens,
-                             s.caches->latent(layer),
-                             s.caches->keys(layer)};
+  AppendEntries append{b.kv,
+                       s.geo.latent_dim,
+                       b.ik,
+                       d.index_dim,
+                       s.problem->batch,
+                       s.problem->context,
+                       s.caches->tokens,
+                       s.caches->latent(layer),
+                       s.caches->keys(layer)};
+  if (s.caches->kv_fp8) {
+    append.latent = nullptr;
+    append.latent_fp8 = s.caches->latent_bytes(layer);
+    append.kv_lora = d.kv_lora;
+  }
   STEP_LAUNCH("attention/append", LaunchAppendEntries(append, stream));
   return OkStatus();
 }
@@ -310,24 +370,13 @@ GpuStatus DenseMlp(const StepLaunch& s, const LayerParams& w,
               LaunchAddRmsNorm(b.h, *residual, w.ffn_norm, d.hidden, d.rms_eps,
                                n, {b.xn, d.hidden}, stream));
   *residual = b.block_out;
-  const Nvfp4Gemv gu{w.dense_gu_codes, w.dense_gu_scales,
-                     w.dense_gu_scale, 2 * slice,
-                     d.hidden,         b.xn,
-                     d.hidden,         b.gu,
-                     2 * slice,        n};
-  STEP_LAUNCH("dense/gate_up", LaunchGemvNvfp4(gu, stream));
+  STEP_LAUNCH("dense/gate_up",
+              LaunchGemv(w.dense_gu, 2 * slice, d.hidden, b.xn, d.hidden, b.gu,
+                         2 * slice, n, stream));
   STEP_LAUNCH("dense/silu", LaunchSiluMul(b.gu, slice, n, b.act, stream));
-  const Nvfp4Gemv down{w.dense_down_codes,
-                       w.dense_down_scales,
-                       w.dense_down_scale,
-                       d.hidden,
-                       slice,
-                       b.act,
-                       slice,
-                       b.block_out,
-                       d.hidden,
-                       n};
-  STEP_LAUNCH("dense/down", LaunchGemvNvfp4(down, stream));
+  STEP_LAUNCH("dense/down",
+              LaunchGemv(w.dense_down, d.hidden, slice, b.act, slice,
+                         b.block_out, d.hidden, n, stream));
   return SumOverGang(s, b.block_out, stream);
 }
 
@@ -387,9 +436,8 @@ GpuStatus Head(const StepLaunch& s, const float* residual,
               LaunchAddRmsNorm(b.h, residual, s.weights->final_norm, d.hidden,
                                d.rms_eps, n, {b.xn, d.hidden}, stream));
   STEP_LAUNCH("lm_head/gemv",
-              LaunchGemvBf16(Plain(s.weights->lm_head, s.geo.vocab, d.hidden,
-                                   b.xn, d.hidden, b.logits, s.geo.vocab, n),
-                             stream));
+              LaunchGemv(s.weights->lm_head, s.geo.vocab, d.hidden, b.xn,
+                         d.hidden, b.logits, s.geo.vocab, n, stream));
   STEP_LAUNCH("lm_head/argmax",
               LaunchArgMax(b.logits, s.geo.vocab, n, s.geo.vocab_begin, b.next,
                            stream));

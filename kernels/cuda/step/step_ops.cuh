@@ -71,16 +71,21 @@ GpuStatus LaunchRopeRows(const RopeRows& a, const RopeRows& b,
 
 // The step's new tokens' cache entries, written at token `position` of
 // each sequence's caches (rows `stride` tokens apart) in the caches'
-// formats: the latent entry (normed, rotated) as BF16, the indexer key as
-// FP8 E4M3 (both rounded to nearest even, as the reference rounds them).
+// formats: the latent entry (normed, rotated) as BF16, or with latent_fp8
+// its kv_lora latent values as FP8 with their groups' scales
+// (kernels/model/kv_fp8_format.h, rows of kvfp8::RowLayoutOf) and its rope
+// key as BF16; the indexer key as FP8 E4M3 (all rounded to nearest even,
+// as the reference rounds them).
 struct AppendEntries {
   const float* latent_entry = nullptr;  // [batch][latent_dim]
   int latent_dim = 0;
   const float* key = nullptr;  // [batch][key_dim]
   int key_dim = 0;
   int batch = 1, position = 0, stride = 0;
-  uint16_t* latent = nullptr;  // [batch][stride][latent_dim]
-  uint8_t* keys = nullptr;     // [batch][stride][key_dim]
+  uint16_t* latent = nullptr;     // [batch][stride][latent_dim]
+  uint8_t* keys = nullptr;        // [batch][stride][key_dim]
+  uint8_t* latent_fp8 = nullptr;  // instead of latent: FP8 rows
+  int kv_lora = 0;                // latent_fp8: where the rope key starts
 };
 GpuStatus LaunchAppendEntries(const AppendEntries& a, cudaStream_t stream);
 

@@ -52,6 +52,29 @@ MoeRunOptions MoeOptions(const StepRunOptions& o) {
   return m;
 }
 
+// What the kernels of the problem's formats need of its dims.
+GpuStatus CheckFormats(const StepProblem& p) {
+  const StepDims& d = p.dims;
+  const int o_columns = d.heads / (p.shard.tp * p.shard.ep) * d.v_dim;
+  if (p.formats.attention_nvfp4 &&
+      (d.q_lora % 32 || d.kv_lora % 32 || o_columns % 32)) {
+    return Fail(RunStatus::kCannotImplement,
+                "problem.formats.attention_nvfp4: the NVFP4 GEMV reads two "
+                "16-value blocks at a time: q_lora, kv_lora and the rank's "
+                "o_proj columns must be multiples of 32, got " +
+                    std::to_string(d.q_lora) + ", " +
+                    std::to_string(d.kv_lora) + ", " +
+                    std::to_string(o_columns));
+  }
+  if (p.formats.kv_fp8 && d.kv_lora % 16) {
+    return Fail(RunStatus::kCannotImplement,
+                "problem.formats.kv_fp8: the FP8 cache is read 16 latent "
+                "values at a time: kv_lora must be a multiple of 16, got " +
+                    std::to_string(d.kv_lora));
+  }
+  return OkStatus();
+}
+
 GpuStatus ValidateStep(const StepProblem& p) {
   const StepDims& d = p.dims;
   const int world = p.shard.tp * p.shard.ep;
@@ -75,6 +98,7 @@ GpuStatus ValidateStep(const StepProblem& p) {
   }
   if (p.tokens.size() != static_cast<size_t>(p.batch))
     return Bad("problem.tokens: one a sequence");
+  MG_RETURN_IF_ERROR(CheckFormats(p));
   const int moe_layers = std::max(0, p.layers - d.num_dense_layers);
   if (p.router_bias.size() != static_cast<size_t>(moe_layers))
     return Bad("problem.router_bias: one a MoE layer run");
@@ -129,7 +153,8 @@ GpuStatus EnsureShard(const StepProblem& p, Context* ctx, int device,
   const bool weights_ok = w != nullptr && w->key == key;
   const bool caches_ok = weights_ok && c != nullptr && c->weights == key &&
                          c->batch == p.batch && c->prefilled == Prefilled(p) &&
-                         c->tokens == CacheTokens(p);
+                         c->tokens == CacheTokens(p) &&
+                         c->kv_fp8 == p.formats.kv_fp8;
   if (!caches_ok) c.reset();
   if (!weights_ok) {
     w.reset();

@@ -3,6 +3,7 @@
 #include "kernels/cuda/run_buffers.cuh"
 #include "kernels/cuda/step/step_weights.cuh"
 #include "kernels/model/cache_gen.h"
+#include "kernels/model/kv_fp8_format.h"
 #include "kernels/model/nvfp4_format.h"
 #include "kernels/model/weight_gen.h"
 
@@ -76,6 +77,69 @@ __global__ void FillCachesKernel(uint64_t seed, int layer, int batch,
   }
 }
 
+// Where a synthetic FP8 cache token comes from and goes to.
+struct Fp8Token {
+  uint64_t seed;
+  int layer, kv_lora, rope, b, t;
+  uint8_t* row;  // its latent row (kvfp8::RowLayoutOf)
+  __device__ float Value(int d) const {
+    return cache::LatentValue(seed, layer, kv_lora, rope, b, t, d);
+  }
+};
+
+// Latent group g of the token: its amax, scale and encoded values (the
+// hash evaluated twice rather than 128 values held in registers).
+__device__ void FillFp8Group(const Fp8Token& k, int g,
+                             const kvfp8::RowLayout& layout) {
+  const int g0 = g * kvfp8::kGroupSize;
+  const int end = min(k.kv_lora, g0 + kvfp8::kGroupSize);
+  float amax = 0.0f;
+  for (int d = g0; d < end; ++d) amax = fmaxf(amax, fabsf(k.Value(d)));
+  const float scale = kvfp8::GroupScale(amax);
+  reinterpret_cast<float*>(k.row + layout.scales)[g] = scale;
+  for (int d = g0; d < end; ++d) k.row[d] = kvfp8::Encode(k.Value(d), scale);
+}
+
+__device__ void FillFp8Rope(const Fp8Token& k, const kvfp8::RowLayout& layout) {
+  uint16_t* out = reinterpret_cast<uint16_t*>(k.row + layout.rope);
+  for (int r = 0; r < k.rope; ++r) {
+    out[r] = static_cast<uint16_t>(__float_as_uint(k.Value(k.kv_lora + r)) >>
+                                   16);  // exact: BF16 values
+  }
+}
+
+// The FP8 cache's synthetic tokens: one thread a (token, part), parts the
+// latent's groups of 128, then one part for the rope key and one for the
+// indexer key.
+__global__ void FillFp8CachesKernel(uint64_t seed, int layer, int batch,
+                                    int prefilled, int stride, int kv_lora,
+                                    int rope, int index_dim, uint8_t* latent,
+                                    uint8_t* keys) {
+  const int groups = kvfp8::Groups(kv_lora), parts = groups + 2;
+  const kvfp8::RowLayout layout = kvfp8::RowLayoutOf(kv_lora, rope);
+  const int64_t n = static_cast<int64_t>(batch) * prefilled * parts;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t token = i / parts;
+    const int part = static_cast<int>(i % parts);
+    const int b = static_cast<int>(token / prefilled);
+    const int t = static_cast<int>(token % prefilled);
+    const int64_t row = static_cast<int64_t>(b) * stride + t;
+    const Fp8Token k{
+        seed, layer, kv_lora, rope, b, t, latent + row * layout.bytes};
+    if (part < groups) {
+      FillFp8Group(k, part, layout);
+    } else if (part == groups) {
+      FillFp8Rope(k, layout);
+    } else {
+      for (int d = 0; d < index_dim; ++d) {
+        keys[row * index_dim + d] =
+            cache::IndexKeyByte(seed, layer, index_dim, b, t, d);
+      }
+    }
+  }
+}
+
 int FillGrid(int64_t n) {
   return static_cast<int>(
       std::min<int64_t>(kFillBlocks, (n + kFillThreads - 1) / kFillThreads));
@@ -95,17 +159,57 @@ GpuStatus FillNvfp4(const Slice& s, uint8_t* codes, uint8_t* scales) {
   return OkStatus();
 }
 
+// A matrix's device buffers, writable while generating, in its format
+// (DeviceMatrix's).
+struct MatrixBuffers {
+  uint16_t* bf16 = nullptr;
+  uint8_t *codes = nullptr, *scales = nullptr;
+  int64_t k = 0;
+};
+
+MatrixBuffers CarveMatrix(Carver& c, int64_t rows, int64_t k, bool nvfp4) {
+  MatrixBuffers m;
+  m.k = k;
+  if (!nvfp4) {
+    m.bf16 = c.Take<uint16_t>(size_t(rows * k));
+    return m;
+  }
+  m.codes = c.Take<uint8_t>(size_t(nvfp4::CodeBytes(rows, k)));
+  m.scales = c.Take<uint8_t>(size_t(nvfp4::ScaleBytes(rows, k)));
+  return m;
+}
+
+DeviceMatrix Matrix(const MatrixBuffers& m) {
+  DeviceMatrix d;
+  d.bf16 = m.bf16;
+  d.codes = m.codes;
+  d.scales = m.scales;
+  if (m.bf16 == nullptr) d.tensor_scale = weights::Nvfp4TensorScale(m.k);
+  return d;
+}
+
+// The slice in the matrix's format, `row_offset` rows into it: the same
+// hash read as BF16 values or as NVFP4 codes and scales (the reference's
+// ProjectionDesc).
+GpuStatus FillMatrix(const Slice& s, const MatrixBuffers& m,
+                     int64_t row_offset = 0) {
+  if (m.bf16 != nullptr) return FillBf16(s, m.bf16 + row_offset * s.cols);
+  return FillNvfp4(s, m.codes + row_offset * s.cols / 2,
+                   m.scales + row_offset * s.cols / 16);
+}
+
 // The device buffers of one layer, writable while generating.
 struct LayerBuffers {
   float *attn_norm, *ffn_norm, *q_a_norm, *kv_a_norm, *key_norm, *key_bias;
-  uint16_t *q_a, *kv_a, *q_b, *kv_b, *o, *index_q, *index_k, *index_w;
-  uint8_t *gu_codes, *gu_scales, *down_codes, *down_scales;
+  MatrixBuffers q_a, kv_a, q_b, kv_b, o, index_q, index_k, index_w;
+  MatrixBuffers gu, down;  // dense layers
 };
 
 // Carves one layer's buffers (sizes only, with a null base).
 LayerBuffers CarveLayer(const StepProblem& p, const StepGeometry& g, int layer,
                         Carver& c) {
   const StepDims& d = p.dims;
+  const bool a4 = p.formats.attention_nvfp4;
   LayerBuffers b{};
   b.attn_norm = c.Take<float>(d.hidden);
   b.ffn_norm = c.Take<float>(d.hidden);
@@ -113,22 +217,22 @@ LayerBuffers CarveLayer(const StepProblem& p, const StepGeometry& g, int layer,
   b.kv_a_norm = c.Take<float>(d.kv_lora);
   b.key_norm = c.Take<float>(d.index_dim);
   b.key_bias = c.Take<float>(d.index_dim);
-  // Matrices of one input back to back (rows of 2 * hidden bytes, a
+  // Matrices of one input back to back (BF16 rows of 2 * hidden bytes, a
   // multiple of 256 at GLM-5's dims): one GEMV launch reads each group
   // (step_launch.cu).
-  b.q_a = c.Take<uint16_t>(size_t(d.q_lora) * d.hidden);
-  b.kv_a = c.Take<uint16_t>(size_t(g.latent_dim) * d.hidden);
-  b.index_k = c.Take<uint16_t>(size_t(d.index_dim) * d.hidden);
-  b.index_w = c.Take<uint16_t>(size_t(d.index_heads) * d.hidden);
-  b.q_b = c.Take<uint16_t>(size_t(g.heads) * g.head_dim * d.q_lora);
-  b.index_q = c.Take<uint16_t>(size_t(d.index_heads) * d.index_dim * d.q_lora);
-  b.kv_b = c.Take<uint16_t>(size_t(g.heads) * (d.nope + d.v_dim) * d.kv_lora);
-  b.o = c.Take<uint16_t>(size_t(d.hidden) * g.heads * d.v_dim);
+  b.q_a = CarveMatrix(c, d.q_lora, d.hidden, a4);
+  b.kv_a = CarveMatrix(c, g.latent_dim, d.hidden, a4);
+  b.index_k = CarveMatrix(c, d.index_dim, d.hidden, a4);
+  b.index_w = CarveMatrix(c, d.index_heads, d.hidden, a4);
+  b.q_b = CarveMatrix(c, int64_t(g.heads) * g.head_dim, d.q_lora, a4);
+  b.index_q =
+      CarveMatrix(c, int64_t(d.index_heads) * d.index_dim, d.q_lora, a4);
+  b.kv_b = CarveMatrix(c, int64_t(g.heads) * (d.nope + d.v_dim), d.kv_lora, a4);
+  b.o = CarveMatrix(c, d.hidden, int64_t(g.heads) * d.v_dim, a4);
   if (layer < d.num_dense_layers) {
-    b.gu_codes = c.Take<uint8_t>(size_t(2) * g.dense * d.hidden / 2);
-    b.gu_scales = c.Take<uint8_t>(size_t(2) * g.dense * d.hidden / 16);
-    b.down_codes = c.Take<uint8_t>(size_t(d.hidden) * g.dense / 2);
-    b.down_scales = c.Take<uint8_t>(size_t(d.hidden) * g.dense / 16);
+    const bool dense4 = !p.formats.dense_bf16;
+    b.gu = CarveMatrix(c, 2 * int64_t(g.dense), d.hidden, dense4);
+    b.down = CarveMatrix(c, d.hidden, g.dense, dense4);
   }
   return b;
 }
@@ -181,25 +285,25 @@ GpuStatus FillAttention(const StepProblem& p, const StepGeometry& g, int layer,
   o.k_full = int64_t(d.heads) * d.v_dim;
   o.col_begin = int64_t(g.head_begin) * d.v_dim;
   MG_RETURN_IF_ERROR(
-      FillBf16(Whole(p, layer, weights::kQA, d.q_lora, d.hidden), b.q_a));
+      FillMatrix(Whole(p, layer, weights::kQA, d.q_lora, d.hidden), b.q_a));
+  MG_RETURN_IF_ERROR(FillMatrix(
+      Whole(p, layer, weights::kKVA, g.latent_dim, d.hidden), b.kv_a));
+  MG_RETURN_IF_ERROR(FillMatrix(q_b, b.q_b));
+  MG_RETURN_IF_ERROR(FillMatrix(kv_b, b.kv_b));
+  MG_RETURN_IF_ERROR(FillMatrix(o, b.o));
   MG_RETURN_IF_ERROR(
-      FillBf16(Whole(p, layer, weights::kKVA, g.latent_dim, d.hidden), b.kv_a));
-  MG_RETURN_IF_ERROR(FillBf16(q_b, b.q_b));
-  MG_RETURN_IF_ERROR(FillBf16(kv_b, b.kv_b));
-  MG_RETURN_IF_ERROR(FillBf16(o, b.o));
-  MG_RETURN_IF_ERROR(
-      FillBf16(Whole(p, layer, weights::kIndexerQB,
-                     int64_t(d.index_heads) * d.index_dim, d.q_lora),
-               b.index_q));
-  MG_RETURN_IF_ERROR(FillBf16(
+      FillMatrix(Whole(p, layer, weights::kIndexerQB,
+                       int64_t(d.index_heads) * d.index_dim, d.q_lora),
+                 b.index_q));
+  MG_RETURN_IF_ERROR(FillMatrix(
       Whole(p, layer, weights::kIndexerK, d.index_dim, d.hidden), b.index_k));
-  return FillBf16(
+  return FillMatrix(
       Whole(p, layer, weights::kIndexerWeights, d.index_heads, d.hidden),
       b.index_w);
 }
 
 // The rank's gate rows, up rows (gate_up [2 * inter][hidden]) and down
-// columns (down [hidden][inter]).
+// columns (down [hidden][inter]), in the dense MLP's format.
 GpuStatus FillDense(const StepProblem& p, const StepGeometry& g, int layer,
                     const LayerBuffers& b) {
   const StepDims& d = p.dims;
@@ -207,15 +311,12 @@ GpuStatus FillDense(const StepProblem& p, const StepGeometry& g, int layer,
   gate.row_begin = g.dense_begin;
   Slice up = gate;
   up.row_begin = d.dense_inter + g.dense_begin;
-  const size_t half_codes = size_t(g.dense) * d.hidden / 2;
-  const size_t half_scales = size_t(g.dense) * d.hidden / 16;
-  MG_RETURN_IF_ERROR(FillNvfp4(gate, b.gu_codes, b.gu_scales));
-  MG_RETURN_IF_ERROR(
-      FillNvfp4(up, b.gu_codes + half_codes, b.gu_scales + half_scales));
+  MG_RETURN_IF_ERROR(FillMatrix(gate, b.gu));
+  MG_RETURN_IF_ERROR(FillMatrix(up, b.gu, g.dense));
   Slice down = Whole(p, layer, weights::kDenseDown, d.hidden, g.dense);
   down.k_full = d.dense_inter;
   down.col_begin = g.dense_begin;
-  return FillNvfp4(down, b.down_codes, b.down_scales);
+  return FillMatrix(down, b.down);
 }
 
 LayerParams Params(const LayerBuffers& b, const StepDims& d) {
@@ -226,20 +327,24 @@ LayerParams Params(const LayerBuffers& b, const StepDims& d) {
   l.kv_a_norm = b.kv_a_norm;
   l.key_norm = b.key_norm;
   l.key_bias = b.key_bias;
-  l.q_a = b.q_a;
-  l.kv_a = b.kv_a;
-  l.q_b = b.q_b;
-  l.kv_b = b.kv_b;
-  l.o = b.o;
-  l.index_q = b.index_q;
-  l.index_k = b.index_k;
-  l.index_w = b.index_w;
-  l.dense_gu_codes = b.gu_codes;
-  l.dense_gu_scales = b.gu_scales;
-  l.dense_down_codes = b.down_codes;
-  l.dense_down_scales = b.down_scales;
-  l.dense_gu_scale = weights::Nvfp4TensorScale(d.hidden);
-  l.dense_down_scale = weights::Nvfp4TensorScale(d.dense_inter);
+  l.q_a = Matrix(b.q_a);
+  l.kv_a = Matrix(b.kv_a);
+  l.q_b = Matrix(b.q_b);
+  l.kv_b = Matrix(b.kv_b);
+  l.o = Matrix(b.o);
+  l.index_q = Matrix(b.index_q);
+  l.index_k = Matrix(b.index_k);
+  l.index_w = Matrix(b.index_w);
+  l.dense_gu = Matrix(b.gu);
+  l.dense_down = Matrix(b.down);
+  // The tensor scale is the whole tensor's: down's reduction is the whole
+  // intermediate dim, not the rank's slice (the reference's desc).
+  if (l.dense_down.nvfp4()) {
+    l.dense_down.tensor_scale = weights::Nvfp4TensorScale(d.dense_inter);
+  }
+  if (l.o.nvfp4()) {
+    l.o.tensor_scale = weights::Nvfp4TensorScale(int64_t(d.heads) * d.v_dim);
+  }
   return l;
 }
 
@@ -257,20 +362,29 @@ GpuStatus CarveAll(const StepProblem& p, const StepGeometry& g, Carver& c,
     w->layers.push_back(Params(b, d));
   }
   float* final_norm = c.Take<float>(d.hidden);
-  uint16_t* lm_head = c.Take<uint16_t>(size_t(g.vocab) * d.hidden);
+  const MatrixBuffers lm_head =
+      CarveMatrix(c, g.vocab, d.hidden, p.formats.lm_head_nvfp4);
   if (!fill) return OkStatus();
   MG_RETURN_IF_ERROR(
       UploadNorm(p, 0, weights::kFinalNorm, d.hidden, 1, final_norm));
   Slice head = Whole(p, 0, weights::kLmHead, g.vocab, d.hidden);
   head.row_begin = g.vocab_begin;
-  MG_RETURN_IF_ERROR(FillBf16(head, lm_head));
+  MG_RETURN_IF_ERROR(FillMatrix(head, lm_head));
   w->final_norm = final_norm;
-  w->lm_head = lm_head;
+  w->lm_head = Matrix(lm_head);
   return OkStatus();
 }
 
-int64_t LatentCacheElements(const StepProblem& p) {
-  return int64_t{p.batch} * CacheTokens(p) * (p.dims.kv_lora + p.dims.rope);
+// Bytes of one token's latent row in the problem's cache format.
+int64_t LatentRowBytes(const StepProblem& p) {
+  if (p.formats.kv_fp8) {
+    return kvfp8::RowLayoutOf(p.dims.kv_lora, p.dims.rope).bytes;
+  }
+  return 2 * int64_t{p.dims.kv_lora + p.dims.rope};
+}
+
+int64_t LatentCacheBytes(const StepProblem& p) {
+  return int64_t{p.batch} * CacheTokens(p) * LatentRowBytes(p);
 }
 
 int64_t KeyCacheBytes(const StepProblem& p) {
@@ -289,7 +403,9 @@ bool StepWeightKey::operator==(const StepWeightKey& o) const {
   return device == o.device && seed == o.seed && layers == o.layers &&
          shard.tp == o.shard.tp && shard.ep == o.shard.ep &&
          shard.rank == o.shard.rank && layout == o.layout &&
-         hidden == o.hidden && vocab == o.vocab && experts == o.experts;
+         hidden == o.hidden && vocab == o.vocab && experts == o.experts &&
+         attention_nvfp4 == o.attention_nvfp4 && dense_bf16 == o.dense_bf16 &&
+         lm_head_nvfp4 == o.lm_head_nvfp4;
 }
 
 StepWeightKey WeightKeyOf(const StepProblem& p, int device,
@@ -303,11 +419,18 @@ StepWeightKey WeightKeyOf(const StepProblem& p, int device,
   k.hidden = p.dims.hidden;
   k.vocab = p.dims.vocab;
   k.experts = p.dims.moe.num_experts;
+  k.attention_nvfp4 = p.formats.attention_nvfp4;
+  k.dense_bf16 = p.formats.dense_bf16;
+  k.lm_head_nvfp4 = p.formats.lm_head_nvfp4;
   return k;
 }
 
 uint16_t* StepCaches::latent(int layer) const {
-  return reinterpret_cast<uint16_t*>(buffer.as<char>() + layer * layer_stride);
+  return reinterpret_cast<uint16_t*>(latent_bytes(layer));
+}
+
+uint8_t* StepCaches::latent_bytes(int layer) const {
+  return reinterpret_cast<uint8_t*>(buffer.as<char>() + layer * layer_stride);
 }
 
 uint8_t* StepCaches::keys(int layer) const {
@@ -351,7 +474,7 @@ int64_t StepWeightBytes(const StepProblem& p, WeightLayout) {
 }
 
 int64_t StepCacheBytes(const StepProblem& p) {
-  return (Align256(LatentCacheElements(p) * 2) + Align256(KeyCacheBytes(p))) *
+  return (Align256(LatentCacheBytes(p)) + Align256(KeyCacheBytes(p))) *
          p.layers;
 }
 
@@ -376,24 +499,47 @@ GpuStatus GenerateStepWeights(const StepProblem& p, int device,
   return OkStatus();
 }
 
+namespace {
+
+// The synthetic tokens of one layer's caches, in the latent's format.
+GpuStatus FillCaches(const StepProblem& p, const StepCaches& c, int layer) {
+  const int prefilled = Prefilled(p);
+  const StepDims& d = p.dims;
+  if (int64_t{p.batch} * prefilled == 0) return OkStatus();
+  if (p.formats.kv_fp8) {
+    const int64_t parts =
+        int64_t{p.batch} * prefilled * (kvfp8::Groups(d.kv_lora) + 2);
+    FillFp8CachesKernel<<<FillGrid(parts), kFillThreads>>>(
+        p.seed, layer, p.batch, prefilled, CacheTokens(p), d.kv_lora, d.rope,
+        d.index_dim, c.latent_bytes(layer), c.keys(layer));
+  } else {
+    const int64_t elements =
+        int64_t{p.batch} * prefilled * (d.kv_lora + d.rope);
+    FillCachesKernel<<<FillGrid(elements), kFillThreads>>>(
+        p.seed, layer, p.batch, prefilled, CacheTokens(p), d.kv_lora, d.rope,
+        d.index_dim, c.latent(layer), c.keys(layer));
+  }
+  MG_CHECK_LAUNCH();
+  return OkStatus();
+}
+
+}  // namespace
+
 GpuStatus GenerateStepCaches(const StepProblem& p, StepCaches* c) {
-  const int64_t latent = LatentCacheElements(p), keys = KeyCacheBytes(p);
+  const int64_t latent = LatentCacheBytes(p), keys = KeyCacheBytes(p);
   c->buffer.Reset();
-  c->layer_stride = Align256(latent * 2) + Align256(keys);
-  c->keys_offset = Align256(latent * 2);
+  c->layer_stride = Align256(latent) + Align256(keys);
+  c->keys_offset = Align256(latent);
+  c->kv_fp8 = p.formats.kv_fp8;
+  c->latent_row_bytes = LatentRowBytes(p);
   MG_RETURN_IF_ERROR(c->buffer.Allocate(c->layer_stride * p.layers));
   // Room for appended tokens reads as zeros until a step writes it.
   MG_CUDA(cudaMemset(c->buffer.get(), 0, c->layer_stride * p.layers));
-  const int prefilled = Prefilled(p);
-  const int64_t synthetic =
-      int64_t{p.batch} * prefilled * (p.dims.kv_lora + p.dims.rope);
-  for (int layer = 0; layer < p.layers && synthetic > 0; ++layer) {
-    FillCachesKernel<<<FillGrid(synthetic), kFillThreads>>>(
-        p.seed, layer, p.batch, prefilled, CacheTokens(p), p.dims.kv_lora,
-        p.dims.rope, p.dims.index_dim, c->latent(layer), c->keys(layer));
-    MG_CHECK_LAUNCH();
+  for (int layer = 0; layer < p.layers; ++layer) {
+    MG_RETURN_IF_ERROR(FillCaches(p, *c, layer));
   }
   MG_CUDA(cudaDeviceSynchronize());
+  const int prefilled = Prefilled(p);
   c->batch = p.batch;
   c->prefilled = prefilled;
   c->tokens = CacheTokens(p);

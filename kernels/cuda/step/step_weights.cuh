@@ -1,10 +1,11 @@
 // Rank r's shard of the decode step's weights and caches, generated on the
 // device from the counter hash (kernels/model/weight_gen.h, cache_gen.h)
-// straight into the layouts the step's kernels read: BF16 row-major
-// matrices (the rank's rows or columns of each), plain row-major NVFP4 for
-// the dense MLP, float norm parameters, the BF16 latent cache and the FP8
-// indexer keys of every sequence. The MoE layers' experts and routers are
-// the MoE runtime's (weights.cuh), in the trial backend's layout. Not
+// straight into the layouts the step's kernels read: row-major matrices
+// (the rank's rows or columns of each) in the format the problem gives their
+// group (BF16 values, or plain row-major NVFP4), float norm parameters, the
+// latent cache (BF16, or FP8 with scales: kernels/model/kv_fp8_format.h) and
+// the FP8 indexer keys of every sequence. The MoE layers' experts and routers
+// are the MoE runtime's (weights.cuh), in the trial backend's layout. Not
 // thread-safe (the step runner's lock guards the one cached set).
 #pragma once
 
@@ -32,21 +33,30 @@ StepGeometry MakeStepGeometry(const StepProblem& p);
 // Decoder layer `layer`'s MoE layer as the MoE runtime sees it (no input).
 MoeProblem MoeLayerProblem(const StepProblem& p, int layer);
 
+// A [rows][k] matrix on the device in its group's format: BF16 values
+// (bf16 set), or NVFP4 codes [rows][k / 2], block scales [rows][k / 16] and
+// the tensor scale (bf16 null).
+struct DeviceMatrix {
+  const uint16_t* bf16 = nullptr;
+  const uint8_t* codes = nullptr;
+  const uint8_t* scales = nullptr;
+  float tensor_scale = 0;
+  bool nvfp4() const { return bf16 == nullptr; }
+};
+
 // One decoder layer's weights (device pointers into StepWeights' buffers).
 struct LayerParams {
   const float *attn_norm = nullptr, *ffn_norm = nullptr;
   const float *q_a_norm = nullptr, *kv_a_norm = nullptr;
   const float *key_norm = nullptr, *key_bias = nullptr;
-  const uint16_t *q_a = nullptr, *kv_a = nullptr;  // whole
-  const uint16_t* q_b = nullptr;   // [heads * head_dim][q_lora], this rank's
-  const uint16_t* kv_b = nullptr;  // [heads * (nope + v)][kv_lora]
-  const uint16_t* o = nullptr;     // [hidden][heads * v]: its heads' columns
-  const uint16_t *index_q = nullptr, *index_k = nullptr, *index_w = nullptr;
+  DeviceMatrix q_a, kv_a;  // whole
+  DeviceMatrix q_b;        // [heads * head_dim][q_lora], this rank's
+  DeviceMatrix kv_b;       // [heads * (nope + v)][kv_lora]
+  DeviceMatrix o;          // [hidden][heads * v]: its heads' columns
+  DeviceMatrix index_q, index_k, index_w;
   // Dense layers: the rank's gate and up rows [2 * dense][hidden] and down
-  // columns [hidden][dense], NVFP4.
-  const uint8_t *dense_gu_codes = nullptr, *dense_gu_scales = nullptr;
-  const uint8_t *dense_down_codes = nullptr, *dense_down_scales = nullptr;
-  float dense_gu_scale = 0, dense_down_scale = 0;
+  // columns [hidden][dense].
+  DeviceMatrix dense_gu, dense_down;
   const WeightSet* moe = nullptr;  // MoE layers
 };
 
@@ -59,6 +69,8 @@ struct StepWeightKey {
   MoeShard shard;
   WeightLayout layout = WeightLayout::kFp16Bits;
   int hidden = 0, vocab = 0, experts = 0;  // enough to tell presets apart
+  // The weights' formats (StepFormats but the cache's).
+  bool attention_nvfp4 = false, dense_bf16 = false, lm_head_nvfp4 = false;
   bool operator==(const StepWeightKey& o) const;
 };
 
@@ -68,20 +80,26 @@ struct StepWeights {
   std::vector<std::unique_ptr<WeightSet>> moe;  // one a MoE layer
   std::vector<LayerParams> layers;
   const float* final_norm = nullptr;
-  const uint16_t* lm_head = nullptr;  // [vocab slice][hidden]
+  DeviceMatrix lm_head;  // [vocab slice][hidden]
   int64_t bytes = 0;
 };
 
-// Every sequence's caches of every layer: latent [batch][tokens]
-// [latent_dim] BF16 and keys [batch][tokens][index_dim] E4M3 a layer,
-// tokens = CacheTokens(p), the first Prefilled(p) of each synthetic.
+// Every sequence's caches of every layer: latent rows [batch][tokens] of
+// latent_row_bytes each and keys [batch][tokens][index_dim] E4M3 a layer,
+// tokens = CacheTokens(p), the first Prefilled(p) of each synthetic. A BF16
+// latent row is [latent_dim] BF16; an FP8 one (kv_fp8) is
+//   [kv_lora] E4M3 | [groups] FP32 scales, padded to 16 bytes | [rope] BF16
+// (kvfp8::RowLayout), so that every part starts 16-byte aligned.
 struct StepCaches {
   StepWeightKey weights;  // of the same weights' problem
   int batch = 0, prefilled = 0, tokens = 0;
+  bool kv_fp8 = false;
+  int64_t latent_row_bytes = 0;
   DeviceBuffer buffer;
   int64_t layer_stride = 0, keys_offset = 0;  // bytes
   int64_t bytes = 0;
-  uint16_t* latent(int layer) const;
+  uint16_t* latent(int layer) const;  // BF16 rows
+  uint8_t* latent_bytes(int layer) const;
   uint8_t* keys(int layer) const;
 };
 

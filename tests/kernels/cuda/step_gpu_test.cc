@@ -2,8 +2,9 @@
 // (kernels/reference/decode_step.h) -- the whole tiny model on every GPU
 // backend, graph on and off, trivial and sharded ranks; the real GLM-5 dims
 // of one dense layer (every non-MoE kernel at its real size, the indexer
-// dropping tokens); the trusted-MoE step at real dims. GPU cases skip
-// without a device.
+// dropping tokens); the trusted-MoE step at real dims; the workload's
+// formats (NVFP4 attention and lm_head, BF16 dense MLP, the FP8 latent
+// cache) at both sizes. GPU cases skip without a device.
 #include "kernels/cuda/step_gpu.h"
 
 #include <algorithm>
@@ -251,6 +252,165 @@ TEST(StepGpuTest, AShardThatDoesNotFitIsRefusedWithItsSize) {
   EXPECT_EQ(r.status, RunStatus::kCannotImplement);
   EXPECT_NE(r.message.find("GiB"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("free"), std::string::npos) << r.message;
+}
+
+// ------------------------------------------------------------ formats --
+
+// The formats a workload can give the step (spec fields quantization and
+// kv_cache_dtype): each alone, and all at once.
+struct Formats {
+  const char* name;
+  ref::Quantization quantization;
+  ref::KvCacheDtype kv_cache;
+};
+std::vector<Formats> AllFormats() {
+  using ref::Precision;
+  const ref::Quantization defaults;
+  ref::Quantization attention = defaults, dense = defaults, head = defaults;
+  attention.attention = Precision::kNvfp4;
+  dense.dense_mlp = Precision::kBf16;
+  head.lm_head = Precision::kNvfp4;
+  const ref::Quantization all{Precision::kNvfp4, Precision::kBf16,
+                              Precision::kNvfp4};
+  const auto fp8 = ref::KvCacheDtype::kFp8E4M3;
+  const auto bf16 = ref::KvCacheDtype::kBf16;
+  return {{"attention NVFP4", attention, bf16},
+          {"dense MLP BF16", dense, bf16},
+          {"lm_head NVFP4", head, bf16},
+          {"FP8 KV cache", defaults, fp8},
+          {"all of them", all, fp8}};
+}
+
+ref::StepSpec WithFormats(ref::StepSpec spec, const Formats& f) {
+  spec.quantization = f.quantization;
+  spec.kv_cache = f.kv_cache;
+  return spec;
+}
+
+// The whole tiny step in every format against the reference in the same
+// format (the same NVFP4 weights from the hash, the same FP8 cache bytes),
+// graph off and on; and a sharded rank.
+TEST(StepGpuFormatsTest, TinyStepInEveryFormatMatchesTheReference) {
+  SKIP_WITHOUT_GPU();
+  for (const Formats& f : AllFormats()) {
+    SCOPED_TRACE(f.name);
+    for (bool graph : {false, true}) {
+      ExpectMatchesReference(WithFormats(Spec("tiny", 4, 3, 40), f),
+                             Options("fused_gemv", graph));
+    }
+    ExpectMatchesReference(
+        WithFormats(Spec("tiny", 4, 2, 24, ref::Shard{2, 1, 1}), f),
+        Options("fused_gemv", true));
+  }
+}
+
+// Contexts the indexer keeps whole, the new token alone among them.
+TEST(StepGpuFormatsTest, Fp8CacheAtShortContexts) {
+  SKIP_WITHOUT_GPU();
+  const Formats all = AllFormats().back();
+  for (int context : {0, 1, 15}) {
+    ExpectMatchesReference(WithFormats(Spec("tiny", 2, 2, context), all),
+                           Options("fused_gemv", false));
+  }
+}
+
+// Several steps in a row with the FP8 cache: each step's tokens are
+// quantized when appended (the reference's DecodeSteps stores them the
+// same way), and the next step attends to them.
+TEST(StepGpuFormatsTest, SeveralStepsWithAnFp8CacheMatchTheReference) {
+  SKIP_WITHOUT_GPU();
+  const ref::StepSpec spec =
+      WithFormats(Spec("tiny", 4, 2, 30), AllFormats().back());
+  constexpr int kSteps = 3;
+  const auto want =
+      ref::DecodeSteps(spec, kSteps, ref::Bf16InputReferenceMoe(spec));
+  ASSERT_TRUE(want.ok()) << want.status();
+  ref::Generated chosen;
+  chosen.prefilled = spec.context;
+  for (int s = 0; s < kSteps; ++s) {
+    SCOPED_TRACE(::testing::Message() << "step " << s);
+    ref::StepSpec at = spec;
+    at.context = spec.context + s;
+    if (s > 0) at.generated = &chosen;
+    StepProblem p = MakeStepProblem(at);
+    p.prefilled = spec.context;
+    p.cache_tokens = spec.context + kSteps;
+    StepRunOptions o = Options("fused_gemv", s % 2 == 1);
+    o.append_to_caches = true;
+    const StepRunResult r = RunDecodeStep(p, o);
+    ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+    EXPECT_LT(RelL2(r.logits, (*want)[s]), kTolerance);
+    EXPECT_LT(RelL2(r.timed_logits, (*want)[s]), kTolerance);
+    EXPECT_EQ(r.next_tokens, ArgMax((*want)[s], spec.batch, 0));
+    chosen.tokens = r.next_tokens;
+  }
+}
+
+// GLM-5's real dims, one dense layer, rank 3 of world 8 (3000 past tokens:
+// the indexer keeps 2048): the NVFP4 attention projections, the BF16 dense
+// MLP, the NVFP4 lm_head and the FP8 cache at their real sizes, against
+// the CPU reference. One case a format (each CPU reference takes a while).
+class StepGpuGlm5FormatTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(StepGpuGlm5FormatTest, DenseLayerMatchesTheReference) {
+  SKIP_WITHOUT_GPU();
+  const Formats f = AllFormats()[GetParam()];
+  SCOPED_TRACE(f.name);
+  ExpectMatchesReference(
+      WithFormats(Spec("glm5", 1, 2, 3000, ref::Shard{8, 1, 3}), f),
+      Options("fused_gemv", false));
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryFormat, StepGpuGlm5FormatTest,
+                         ::testing::Range(0, 5));
+
+// Each format's resident bytes at GLM-5's dims (no CPU reference): the FP8
+// cache is 656 bytes a token a layer against 1152 (the indexer keys, 128,
+// unchanged); NVFP4 shrinks a BF16 group to 9/32, BF16 grows the dense MLP
+// by 32/9. Graph on: the formats' kernels capture.
+TEST(StepGpuFormatsTest, Glm5ResidentBytesFollowTheFormats) {
+  SKIP_WITHOUT_GPU();
+  const ref::StepSpec base = Spec("glm5", 1, 2, 3000, ref::Shard{8, 1, 3});
+  const StepRunResult bf16 =
+      RunDecodeStep(MakeStepProblem(base), Options("fused_gemv", true));
+  ASSERT_EQ(bf16.status, RunStatus::kOk) << bf16.message;
+  for (const Formats& f : AllFormats()) {
+    SCOPED_TRACE(f.name);
+    const StepRunResult r = RunDecodeStep(MakeStepProblem(WithFormats(base, f)),
+                                          Options("fused_gemv", true));
+    ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+    EXPECT_GT(r.kernels_per_step, 10);
+    if (f.kv_cache == ref::KvCacheDtype::kFp8E4M3) {
+      EXPECT_LT(r.cache_bytes, bf16.cache_bytes * 7 / 10);
+    } else {
+      EXPECT_EQ(r.cache_bytes, bf16.cache_bytes);
+    }
+    const bool attention4 = f.quantization.attention == ref::Precision::kNvfp4;
+    const bool head4 = f.quantization.lm_head == ref::Precision::kNvfp4;
+    const bool dense16 = f.quantization.dense_mlp == ref::Precision::kBf16;
+    if (dense16 && !attention4 && !head4) {
+      EXPECT_GT(r.weight_bytes, bf16.weight_bytes);
+    } else if (!dense16 && (attention4 || head4)) {
+      EXPECT_LT(r.weight_bytes, bf16.weight_bytes);
+    }
+  }
+}
+
+// Checked before the device is touched: runs anywhere.
+TEST(StepGpuFormatsTest, FormatsTheKernelsCannotReadAreRefused) {
+  StepProblem p = MakeStepProblem(Spec("tiny", 2, 1, 8));
+  p.formats.kv_fp8 = true;
+  p.dims.kv_lora = 40;  // 16-value FP8 loads
+  StepRunResult r = RunDecodeStep(p, Options("fused_gemv", false));
+  EXPECT_EQ(r.status, RunStatus::kCannotImplement);
+  EXPECT_THAT(r.message, ::testing::HasSubstr("problem.formats.kv_fp8"));
+  p = MakeStepProblem(Spec("tiny", 2, 1, 8));
+  p.formats.attention_nvfp4 = true;
+  p.dims.q_lora = 48;  // two 16-value blocks a lane
+  r = RunDecodeStep(p, Options("fused_gemv", false));
+  EXPECT_EQ(r.status, RunStatus::kCannotImplement);
+  EXPECT_THAT(r.message,
+              ::testing::HasSubstr("problem.formats.attention_nvfp4"));
 }
 
 // Checked before the device is touched: runs anywhere.
