@@ -9,8 +9,9 @@
 namespace moetune::coordinator {
 
 int GangWorld(const v1::TrialConfig& config) {
-  const int world = config.tp() * config.ep();
-  return tuner::IsMeasured(config) && world > 1 ? world : 0;
+  if (!tuner::IsMeasured(config)) return 0;
+  // A measured world of one is a gang of one: the same path, NCCL at world 1.
+  return std::max(1, config.tp()) * std::max(1, config.ep());
 }
 
 int GangView::RankOf(const std::string& worker_id) const {

@@ -32,7 +32,8 @@
 namespace moetune::coordinator {
 
 // The world of the trial's gang: tp * ep when its communication is MEASURED
-// and it has more than one rank; 0 for a trial one worker runs.
+// (1 for a gang of one, whose collectives run for real at world 1); 0 for a
+// trial one worker runs alone.
 int GangWorld(const v1::TrialConfig& config);
 
 // What the Scheduler needs to know of one gang (a copy).

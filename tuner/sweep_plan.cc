@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "tuner/sweep_plan.h"
 
 #include <map>
@@ -41,14 +42,16 @@ struct CommChoice {
   v1::Communication communication = v1::COMMUNICATION_UNSPECIFIED;
 };
 
-// allreduce x communication, allreduce-major. A world of one rank has no
-// collectives, so it gets one choice, the default (unset, as old sweeps'
-// configs are): listing the dimensions never duplicates such points. Unset
-// lists give the default too, so a space without them expands, keys and
-// hashes exactly as before these dimensions existed.
+// allreduce x communication, allreduce-major. A modelled world of one rank
+// has no collectives, so it gets one choice, the default (unset, as old
+// sweeps' configs are): listing the dimensions never duplicates such points.
+// A MEASURED world of one is a gang of one whose collectives run for real
+// (NCCL at world 1, the one-shot kernel): what one GPU can measure of the
+// gang's path, so each listed allreduce is a point. Unset lists give the
+// default too, so a space without them expands, keys and hashes exactly as
+// before these dimensions existed.
 std::vector<CommChoice> CommChoicesFor(const v1::SearchSpace& space, int tp,
                                        int ep) {
-  if (tp * ep == 1) return {CommChoice{}};
   std::vector<std::string> allreduces(space.allreduce().begin(),
                                       space.allreduce().end());
   if (allreduces.empty()) allreduces.push_back("");
@@ -58,6 +61,13 @@ std::vector<CommChoice> CommChoicesFor(const v1::SearchSpace& space, int tp,
   }
   if (modes.empty()) modes.push_back(v1::COMMUNICATION_UNSPECIFIED);
   std::vector<CommChoice> choices;
+  if (tp * ep == 1) {
+    choices.push_back(CommChoice{});
+    if (std::find(modes.begin(), modes.end(), v1::MEASURED) == modes.end()) {
+      return choices;
+    }
+    modes = {v1::MEASURED};
+  }
   for (const std::string& allreduce : allreduces) {
     for (v1::Communication mode : modes) choices.push_back({allreduce, mode});
   }

@@ -60,8 +60,9 @@ TEST(EndToEndTest, MeasuredTrialsOnCpuWorkersAreUnavailableWithTheReason) {
   const int64_t sweep_id = cluster.Submit(spec);
   EXPECT_EQ(cluster.WaitForEnd(sweep_id).state(), v1::FINISHED);
   const std::vector<v1::Trial> trials = cluster.Trials(sweep_id);
-  // ep 1 has no collectives (one point); ep 2 is modelled and measured.
-  ASSERT_EQ(trials.size(), 18u);
+  // ep 1 modelled has no collectives, measured is a gang of one; ep 2 is
+  // modelled and measured: 6 points of each of the four.
+  ASSERT_EQ(trials.size(), 24u);
   int done = 0, unavailable = 0;
   for (const v1::Trial& t : trials) {
     if (t.config().communication() == v1::MEASURED) {
@@ -73,7 +74,7 @@ TEST(EndToEndTest, MeasuredTrialsOnCpuWorkersAreUnavailableWithTheReason) {
       done += t.state() == v1::DONE;
     }
   }
-  EXPECT_EQ(unavailable, 6);
+  EXPECT_EQ(unavailable, 12);
   EXPECT_EQ(done, 12);
 }
 

@@ -67,21 +67,37 @@ TEST(CommDimensionsTest, BadCommunicationNamesTheFieldAndTheAllowedValues) {
             "MEASURED");
 }
 
-TEST(CommDimensionsTest, ExpandedWhereThereIsMoreThanOneRank) {
+TEST(CommDimensionsTest, ExpandedWhereThereIsMoreThanOneRankOrAGangOfOne) {
   const absl::StatusOr<std::vector<v1::Trial>> trials =
       testing::Expand(CommSpec(""));
   ASSERT_TRUE(trials.ok()) << trials.status();
   EXPECT_THAT(ConfigKeys(*trials),
-              ElementsAre("cpu_reference|-|1|1|0", "cpu_reference|-|2|1|0",
+              ElementsAre("cpu_reference|-|1|1|0",
+                          "cpu_reference|-|1|1|0|measured",
+                          "cpu_reference|-|1|1|0|oneshot|measured",
+                          "cpu_reference|-|2|1|0",
                           "cpu_reference|-|2|1|0|measured",
                           "cpu_reference|-|2|1|0|oneshot",
                           "cpu_reference|-|2|1|0|oneshot|measured"));
-  // The world of one rank keeps the defaults: no collectives to choose.
+  // The modelled world of one rank keeps the defaults (no collectives to
+  // choose); a measured one is a gang of one, each all-reduce run for real.
   EXPECT_EQ((*trials)[0].config().allreduce(), "");
   EXPECT_EQ((*trials)[0].config().communication(),
             v1::COMMUNICATION_UNSPECIFIED);
-  EXPECT_EQ((*trials)[2].config().communication(), v1::MEASURED);
-  EXPECT_EQ((*trials)[3].config().allreduce(), "oneshot");
+  EXPECT_EQ((*trials)[1].config().communication(), v1::MEASURED);
+  EXPECT_EQ((*trials)[2].config().allreduce(), "oneshot");
+  EXPECT_EQ((*trials)[4].config().communication(), v1::MEASURED);
+  EXPECT_EQ((*trials)[5].config().allreduce(), "oneshot");
+}
+
+TEST(CommDimensionsTest, AWorldOfOneWithoutMeasuredKeepsOnePoint) {
+  v1::SweepSpec spec = CommSpec("");
+  spec.mutable_space()->clear_communication();
+  spec.mutable_space()->add_communication(v1::MODELLED);
+  const absl::StatusOr<std::vector<v1::Trial>> trials = testing::Expand(spec);
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  EXPECT_EQ(ConfigKeys(*trials)[0], "cpu_reference|-|1|1|0");
+  EXPECT_EQ(ConfigKeys(*trials)[1], "cpu_reference|-|2|1|0");
 }
 
 TEST(CommDimensionsTest, UnlistedDimensionsKeepOldConfigsAndKeys) {
@@ -132,7 +148,8 @@ TEST_P(EveryStrategyTest, ProposesEveryCommunicationPoint) {
     keys.insert(ConfigKey(trial.config()));
   }
   const std::set<std::string> all = {
-      "cpu_reference|-|1|1|0", "cpu_reference|-|2|1|0",
+      "cpu_reference|-|1|1|0", "cpu_reference|-|1|1|0|measured",
+      "cpu_reference|-|1|1|0|oneshot|measured", "cpu_reference|-|2|1|0",
       "cpu_reference|-|2|1|0|measured", "cpu_reference|-|2|1|0|oneshot",
       "cpu_reference|-|2|1|0|oneshot|measured"};
   if (GetParam() != v1::Strategy::TPE) {
