@@ -60,7 +60,7 @@ bool Preferred(const std::string& asker, const Members& a, const Members& b) {
 std::vector<std::string> PlaceGang(const GangCandidate& asker,
                                    const std::vector<GangCandidate>& others,
                                    int world) {
-  if (world < 2) return {};
+  if (world < 1) return {};  // a gang of one is the asker alone
   std::map<std::string, Members> by_host;
   if (CanJoin(asker)) by_host[asker.host_id].push_back(&asker);
   for (const GangCandidate& c : others) {

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/log.h"
 
 namespace moetune::worker {
 namespace {
@@ -41,11 +42,15 @@ absl::StatusOr<std::unique_ptr<gpu::GangComm>> JoinGang(
   setup.world = join.gang->world_size();
   setup.max_floats = join.max_floats;
   setup.timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(join.timeout));
+  LogInfo("gang ", join.gang->gang_id(), " rank ", setup.rank, " of ",
+          setup.world, ": joining (", gpu::AllReduceImplName(setup.impl), ")");
   if (setup.impl == gpu::AllReduceImpl::kNccl) {
     absl::StatusOr<std::string> id =
         RelayNcclId(gpu, join, rendezvous, deadline);
     if (!id.ok()) return id.status();
     setup.nccl_id = *id;
+    LogInfo("gang ", join.gang->gang_id(), " rank ", setup.rank,
+            ": NCCL id relayed");
   }
   absl::Status exchange_status;
   auto exchange = [&](const std::string& key, const std::string& mine,
@@ -63,7 +68,11 @@ absl::StatusOr<std::unique_ptr<gpu::GangComm>> JoinGang(
   std::string error;
   std::unique_ptr<gpu::GangComm> comm =
       gpu->CreateGangComm(setup, exchange, &error);
-  if (comm != nullptr) return comm;
+  if (comm != nullptr) {
+    LogInfo("gang ", join.gang->gang_id(), " rank ", setup.rank,
+            ": communicator ready");
+    return comm;
+  }
   if (!exchange_status.ok()) return exchange_status;
   return absl::UnavailableError(
       absl::StrCat("the gang's communicator: ", error));

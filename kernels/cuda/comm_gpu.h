@@ -68,6 +68,11 @@ class GangComm {
   virtual int rank() const = 0;
   virtual int world() const = 0;
   virtual AllReduceImpl impl() const = 0;
+  // The rank's own stream (a cudaStream_t), made with the gang. Ranks that
+  // share a process must each sum on theirs: streams made one after another
+  // land on different hardware queues, where a one-shot kernel spinning for
+  // its peers cannot hold a peer's kernel back behind it.
+  virtual void* stream() const = 0;
   // Sums n floats (device memory) over the gang in place, on `stream` (a
   // cudaStream_t). Every rank calls the same sums in the same order.
   virtual RunStatus AllReduceSum(float* data, int64_t n, void* stream,
@@ -97,10 +102,11 @@ std::vector<std::unique_ptr<GangComm>> CreateLocalGang(
 // calls it at once, as nccl-tests does): `iterations` sums back to back on
 // one stream after `warmup` (in one CUDA graph when in_graph), then one
 // checked sum of rank-dependent data whose exact result is known. Ranks that
-// share this process call `meet` (a barrier of theirs, or null) three times:
-// after allocating, after capturing and before freeing, because allocation
-// synchronises the device, which must neither wait for a one-shot kernel
-// that waits for a rank still allocating nor break a rank's capture.
+// share this process call `meet` (a barrier of theirs, or null) four times:
+// after allocating, after capturing, after launching and before freeing,
+// because allocation and copies hold the device or the context, which must
+// neither wait for a one-shot kernel that waits for a rank not yet launched
+// nor break a rank's capture.
 struct AllReduceTiming {
   double time_us = 0;  // per sum
   int64_t wrong = 0;   // elements that differ from the exact sum

@@ -168,6 +168,27 @@ TEST_F(GangSchedulingTest, GrantedToTheWholeGangAtOnceAndDecidedTogether) {
   EXPECT_EQ(done.result().worker_id(), w[0].id);
 }
 
+// A measured world of one: a gang of the asker alone (what one GPU can
+// measure of the gang's path), granted and decided like any gang.
+TEST_F(GangSchedulingTest, AGangOfOneIsTheAskerAlone) {
+  const Worker w = IdleGpus("host-a", 1)[0];
+  Submit(MeasuredSpec(1, 1));
+  const v1::AcquireTrialResponse modelled = Acquire(w);
+  ASSERT_TRUE(modelled.granted());
+  EXPECT_FALSE(modelled.has_gang());
+  EXPECT_TRUE(Report(w, modelled.trial(), v1::DONE).accepted());
+  const v1::AcquireTrialResponse gang = Acquire(w);
+  ASSERT_TRUE(gang.granted());
+  EXPECT_EQ(gang.trial().config().communication(), v1::MEASURED);
+  EXPECT_EQ(gang.gang().rank(), 0);
+  EXPECT_EQ(gang.gang().world_size(), 1);
+  EXPECT_THAT(gang.gang().worker_ids(), ElementsAre(w.id));
+  EXPECT_TRUE(Report(w, gang.trial(), v1::DONE).accepted());
+  const v1::Trial done = Trial(gang.trial().trial_id());
+  EXPECT_EQ(done.state(), v1::DONE);
+  EXPECT_EQ(done.result().world_size(), 1);
+}
+
 TEST_F(GangSchedulingTest, NoPartialGangAndUnavailableWithTheLargestHost) {
   const Worker a = IdleGpus("host-a", 1)[0];
   IdleGpus("host-b", 1);

@@ -90,6 +90,7 @@ class FakeGpuApi final : public GpuApi {
     int rank() const override { return setup.rank; }
     int world() const override { return setup.world; }
     gpu::AllReduceImpl impl() const override { return setup.impl; }
+    void* stream() const override { return nullptr; }
     gpu::RunStatus AllReduceSum(float*, int64_t, void*, std::string*) override {
       return gpu::RunStatus::kOk;
     }

@@ -53,6 +53,7 @@ class RankComm final : public GangComm {
       : device_(device), rank_(rank), world_(world), impl_(impl) {}
   ~RankComm() override {
     cudaSetDevice(device_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
     if (oneshot_ != nullptr) {
       for (void* p : oneshot_->opened) cudaIpcCloseMemHandle(p);
     }
@@ -68,6 +69,7 @@ class RankComm final : public GangComm {
     }
   }
   int device() const override { return device_; }
+  void* stream() const override { return stream_; }
   int rank() const override { return rank_; }
   int world() const override { return world_; }
   AllReduceImpl impl() const override { return impl_; }
@@ -115,6 +117,7 @@ class RankComm final : public GangComm {
   int device_, rank_, world_;
   AllReduceImpl impl_;
   ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
   std::unique_ptr<OneShotState> oneshot_;
   int timeout_ms_ = 60000;
 
@@ -248,6 +251,7 @@ std::unique_ptr<GangComm> CreateGangComm(const GangCommSetup& setup,
   comm->timeout_ms_ = setup.timeout_ms;
   GpuStatus status = [&]() -> GpuStatus {
     MG_CUDA(cudaSetDevice(setup.device));
+    MG_CUDA(cudaStreamCreateWithFlags(&comm->stream_, cudaStreamNonBlocking));
     if (setup.impl == AllReduceImpl::kNccl) return InitNccl(comm.get(), setup);
     MG_RETURN_IF_ERROR(AllocateOneShot(comm.get(), setup.max_floats));
     return OpenPeers(comm.get(), exchange);
@@ -323,8 +327,9 @@ std::vector<std::unique_ptr<GangComm>> CreateLocalGang(
     }
     for (int r = 0; r < world; ++r) {
       auto comm = std::make_unique<RankComm>(devices[r], r, world, impl);
+      MG_CUDA(cudaSetDevice(devices[r]));
+      MG_CUDA(cudaStreamCreateWithFlags(&comm->stream_, cudaStreamNonBlocking));
       if (impl == AllReduceImpl::kOneShot) {
-        MG_CUDA(cudaSetDevice(devices[r]));
         MG_RETURN_IF_ERROR(AllocateOneShot(comm.get(), max_floats));
       }
       gang.push_back(std::move(comm));
