@@ -382,6 +382,11 @@ absl::StatusOr<v1::ReportResultResponse> Scheduler::Report(
   if (refused.has_value()) return *refused;
   v1::TrialResult stored = result;
   stored.set_worker_id(request.worker_id());
+  return RecordReported(trial, std::move(stored));
+}
+
+absl::StatusOr<v1::ReportResultResponse> Scheduler::RecordReported(
+    const v1::Trial& trial, v1::TrialResult stored) {
   RefloorAt(bandwidths_.Best(stored.fingerprint()), &stored);
   ASSIGN_OR_RETURN(const bool recorded,
                    store_->RecordResult(stored, clock_->NowUnixMs()));

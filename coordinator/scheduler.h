@@ -151,6 +151,12 @@ class Scheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The response refusing `request` (or naming it a duplicate); none when it
   // comes from the current lease holder.
+  // Records a reported result (re-floored at the best bandwidth of its kind
+  // of device), logs it and advances its sweep; duplicate when already
+  // recorded.
+  absl::StatusOr<v1::ReportResultResponse> RecordReported(
+      const v1::Trial& trial, v1::TrialResult stored)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::optional<v1::ReportResultResponse>> RefuseReport(
       const v1::Trial& trial, const v1::ReportResultRequest& request);
   absl::StatusOr<std::optional<v1::SubmitSweepResponse>> ExistingSubmit(

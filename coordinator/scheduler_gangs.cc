@@ -191,18 +191,9 @@ absl::StatusOr<v1::ReportResultResponse> Scheduler::RecordGangOutcome(
     const v1::Trial& trial, v1::TrialResult stored,
     const std::string& end_reason) {
   stored.set_world_size(GangWorld(trial.config()));
-  RefloorAt(bandwidths_.Best(stored.fingerprint()), &stored);
-  ASSIGN_OR_RETURN(const bool recorded,
-                   store_->RecordResult(stored, clock_->NowUnixMs()));
+  absl::StatusOr<v1::ReportResultResponse> response =
+      RecordReported(trial, std::move(stored));
   gangs_.End(trial.trial_id(), end_reason, clock_->NowUnixMs());
-  v1::ReportResultResponse response;
-  response.set_accepted(recorded);
-  response.set_duplicate(!recorded);
-  if (recorded) {
-    LogTrialOutcome(trial, stored.outcome(), &stored, stored.reason());
-    RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
-    Notify();
-  }
   return response;
 }
 

@@ -1,6 +1,6 @@
-#include <algorithm>
 #include "tuner/sweep_plan.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <utility>

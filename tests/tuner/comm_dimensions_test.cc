@@ -71,14 +71,13 @@ TEST(CommDimensionsTest, ExpandedWhereThereIsMoreThanOneRankOrAGangOfOne) {
   const absl::StatusOr<std::vector<v1::Trial>> trials =
       testing::Expand(CommSpec(""));
   ASSERT_TRUE(trials.ok()) << trials.status();
-  EXPECT_THAT(ConfigKeys(*trials),
-              ElementsAre("cpu_reference|-|1|1|0",
-                          "cpu_reference|-|1|1|0|measured",
-                          "cpu_reference|-|1|1|0|oneshot|measured",
-                          "cpu_reference|-|2|1|0",
-                          "cpu_reference|-|2|1|0|measured",
-                          "cpu_reference|-|2|1|0|oneshot",
-                          "cpu_reference|-|2|1|0|oneshot|measured"));
+  EXPECT_THAT(
+      ConfigKeys(*trials),
+      ElementsAre("cpu_reference|-|1|1|0", "cpu_reference|-|1|1|0|measured",
+                  "cpu_reference|-|1|1|0|oneshot|measured",
+                  "cpu_reference|-|2|1|0", "cpu_reference|-|2|1|0|measured",
+                  "cpu_reference|-|2|1|0|oneshot",
+                  "cpu_reference|-|2|1|0|oneshot|measured"));
   // The modelled world of one rank keeps the defaults (no collectives to
   // choose); a measured one is a gang of one, each all-reduce run for real.
   EXPECT_EQ((*trials)[0].config().allreduce(), "");
@@ -147,11 +146,13 @@ TEST_P(EveryStrategyTest, ProposesEveryCommunicationPoint) {
   for (const v1::Trial& trial : run.trials) {
     keys.insert(ConfigKey(trial.config()));
   }
-  const std::set<std::string> all = {
-      "cpu_reference|-|1|1|0", "cpu_reference|-|1|1|0|measured",
-      "cpu_reference|-|1|1|0|oneshot|measured", "cpu_reference|-|2|1|0",
-      "cpu_reference|-|2|1|0|measured", "cpu_reference|-|2|1|0|oneshot",
-      "cpu_reference|-|2|1|0|oneshot|measured"};
+  const std::set<std::string> all = {"cpu_reference|-|1|1|0",
+                                     "cpu_reference|-|1|1|0|measured",
+                                     "cpu_reference|-|1|1|0|oneshot|measured",
+                                     "cpu_reference|-|2|1|0",
+                                     "cpu_reference|-|2|1|0|measured",
+                                     "cpu_reference|-|2|1|0|oneshot",
+                                     "cpu_reference|-|2|1|0|oneshot|measured"};
   if (GetParam() != v1::Strategy::TPE) {
     EXPECT_EQ(keys, all);
     return;

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "google/protobuf/util/json_util.h"
+#include "kernels/cuda/bench/bench_flags.h"
 #include "kernels/cuda/comm_gpu.h"
 #include "kernels/cuda/moe_gpu.h"
 #include "proto/moetune.pb.h"
@@ -46,18 +47,6 @@ struct Flags {
   std::vector<int64_t> graph_bytes = {12288, 24576};
   std::string json, calibration;
 };
-
-std::vector<std::string> Split(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = text.find(',', start);
-    const size_t end = comma == std::string::npos ? text.size() : comma;
-    if (end > start) out.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
 
 bool ParseFlag(const std::string& arg, Flags* f) {
   const size_t eq = arg.find('=');
@@ -77,14 +66,14 @@ bool ParseFlag(const std::string& arg, Flags* f) {
   else if (key == "max_bytes")
     f->max_bytes = number;
   else if (key == "impl")
-    f->impls = Split(value);
+    f->impls = SplitList(value);
   else if (key == "json")
     f->json = value;
   else if (key == "calibration")
     f->calibration = value;
   else if (key == "graph_bytes") {
     f->graph_bytes.clear();
-    for (const std::string& s : Split(value)) {
+    for (const std::string& s : SplitList(value)) {
       f->graph_bytes.push_back(std::atoll(s.c_str()));
     }
   } else {

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/bench/bench_flags.h"
 #include "kernels/cuda/step_gpu.h"
 #include "kernels/cuda/step_problem.h"
 #include "kernels/reference/step_bytes.h"
@@ -43,21 +44,10 @@ struct Flags {
   int layers = 0, rank = 0, iterations = 20, warmup = 3, device = 0;
 };
 
-std::vector<std::string> Split(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = text.find(',', start);
-    const size_t end = comma == std::string::npos ? text.size() : comma;
-    if (end > start) out.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
 std::vector<int> Ints(const std::string& text) {
   std::vector<int> out;
-  for (const std::string& s : Split(text)) out.push_back(std::atoi(s.c_str()));
+  for (const std::string& s : SplitList(text))
+    out.push_back(std::atoi(s.c_str()));
   return out;
 }
 
@@ -66,7 +56,7 @@ bool ParseFlag(const std::string& arg, Flags* f) {
   if (arg.rfind("--", 0) != 0 || eq == std::string::npos) return false;
   const std::string key = arg.substr(2, eq - 2), value = arg.substr(eq + 1);
   if (key == "layouts")
-    f->layouts = Split(value);
+    f->layouts = SplitList(value);
   else if (key == "batches")
     f->batches = Ints(value);
   else if (key == "contexts")
@@ -88,9 +78,9 @@ bool ParseFlag(const std::string& arg, Flags* f) {
   else if (key == "device")
     f->device = std::atoi(value.c_str());
   else if (key == "kv_cache_dtype")
-    f->kv_dtypes = Split(value);
+    f->kv_dtypes = SplitList(value);
   else if (key == "quantization")
-    f->quantizations = Split(value);
+    f->quantizations = SplitList(value);
   else
     return false;
   return true;
