@@ -35,6 +35,23 @@ std::string AtBandwidth(const v1::Roofline& roofline) {
   return absl::StrCat(" at ", FormatDouble(roofline.read_gbps(), 0), " GB/s");
 }
 
+// A gang's measured communication and the model's figure for the same
+// collectives, with the model's error; "" when the communication was
+// modelled or there was none.
+std::string CommText(const v1::Roofline& roofline) {
+  if (roofline.comm_modelled() || roofline.comm_measured_us() <= 0) return "";
+  std::string text =
+      absl::StrCat(", communication measured ",
+                   FormatDouble(roofline.comm_measured_us()), " us a step");
+  if (roofline.comm_model_us() <= 0) return text + " (no model figure)";
+  const double error =
+      (roofline.comm_model_us() - roofline.comm_measured_us()) /
+      roofline.comm_measured_us();
+  return absl::StrCat(text, " (model ", FormatDouble(roofline.comm_model_us()),
+                      " us: ", error >= 0 ? "+" : "",
+                      FormatDouble(100 * error, 0), "%)");
+}
+
 void PrintOne(std::ostream& out, const v1::BestForWorkload& w) {
   const v1::TimingStats& s = w.best().result().stats();
   out << "workload " << w.workload_hash() << " (" << WorkloadText(w) << ") on "
@@ -47,6 +64,7 @@ void PrintOne(std::ostream& out, const v1::BestForWorkload& w) {
       << "), floor " << FormatDouble(w.best().result().roofline().floor_us())
       << " us" << AtBandwidth(w.best().result().roofline()) << ", efficiency "
       << FormatDouble(100 * w.best().result().roofline().efficiency()) << "%"
+      << CommText(w.best().result().roofline())
       << (w.decided_by().empty() ? "" : "  [" + w.decided_by() + "]") << "\n";
   if (w.has_runner_up()) {
     out << "  runner-up: trial " << w.runner_up().trial_id() << "  "

@@ -150,5 +150,33 @@ TEST(ViewsTest, BestNamesAStepsFormatsWhenNotTheDefault) {
                             "attention=NVFP4 lm_head=NVFP4, KV_FP8_E4M3) on "));
 }
 
+// A gang's result: its measured communication beside the model's figure,
+// with the model's error; none for a modelled result.
+TEST(ViewsTest, BestShowsMeasuredCommunicationAndTheModelsError) {
+  v1::GetBestResponse best;
+  v1::BestForWorkload* w = best.add_workloads();
+  w->set_workload_hash("abc");
+  v1::Roofline* roofline =
+      w->mutable_best()->mutable_result()->mutable_roofline();
+  roofline->set_comm_measured_us(50);
+  roofline->set_comm_model_us(40);
+  std::ostringstream measured;
+  PrintBest(measured, best);
+  EXPECT_THAT(measured.str(),
+              ::testing::HasSubstr(", communication measured 50.0 us a step "
+                                   "(model 40.0 us: -20%)"));
+  roofline->set_comm_model_us(0);
+  std::ostringstream unmodelled;
+  PrintBest(unmodelled, best);
+  EXPECT_THAT(
+      unmodelled.str(),
+      ::testing::HasSubstr("measured 50.0 us a step (no model figure)"));
+  roofline->set_comm_modelled(true);
+  std::ostringstream modelled;
+  PrintBest(modelled, best);
+  EXPECT_THAT(modelled.str(),
+              ::testing::Not(::testing::HasSubstr("communication measured")));
+}
+
 }  // namespace
 }  // namespace moetune::cli
