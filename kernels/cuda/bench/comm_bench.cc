@@ -7,7 +7,7 @@
 // all-reduce: 6144 BF16 activations are 12 KB). Exits 1 on a wrong result,
 // 2 on a setup failure.
 //
-//   moetune-comm-bench [--gpus=N] [--ranks_per_gpu=1] [--impl=nccl,oneshot]
+//   moetune-comm-bench [--gpus=N] [--ranks_per_gpu=1|2] [--impl=nccl,oneshot]
 //       [--min_bytes=1024] [--max_bytes=67108864] [--iterations=50]
 //       [--warmup=10] [--graph_bytes=12288,24576] [--json=FILE]
 //       [--calibration=FILE]
@@ -256,6 +256,15 @@ int Main(int argc, char** argv) {
     }
   }
   const int gpus = f.gpus > 0 ? f.gpus : DeviceCount();
+  if (f.ranks_per_gpu > 2) {
+    // Threads of one process: their spinning kernels need to run at once,
+    // which CUDA does not promise; at 4 a GPU they starved (PERF.md).
+    std::fprintf(stderr,
+                 "--ranks_per_gpu=%d: at most 2 (ranks sharing a GPU in one "
+                 "process need their kernels to run at once)\n",
+                 f.ranks_per_gpu);
+    return 2;
+  }
   if (gpus < 1 || gpus > DeviceCount() || f.ranks_per_gpu < 1) {
     std::fprintf(stderr, "--gpus=%d: this machine has %d GPUs\n", gpus,
                  DeviceCount());

@@ -107,9 +107,14 @@ void TimeOnEveryRank(std::vector<std::unique_ptr<GangComm>>& gang,
   for (std::thread& t : threads) t.join();
 }
 
+// Two ranks as threads of this process on one device. CUDA does not promise
+// that kernels of two streams run at once, and a one-shot kernel spins for
+// its peers: at four ranks in one process they were seen to starve (device
+// runs 25-26), so four ranks are checked as processes (step_gang_gpu_test),
+// as the product's gangs run.
 TEST(CommGpuTest, OneShotRanksOnOneDeviceAgreeOverManyCallsAndReplays) {
   SKIP_WITHOUT_GPU();
-  for (int world : {2, 4}) {
+  for (int world : {2}) {
     std::string error;
     auto gang = CreateLocalGang(std::vector<int>(world, 0),
                                 AllReduceImpl::kOneShot, 1 << 20, &error);
