@@ -319,12 +319,8 @@ absl::Status Scheduler::MarkUnavailableTrials() {
       const int64_t waiting_since =
           std::max(trial.updated_at_unix_ms(), started_ms_);
       if (now - waiting_since < options_.unavailable_grace_ms) continue;
-      const std::string why = absl::StrCat(backend, " unavailable: ", reason);
-      RETURN_IF_ERROR(
-          store_->FinishTrial(trial.trial_id(), v1::UNAVAILABLE, why, now));
-      LogTrialOutcome(trial, v1::UNAVAILABLE, nullptr, why);
-      RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
-      Notify();
+      RETURN_IF_ERROR(RecordUnavailable(
+          trial, absl::StrCat(backend, " unavailable: ", reason), now));
     }
   }
   return absl::OkStatus();
@@ -383,6 +379,17 @@ absl::StatusOr<v1::ReportResultResponse> Scheduler::Report(
   v1::TrialResult stored = result;
   stored.set_worker_id(request.worker_id());
   return RecordReported(trial, std::move(stored));
+}
+
+absl::Status Scheduler::RecordUnavailable(const v1::Trial& trial,
+                                          const std::string& why,
+                                          int64_t now_ms) {
+  RETURN_IF_ERROR(
+      store_->FinishTrial(trial.trial_id(), v1::UNAVAILABLE, why, now_ms));
+  LogTrialOutcome(trial, v1::UNAVAILABLE, nullptr, why);
+  RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
+  Notify();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::ReportResultResponse> Scheduler::RecordReported(

@@ -151,6 +151,11 @@ class Scheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The response refusing `request` (or naming it a duplicate); none when it
   // comes from the current lease holder.
+  // Records a queued trial UNAVAILABLE for `why`, logs it and advances its
+  // sweep.
+  absl::Status RecordUnavailable(const v1::Trial& trial, const std::string& why,
+                                 int64_t now_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records a reported result (re-floored at the best bandwidth of its kind
   // of device), logs it and advances its sweep; duplicate when already
   // recorded.

@@ -243,14 +243,11 @@ absl::Status Scheduler::MarkGangTrialsOf(int64_t sweep_id) {
     }
     const std::string& reason = memo->second;
     if (reason.empty()) continue;
-    const std::string why =
+    RETURN_IF_ERROR(RecordUnavailable(
+        trial,
         absl::StrCat("MEASURED tp", trial.config().tp(), " x ep",
-                     trial.config().ep(), " unavailable: ", reason);
-    RETURN_IF_ERROR(
-        store_->FinishTrial(trial.trial_id(), v1::UNAVAILABLE, why, now));
-    LogTrialOutcome(trial, v1::UNAVAILABLE, nullptr, why);
-    RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
-    Notify();
+                     trial.config().ep(), " unavailable: ", reason),
+        now));
   }
   return absl::OkStatus();
 }

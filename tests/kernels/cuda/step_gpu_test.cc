@@ -160,26 +160,23 @@ TEST(StepGpuTest, GraphAndEagerStepsBothMatchTheReference) {
   EXPECT_GT(r.kernels_per_step, 4 * 10);
 }
 
-// Several steps in a row, each appending its tokens' entries to the caches
-// and decoding the tokens the one before chose, against the reference's
-// steps (graph off and on alternately).
-TEST(StepGpuTest, SeveralStepsInARowMatchTheReference) {
-  SKIP_WITHOUT_GPU();
-  const ref::StepSpec spec = Spec("tiny", 4, 2, 30);  // 30 + 3 > topk 16
-  constexpr int kSteps = 3;
+// Runs `steps` steps in a row from `spec` (each appending its tokens, graph
+// off and on alternately, each decoding the tokens the one before chose)
+// and checks each against the reference's DecodeSteps.
+void ExpectStepsInARowMatchTheReference(const ref::StepSpec& spec, int steps) {
   const auto want =
-      ref::DecodeSteps(spec, kSteps, ref::Bf16InputReferenceMoe(spec));
+      ref::DecodeSteps(spec, steps, ref::Bf16InputReferenceMoe(spec));
   ASSERT_TRUE(want.ok()) << want.status();
   ref::Generated chosen;  // only its tokens: the GPU keeps its own caches
   chosen.prefilled = spec.context;
-  for (int s = 0; s < kSteps; ++s) {
+  for (int s = 0; s < steps; ++s) {
     SCOPED_TRACE(::testing::Message() << "step " << s);
     ref::StepSpec at = spec;
     at.context = spec.context + s;
     if (s > 0) at.generated = &chosen;
     StepProblem p = MakeStepProblem(at);
     p.prefilled = spec.context;
-    p.cache_tokens = spec.context + kSteps;
+    p.cache_tokens = spec.context + steps;
     StepRunOptions o = Options("fused_gemv", s % 2 == 1);
     o.append_to_caches = true;
     const StepRunResult r = RunDecodeStep(p, o);
@@ -189,6 +186,15 @@ TEST(StepGpuTest, SeveralStepsInARowMatchTheReference) {
     EXPECT_EQ(r.next_tokens, ArgMax((*want)[s], spec.batch, 0));
     chosen.tokens = r.next_tokens;
   }
+}
+
+// Several steps in a row, each appending its tokens' entries to the caches
+// and decoding the tokens the one before chose, against the reference's
+// steps (graph off and on alternately).
+TEST(StepGpuTest, SeveralStepsInARowMatchTheReference) {
+  SKIP_WITHOUT_GPU();
+  const ref::StepSpec spec = Spec("tiny", 4, 2, 30);  // 30 + 3 > topk 16
+  ExpectStepsInARowMatchTheReference(spec, 3);
 }
 
 // Checked before the device is touched: runs without a GPU too.
@@ -321,29 +327,7 @@ TEST(StepGpuFormatsTest, SeveralStepsWithAnFp8CacheMatchTheReference) {
   SKIP_WITHOUT_GPU();
   const ref::StepSpec spec =
       WithFormats(Spec("tiny", 4, 2, 30), AllFormats().back());
-  constexpr int kSteps = 3;
-  const auto want =
-      ref::DecodeSteps(spec, kSteps, ref::Bf16InputReferenceMoe(spec));
-  ASSERT_TRUE(want.ok()) << want.status();
-  ref::Generated chosen;
-  chosen.prefilled = spec.context;
-  for (int s = 0; s < kSteps; ++s) {
-    SCOPED_TRACE(::testing::Message() << "step " << s);
-    ref::StepSpec at = spec;
-    at.context = spec.context + s;
-    if (s > 0) at.generated = &chosen;
-    StepProblem p = MakeStepProblem(at);
-    p.prefilled = spec.context;
-    p.cache_tokens = spec.context + kSteps;
-    StepRunOptions o = Options("fused_gemv", s % 2 == 1);
-    o.append_to_caches = true;
-    const StepRunResult r = RunDecodeStep(p, o);
-    ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
-    EXPECT_LT(RelL2(r.logits, (*want)[s]), kTolerance);
-    EXPECT_LT(RelL2(r.timed_logits, (*want)[s]), kTolerance);
-    EXPECT_EQ(r.next_tokens, ArgMax((*want)[s], spec.batch, 0));
-    chosen.tokens = r.next_tokens;
-  }
+  ExpectStepsInARowMatchTheReference(spec, 3);
 }
 
 // GLM-5's real dims, one dense layer, rank 3 of world 8 (3000 past tokens:
