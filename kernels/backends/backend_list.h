@@ -17,6 +17,7 @@
   GPU(fused_gemv)                           \
   GPU(fused_gemv_fp8)                       \
   GPU(grouped_mma)                          \
+  GPU(grouped_wgmma)                        \
   PLANNED(native_fp4)
 
 // Declares name::Descriptor() for every listed backend.

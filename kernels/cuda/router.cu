@@ -64,9 +64,9 @@ __device__ float Dot8(uint4 w, uint4 x) {
 // FP8 hi + lo blocks (one thread a block of 16).
 __device__ void SideWork(const RouterParams& p) {
   const int64_t n = static_cast<int64_t>(p.batch) * p.hidden;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t first =
-      static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+      static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   for (int64_t i = first; i < n; i += stride) {
     p.buf.y[i] = 0.0f;
     if (p.write_x_fp8) continue;
@@ -481,6 +481,136 @@ __global__ void __launch_bounds__(kThreads) RouterKernel(RouterParams p) {
   ManyTokenTail(p, sh, bias);
 }
 
+// Batches of kManyTokens or more: the one-kernel router above reads every
+// token's input once an expert block and picks every token's top-k in one
+// block (95 us at batch 128, 368 us at 512 on the H200; kernels/PERF.md,
+// grouped_wgmma). Here three wide kernels: the logits on tensor cores, the
+// top-k a warp a token over many blocks, then the slot tables in one block.
+constexpr int kManyTokens = 64;
+constexpr int kLogitWarps = 8;  // a tile's K split eight ways
+constexpr int kLogitUnroll = 4;
+
+__device__ __forceinline__ void MmaBf16(float (&d)[4], const uint32_t (&a)[4],
+                                        uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// The 16 BF16 values a lane owns of a 64-K chunk (K 16 c .. 16 c + 15) as 8
+// words: mma step m reads words 2 m and 2 m + 1, its logical k 2 c + {0, 1}
+// and 8 + 2 c + {0, 1} (the K order of tiled_nvfp4.h; a dot product does
+// not depend on it, as long as A and B agree).
+__device__ __forceinline__ void LoadChunk(const uint16_t* row, int q, int c,
+                                          uint32_t (&w)[8]) {
+  const uint4* v = reinterpret_cast<const uint4*>(row + q * 64 + 16 * c);
+  const uint4 lo = __ldg(v), hi = __ldg(v + 1);
+  w[0] = lo.x, w[1] = lo.y, w[2] = lo.z, w[3] = lo.w;
+  w[4] = hi.x, w[5] = hi.y, w[6] = hi.z, w[7] = hi.w;
+}
+
+// A block a (16 tokens, 8 experts) tile of sigmoid(x W^T), each warp an
+// eighth of K, four chunks' loads in flight at once (one warp a tile over
+// the whole K waited on its loads: device run 35); the side work spread
+// over the grid.
+__global__ void __launch_bounds__(kLogitWarps * 32)
+    ManyLogitsKernel(RouterParams p) {
+  __shared__ float part[kLogitWarps][32][4];
+  SideWork(p);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int g = lane / 4, c = lane % 4;
+  const int e_tiles = p.experts / 8, t0 = (blockIdx.x / e_tiles) * 16;
+  const int e0 = (blockIdx.x % e_tiles) * 8;
+  const int ta = min(t0 + g, p.batch - 1), tb = min(t0 + g + 8, p.batch - 1);
+  const uint16_t* xa = p.buf.x_bf16 + static_cast<int64_t>(ta) * p.hidden;
+  const uint16_t* xb = p.buf.x_bf16 + static_cast<int64_t>(tb) * p.hidden;
+  const uint16_t* wr = p.w + static_cast<int64_t>(e0 + g) * p.hidden;
+  float d[4] = {};
+  const int chunks = p.hidden / 64;
+  for (int q0 = warp * kLogitUnroll; q0 < chunks;
+       q0 += kLogitWarps * kLogitUnroll) {
+    uint32_t a_lo[kLogitUnroll][8], a_hi[kLogitUnroll][8], b[kLogitUnroll][8];
+#pragma unroll
+    for (int u = 0; u < kLogitUnroll; ++u) {
+      const int q = min(q0 + u, chunks - 1);
+      LoadChunk(xa, q, c, a_lo[u]);
+      LoadChunk(xb, q, c, a_hi[u]);
+      LoadChunk(wr, q, c, b[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kLogitUnroll; ++u) {
+      if (q0 + u >= chunks) break;
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const uint32_t a[4] = {a_lo[u][2 * m], a_hi[u][2 * m],
+                               a_lo[u][2 * m + 1], a_hi[u][2 * m + 1]};
+        MmaBf16(d, a, b[u][2 * m], b[u][2 * m + 1]);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) part[warp][lane][i] = d[i];
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float sum = 0.0f;
+    for (int w = 0; w < kLogitWarps; ++w) sum += part[w][lane][i];
+    const int t = t0 + g + (i >= 2 ? 8 : 0);
+    if (t < p.batch) {
+      p.buf.logits[static_cast<int64_t>(t) * p.experts + e0 + 2 * c + i % 2] =
+          1.0f / (1.0f + expf(-sum));
+    }
+  }
+}
+
+// Every token's top-k, a warp a token (as the one-kernel router's tail).
+__global__ void __launch_bounds__(kThreads) ManyTopKKernel(RouterParams p) {
+  __shared__ RouterShared sh;
+  float bias[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = threadIdx.x % 32 + 32 * i;
+    bias[i] = e < p.experts ? __ldg(p.buf.bias + e) : 0.0f;
+  }
+  const int t = blockIdx.x * (kThreads / 32) + threadIdx.x / 32;
+  if (t < p.batch) TopKToken(p, sh, t, bias);
+}
+
+// The slots and token lists from every token's picks; one block.
+__global__ void __launch_bounds__(kThreads) ManySlotsKernel(RouterParams p) {
+  __shared__ RouterShared sh;
+  for (int e = threadIdx.x; e < kRouterMaxExperts; e += kThreads)
+    sh.count[e] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < p.batch * p.top_k; i += kThreads) {
+    const int e = p.buf.topk_idx[i];
+    if (i < kSmemTopK) {
+      sh.topk_e[i] = e;
+      sh.topk_w[i] = p.buf.topk_w[i];
+    }
+    if (e >= p.e_lo && e < p.e_hi) atomicAdd(&sh.count[e], 1);
+  }
+  __syncthreads();
+  BuildSlots(p, sh);
+  FillPositions(p, sh);
+}
+
+GpuStatus LaunchManyTokenRouter(const RouterParams& p, cudaStream_t stream) {
+  // A block a (16 tokens, 8 experts) tile.
+  const int tiles = (p.batch + 15) / 16 * (p.experts / 8);
+  ManyLogitsKernel<<<tiles, kLogitWarps * 32, 0, stream>>>(p);
+  MG_CHECK_LAUNCH();
+  const int per_block = kThreads / 32;
+  ManyTopKKernel<<<(p.batch + per_block - 1) / per_block, kThreads, 0,
+                   stream>>>(p);
+  MG_CHECK_LAUNCH();
+  ManySlotsKernel<<<1, kThreads, 0, stream>>>(p);
+  MG_CHECK_LAUNCH();
+  return OkStatus();
+}
+
 }  // namespace
 
 GpuStatus LaunchRouter(const LayerArgs& args, cudaStream_t stream) {
@@ -498,6 +628,8 @@ GpuStatus LaunchRouter(const LayerArgs& args, cudaStream_t stream) {
   p.shared_index = g.num_local;
   p.write_x_fp8 = args.router_writes_x_fp8 ? 1 : 0;
   p.buf = args.buf;
+  if (g.batch >= kManyTokens && g.experts % 8 == 0 && g.hidden % 64 == 0)
+    return LaunchManyTokenRouter(p, stream);
   RouterKernel<<<g.experts, kThreads, 0, stream>>>(p);
   MG_CHECK_LAUNCH();
   return OkStatus();

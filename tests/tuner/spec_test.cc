@@ -263,6 +263,26 @@ TEST(DeploySpecsTest, H200SpecsValidateAndExpand) {
   }
 }
 
+// The serving-batch specs (issue 23: batches 1 to 512, uniform and skewed
+// routing): valid, and past batch 64 only the backends that take such
+// batches are planned (fused_gemv stops at 64, fused_gemv_fp8 at 1).
+TEST(DeploySpecsTest, ServingSpecsPlanTheLargeBatchesOnTheirBackends) {
+  for (const std::string name :
+       {"h200_serving_sweep.json", "h200_serving_skewed_sweep.json"}) {
+    const v1::SweepSpec spec = ReadDeploySpec(name);
+    ASSERT_TRUE(ValidateSweepSpec(spec).ok())
+        << name << ": " << ValidateSweepSpec(spec);
+    std::set<std::string> at_512;
+    const std::vector<v1::Trial> trials = *testing::Expand(spec);
+    for (const v1::Trial& t : trials) {
+      if (t.workload().batch_size() == 512)
+        at_512.insert(t.config().moe_backend());
+    }
+    EXPECT_EQ(at_512, (std::set<std::string>{"grouped_mma", "grouped_wgmma"}))
+        << name;
+  }
+}
+
 // The scheduled sweep (deploy/moetune-sweep.service installs
 // nightly_sweep.json; deploy/kubernetes.yaml carries the same spec in its
 // ConfigMap): valid, and the two copies say the same.

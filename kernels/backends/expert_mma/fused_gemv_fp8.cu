@@ -32,6 +32,7 @@
 
 #include "kernels/backends/expert_mma/act_fp8.cuh"
 #include "kernels/backends/expert_mma/expert_mma_impl.cuh"
+#include "kernels/backends/expert_mma/hopper_async.cuh"
 #include "kernels/backends/expert_mma/tiles.h"
 #include "kernels/backends/registry.h"
 #include "kernels/cuda/launcher.cuh"
@@ -65,28 +66,6 @@ struct Fp8Stage {
 // inverse scales come through the ring, so Run's B pointers stay unused).
 using Fp8Run = Run<1>;
 
-// wgmma exists on sm_90a only: other targets compile these to a trap (the
-// probe reports fused_gemv_fp8 unavailable on any device but sm_90).
-#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define MOETUNE_NO_WGMMA 1
-#endif
-__device__ __forceinline__ void WgmmaFence() {
-#ifdef MOETUNE_NO_WGMMA
-  __trap();
-#else
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void WgmmaCommit() {
-#ifndef MOETUNE_NO_WGMMA
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void WgmmaWaitAll() {
-#ifndef MOETUNE_NO_WGMMA
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#endif
-}
 // d = (accumulate ? d : 0) + A (this warp's 16 rows, registers) x B (shared
 // memory, descriptor); the warpgroup's four warps issue it together.
 __device__ __forceinline__ void Wgmma(float (&d)[4], const uint32_t (&a)[4],
@@ -108,66 +87,6 @@ __device__ __forceinline__ uint64_t BDescriptor(uint32_t addr) {
          (static_cast<uint64_t>(128 >> 4) << 16) |
          (static_cast<uint64_t>(256 >> 4) << 32);
 }
-__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void MbarInit(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)),
-               "r"(count)
-               : "memory");
-}
-// This thread's arrival on `bar`, announcing `bytes` of copies to come.
-__device__ __forceinline__ void MbarArriveExpectTx(uint64_t* bar,
-                                                   uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
-                   SmemAddr(bar)),
-               "r"(bytes)
-               : "memory");
-}
-// Until the phase of parity `phase` of `bar` has completed.
-__device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t phase) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n"
-      "}\n" ::"r"(SmemAddr(bar)),
-      "r"(phase)
-      : "memory");
-}
-// One TMA bulk copy global -> shared, completing on `bar`.
-__device__ __forceinline__ void BulkCopy(void* dst, const void* src,
-                                         uint32_t bytes, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-      "[%0], [%1], %2, [%3];\n" ::"r"(SmemAddr(dst)),
-      "l"(src), "r"(bytes), "r"(SmemAddr(bar))
-      : "memory");
-}
-
-// An L2 policy that evicts the streamed weights first: each byte is read
-// once, and with the default policy the stream pushes out of L2 what the
-// next kernels read again -- their code (the router's serial tail runs on
-// instruction fetches) and the routing tables (PERF.md version 43).
-__device__ __forceinline__ uint64_t EvictFirstPolicy() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n"
-               : "=l"(policy));
-  return policy;
-}
-// As BulkCopy, under an L2 cache policy.
-__device__ __forceinline__ void BulkCopyWithPolicy(void* dst, const void* src,
-                                                   uint32_t bytes,
-                                                   uint64_t* bar,
-                                                   uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-      ".L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(SmemAddr(dst)),
-      "l"(src), "r"(bytes), "r"(SmemAddr(bar)), "l"(policy)
-      : "memory");
-}
-
 template <int kRT>
 __device__ void StartFp8Run(const MmaJob& j, const Cursor& u, Fp8Run& run,
                             float (&acc)[kRT][1][4]) {

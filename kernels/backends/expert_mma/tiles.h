@@ -9,6 +9,7 @@
 #define MOETUNE_FUSED_GEMV_FP8_TILES(X) \
   X(128, 512) X(128, 256) X(128, 128) X(256, 256)
 #define MOETUNE_GROUPED_MMA_TILES(X) X(64, 64) X(128, 64) X(64, 128)
+#define MOETUNE_GROUPED_WGMMA_TILES(X) X(128, 256) X(256, 256) X(128, 128)
 
 // For the descriptors: one Tile{block_n, block_k} array element.
 #define MOETUNE_TILE_ELEMENT(n, k) ::moetune::backends::Tile{n, k},

@@ -7,12 +7,16 @@
 //       [--backends=dequant_cublas,fused_gemv,...] [--graph=both|on|off]
 //       [--tiles=16x256,...] [--tiny] [--seed=N] [--layer=L]
 //       [--chain=N] [--device=D] [--cpu-threads=N] [--no-cpu-check]
+//       [--routing=uniform,skewed]
 // --backends defaults to every implemented GPU backend of the registry;
 // --tiles keeps only the named tiles of tiled backends;
 // --chain=N times layers L .. L + N - 1 (each its own weights) back to back,
 // in one graph when graph is on, as a decode step runs them, and prints the
 // figures per layer; every layer's output is checked against the trusted
 // path of that layer (its weights, layer L's input and bias).
+// --routing runs every batch under each routing: uniform (a small hash
+// bias) and skewed (the workload's SKEWED routing at skew 1: the expert of
+// Zipf rank r gets bias 0.5 / r, ref::RouterBias).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -25,7 +29,9 @@
 #include "kernels/backends/registry.h"
 #include "kernels/cuda/bench/cpu_check.h"
 #include "kernels/cuda/moe_gpu.h"
+#include "kernels/model/model_config.h"
 #include "kernels/model/weight_gen.h"
+#include "kernels/reference/router.h"
 
 namespace moetune::gpu {
 namespace {
@@ -55,6 +61,7 @@ struct Flags {
   uint64_t seed = 42;
   std::string graph = "both";
   std::vector<std::string> tiles;  // empty: all
+  std::vector<std::string> routings = {"uniform"};
   bool tiny = false, cpu_check = true;
 };
 
@@ -99,6 +106,11 @@ bool ParseFlag(const std::string& arg, Flags* f) {
     f->graph = value;
   } else if (key == "--tiles") {
     f->tiles = Split(value);
+  } else if (key == "--routing") {
+    f->routings = Split(value);
+    for (const std::string& r : f->routings) {
+      if (r != "uniform" && r != "skewed") return false;
+    }
   } else if (key == "--tiny") {
     f->tiny = true;
   } else if (key == "--no-cpu-check") {
@@ -114,8 +126,9 @@ MoeDims Dims(bool tiny) {
   return {6144, 2048, 256, 8, 1, 2.5f};
 }
 
-// Uniform routing: random inputs, a small hash bias (|b| < 0.01).
-MoeProblem MakeProblem(const Flags& f, int batch) {
+// Random inputs; uniform routing: a small hash bias (|b| < 0.01); skewed:
+// the reference's Zipf bias at skew 1.
+MoeProblem MakeProblem(const Flags& f, int batch, const std::string& routing) {
   MoeProblem p;
   p.dims = Dims(f.tiny);
   p.seed = f.seed;
@@ -130,6 +143,14 @@ MoeProblem MakeProblem(const Flags& f, int batch) {
         0.01f * weights::UnitUniform(weights::Hash(
                     f.seed, static_cast<uint32_t>(f.layer),
                     weights::kRouterBias, static_cast<uint64_t>(e))));
+  }
+  if (routing == "skewed") {
+    ref::StepSpec spec;
+    spec.config = *model::FindPreset(f.tiny ? "tiny" : "glm5");
+    spec.seed = f.seed;
+    spec.routing.kind = ref::RoutingSpec::Kind::kSkewed;
+    spec.routing.skew = 1.0;
+    p.router_bias = ref::RouterBias(spec, f.layer);
   }
   return p;
 }
@@ -257,6 +278,7 @@ bool TrustedOutput(const Flags& f, const MoeProblem& p, std::vector<float>* ref,
                    int* distinct) {
   for (const std::string backend :
        {"fused_gemv", "grouped_mma", "dequant_cublas"}) {
+    if (backend == "fused_gemv" && p.batch > 64) continue;
     MoeRunOptions o;
     o.backend = backend;
     o.iterations = 1;
@@ -370,21 +392,24 @@ int Main(int argc, char** argv) {
   }
   Totals totals;
   bool header = false;
-  for (int batch : f.batches) {
-    const MoeProblem p = MakeProblem(f, batch);
-    std::vector<float> ref;
-    int distinct = 0;
-    if (!TrustedOutput(f, p, &ref, &distinct)) return 2;
-    std::printf("batch %d: %d distinct routed experts\n", batch, distinct);
-    if (f.cpu_check && !CheckTrusted(f, p, ref)) ++totals.wrong_configs;
-    if (!header) PrintHeader();
-    header = true;
-    for (const Config& c : Configs(f)) {
-      const backends::BackendDescriptor* info =
-          backends::FindBackend(c.backend);
-      if (info != nullptr && info->max_batch > 0 && batch > info->max_batch)
-        continue;  // fused_gemv_fp8: batch 1 only
-      RunConfig(f, p, c, bw, ref, &totals);
+  for (const std::string& routing : f.routings) {
+    for (int batch : f.batches) {
+      const MoeProblem p = MakeProblem(f, batch, routing);
+      std::vector<float> ref;
+      int distinct = 0;
+      if (!TrustedOutput(f, p, &ref, &distinct)) return 2;
+      std::printf("batch %d, %s routing: %d distinct routed experts\n", batch,
+                  routing.c_str(), distinct);
+      if (f.cpu_check && !CheckTrusted(f, p, ref)) ++totals.wrong_configs;
+      if (!header) PrintHeader();
+      header = true;
+      for (const Config& c : Configs(f)) {
+        const backends::BackendDescriptor* info =
+            backends::FindBackend(c.backend);
+        if (info != nullptr && info->max_batch > 0 && batch > info->max_batch)
+          continue;  // fused_gemv_fp8: batch 1 only
+        RunConfig(f, p, c, bw, ref, &totals);
+      }
     }
   }
   std::printf("summary: %d wrong, %d CUDA errors\n", totals.wrong_configs,

@@ -27,7 +27,7 @@ TEST(RegistryTest, EveryBackendIsListedOnceInListOrder) {
   }
   EXPECT_EQ(KnownBackendNames(),
             "cpu_reference, cpu_blocked, dequant_cublas, fused_gemv, "
-            "fused_gemv_fp8, grouped_mma, native_fp4");
+            "fused_gemv_fp8, grouped_mma, grouped_wgmma, native_fp4");
   EXPECT_EQ(FindBackend("no_such_backend"), nullptr);
 }
 

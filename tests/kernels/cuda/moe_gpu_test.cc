@@ -543,5 +543,77 @@ TEST(MoeGpuTest, GroupedMmaGivesTheSameBitsEveryRun) {
   EXPECT_EQ(a.output, b.output);
 }
 
+// Serving batches with uneven routing, on dims every grouped_wgmma tile fits
+// (K 1024 and 512; 64 experts): the router bias makes the routing uniform,
+// Zipf-skewed, a replayed histogram with never-chosen experts, or one
+// expert that every token takes. grouped_wgmma (every tile, graph off and
+// on) against the trusted path, and on sampled tokens against the CPU in
+// double; and the same bits every run (a fixed-order combine).
+MoeProblem Serving(int batch, const std::string& routing) {
+  MoeDims dims = kSmallDims;
+  dims.hidden = 1024;
+  dims.moe_inter = 512;
+  dims.num_experts = 64;
+  dims.top_k = 8;
+  MoeProblem p = Small(batch, 29, {}, dims);
+  for (int e = 0; e < dims.num_experts; ++e) {
+    const int r = (e * 37) % dims.num_experts + 1;  // a fixed permutation
+    if (routing == "skewed") p.router_bias[e] = 0.5f / r;
+    if (routing == "replayed") {  // a histogram with empty bins
+      p.router_bias[e] = e % 5 == 0 ? -10.0f : 0.5f * ((e * 13) % 7) / 6.0f;
+    }
+    if (routing == "one_hot") p.router_bias[e] = e == 3 ? 10.0f : 0.0f;
+  }
+  return p;
+}
+
+TEST(MoeGpuTest, GroupedWgmmaHandlesUnevenRoutingAtServingBatches) {
+  SKIP_WITHOUT_GPU();
+  const BackendDescriptor& info = *backends::FindBackend("grouped_wgmma");
+  for (const int batch : {64, 200}) {
+    for (const std::string routing :
+         {"uniform", "skewed", "replayed", "one_hot"}) {
+      const MoeProblem p = Serving(batch, routing);
+      MoeRunOptions ro = Options("grouped_mma");
+      ro.compute_reference = true;
+      const MoeRunResult ref = RunMoeLayer(p, ro);
+      ASSERT_EQ(ref.status, RunStatus::kOk) << ref.message;
+      for (const Tile& t : info.tiles) {
+        ASSERT_TRUE(Fits(info, p, t)) << backends::TileText(t);
+        for (const bool graph : {false, true}) {
+          SCOPED_TRACE(routing + " batch " + std::to_string(batch) + " " +
+                       backends::TileText(t) + (graph ? " graph" : ""));
+          const MoeRunResult r = RunMoeLayer(
+              p, Options("grouped_wgmma", t.block_n, t.block_k, graph));
+          ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+          const auto [rel_l2, worst] =
+              Errors(r.output, ToDouble(ref.reference_output));
+          EXPECT_LT(rel_l2, kTolerance);
+          EXPECT_LT(worst, kTolerance);
+          const MoeRunResult again = RunMoeLayer(
+              p, Options("grouped_wgmma", t.block_n, t.block_k, graph));
+          EXPECT_EQ(r.output, again.output);
+        }
+      }
+      // The CPU in double on a few tokens (the first, a middle one, the
+      // last) and every row.
+      const std::vector<int> tokens = {0, batch / 2, batch - 1};
+      std::vector<int> rows;
+      for (int row = 0; row < p.dims.hidden; ++row) rows.push_back(row);
+      const std::vector<double> cpu = cpu::OutputRows(p, tokens, rows, 4);
+      const MoeRunResult r = RunMoeLayer(p, Options("grouped_wgmma"));
+      ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+      std::vector<float> picked;
+      for (int t : tokens) {
+        picked.insert(picked.end(), r.output.begin() + t * p.dims.hidden,
+                      r.output.begin() + (t + 1) * p.dims.hidden);
+      }
+      const auto [rel_l2, worst] = Errors(picked, cpu);
+      EXPECT_LT(rel_l2, kTolerance) << routing << " batch " << batch;
+      EXPECT_LT(worst, kTolerance) << routing << " batch " << batch;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace moetune::gpu

@@ -1,0 +1,105 @@
+// Hopper's asynchronous pieces shared by the wgmma backends
+// (fused_gemv_fp8.cu, grouped_wgmma.cu): the wgmma fence / commit / wait,
+// mbarriers, TMA bulk copies global -> shared and an L2 evict-first policy.
+// wgmma exists on sm_90a only: other targets compile these to a trap (the
+// probe reports the wgmma backends unavailable on any device but sm_90).
+// Device-only inline PTX; included by .cu files only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace moetune::gpu::mma_detail {
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define MOETUNE_NO_WGMMA 1
+#endif
+__device__ __forceinline__ void WgmmaFence() {
+#ifdef MOETUNE_NO_WGMMA
+  __trap();
+#else
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void WgmmaCommit() {
+#ifndef MOETUNE_NO_WGMMA
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+// Until at most kPending committed wgmma groups of this warp are in flight.
+template <int kPending>
+__device__ __forceinline__ void WgmmaWait() {
+#ifndef MOETUNE_NO_WGMMA
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void WgmmaWaitAll() { WgmmaWait<0>(); }
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void MbarInit(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)),
+               "r"(count)
+               : "memory");
+}
+// This thread's arrival on `bar`, announcing `bytes` of copies to come.
+__device__ __forceinline__ void MbarArriveExpectTx(uint64_t* bar,
+                                                   uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
+                   SmemAddr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+// This thread's plain arrival on `bar` (release semantics: its earlier
+// shared-memory reads and writes are ordered before the phase completes).
+__device__ __forceinline__ void MbarArrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(SmemAddr(bar))
+               : "memory");
+}
+// Until the phase of parity `phase` of `bar` has completed.
+__device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t phase) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(SmemAddr(bar)),
+      "r"(phase)
+      : "memory");
+}
+// One TMA bulk copy global -> shared, completing on `bar`.
+__device__ __forceinline__ void BulkCopy(void* dst, const void* src,
+                                         uint32_t bytes, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+      "[%0], [%1], %2, [%3];\n" ::"r"(SmemAddr(dst)),
+      "l"(src), "r"(bytes), "r"(SmemAddr(bar))
+      : "memory");
+}
+
+// An L2 policy that evicts the streamed weights first: each byte is read
+// once, and with the default policy the stream pushes out of L2 what the
+// next kernels read again -- their code (the router's serial tail runs on
+// instruction fetches) and the routing tables (PERF.md version 43).
+__device__ __forceinline__ uint64_t EvictFirstPolicy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n"
+               : "=l"(policy));
+  return policy;
+}
+// As BulkCopy, under an L2 cache policy.
+__device__ __forceinline__ void BulkCopyWithPolicy(void* dst, const void* src,
+                                                   uint32_t bytes,
+                                                   uint64_t* bar,
+                                                   uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(SmemAddr(dst)),
+      "l"(src), "r"(bytes), "r"(SmemAddr(bar)), "l"(policy)
+      : "memory");
+}
+
+}  // namespace moetune::gpu::mma_detail
