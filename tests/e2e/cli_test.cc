@@ -134,6 +134,22 @@ TEST(CliTest, SweepHandsItsCalibrationToTheEmbeddedWorkers) {
   EXPECT_GE(roofline.fields().at("comm_floor_us").number_value(), 5000);
 }
 
+// A file it cannot read would stop the embedded worker at its start, and a
+// remote coordinator's workers never see the flag: both are usage errors.
+TEST(CliTest, SweepRefusesACalibrationItCannotHandOn) {
+  const fs::path dir = TempDir("cli-calibration-refused");
+  const std::string sweep = kBin + "/" + CalibrationSweep(dir);
+  const CommandResult missing = RunCommand(sweep + "/nonexistent");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.output,
+              HasSubstr("--comm_calibration: cannot read /nonexistent"));
+  const CommandResult remote = RunCommand(sweep + (dir / "comm.json").string() +
+                                          " --coordinator 127.0.0.1:1");
+  EXPECT_EQ(remote.exit_code, 2);
+  EXPECT_THAT(remote.output, HasSubstr("give it to each moetune-worker"));
+  EXPECT_FALSE(fs::exists(dir / "c.db"));
+}
+
 // Two nights of the same spec, then what a nightly job does with them.
 class TwoSweepsTest : public ::testing::Test {
  protected:
