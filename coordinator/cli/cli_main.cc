@@ -42,6 +42,10 @@ ABSL_FLAG(bool, samples, false,
 ABSL_FLAG(bool, keep_worker_logs, false,
           "sweep: keep the embedded workers' logs (kept anyway when the "
           "sweep fails)");
+ABSL_FLAG(std::string, comm_calibration, "",
+          "sweep: a moetune-comm-bench --calibration file, handed to every "
+          "embedded worker (its --comm_calibration): measured latency and "
+          "bandwidth replace the communication model's assumptions");
 ABSL_FLAG(int64_t, baseline, 0,
           "compare: the baseline sweep id (0 = the previous finished sweep "
           "of the same name)");
@@ -81,6 +85,7 @@ moetune::cli::CommandOptions OptionsFromFlags(const std::string& command) {
   options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   options.samples = absl::GetFlag(FLAGS_samples);
   options.keep_worker_logs = absl::GetFlag(FLAGS_keep_worker_logs);
+  options.comm_calibration = absl::GetFlag(FLAGS_comm_calibration);
   options.baseline_sweep_id = absl::GetFlag(FLAGS_baseline);
   options.across_builds = absl::GetFlag(FLAGS_across_builds);
   options.threshold_pct = absl::GetFlag(FLAGS_threshold);

@@ -30,6 +30,8 @@ struct CommandOptions {
   std::string tls_ca;      // remote: the CA of the coordinator's certificate
   bool samples = false;    // results/sweep --format json: raw samples too
   bool keep_worker_logs = false;  // sweep: keep the embedded workers' logs
+  // sweep: each embedded worker's --comm_calibration (empty: none)
+  std::string comm_calibration;
   // compare
   int64_t baseline_sweep_id = 0;  // 0: the previous sweep of the same name
   bool across_builds = false;     // match fingerprints without build hashes

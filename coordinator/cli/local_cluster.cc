@@ -54,25 +54,34 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   for (const std::string& device : devices) {
     const std::string log = absl::StrCat(log_dir, "/moetune-worker-", getpid(),
                                          "-", device, ".log");
-    RETURN_IF_ERROR(cluster->SpawnWorker(binary, device, log));
+    const EmbeddedWorker worker{binary, cluster->server_->worker_address(),
+                                device, getpid(), options.comm_calibration};
+    RETURN_IF_ERROR(cluster->SpawnWorker(EmbeddedWorkerCommand(worker), log));
   }
   return cluster;
 }
 
-absl::Status LocalCluster::SpawnWorker(const std::string& binary,
-                                       const std::string& device,
+std::vector<std::string> EmbeddedWorkerCommand(const EmbeddedWorker& worker) {
+  // The worker stops when its parent dies, however it dies.
+  std::vector<std::string> command = {
+      worker.binary, "--coordinator=" + worker.coordinator,
+      "--device=" + worker.device, "--name=local:" + worker.device,
+      absl::StrCat("--parent_pid=", worker.parent_pid)};
+  if (!worker.comm_calibration.empty()) {
+    command.push_back("--comm_calibration=" + worker.comm_calibration);
+  }
+  return command;
+}
+
+absl::Status LocalCluster::SpawnWorker(const std::vector<std::string>& command,
                                        const std::string& log_path) {
+  const std::string& binary = command.front();
   if (access(binary.c_str(), X_OK) != 0) {
     return absl::NotFoundError(
         absl::StrCat("--worker_binary: ", binary,
                      " is not an executable (build moetune-worker)"));
   }
-  // The worker stops when this process dies, however it dies.
-  std::vector<std::string> args = {
-      binary, "--coordinator=" + server_->worker_address(),
-      "--device=" + device, "--name=local:" + device,
-      absl::StrCat("--parent_pid=", getpid())};
-  std::vector<char*> argv = SpawnArgv(args);
+  std::vector<char*> argv = SpawnArgv(command);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(),

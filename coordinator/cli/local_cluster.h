@@ -24,7 +24,22 @@ struct LocalClusterOptions {
   std::string worker_binary;   // default: moetune-worker beside this binary
   std::string worker_log_dir;  // default: $TMPDIR or /tmp
   int gpu_count = 0;           // 0: one CPU worker
+  // Each worker's --comm_calibration (a moetune-comm-bench --calibration
+  // file); empty: not passed, and the workers use the model's assumptions.
+  std::string comm_calibration;
 };
+
+// What one embedded worker is started with.
+struct EmbeddedWorker {
+  std::string binary;
+  std::string coordinator;       // the coordinator's worker address
+  std::string device;            // "cpu" or a GPU ordinal
+  pid_t parent_pid = 0;          // the worker exits when this process dies
+  std::string comm_calibration;  // empty: the flag is left out
+};
+
+// The worker's command line, argv[0] the binary.
+std::vector<std::string> EmbeddedWorkerCommand(const EmbeddedWorker& worker);
 
 class LocalCluster {
  public:
@@ -40,7 +55,7 @@ class LocalCluster {
 
  private:
   LocalCluster() = default;
-  absl::Status SpawnWorker(const std::string& binary, const std::string& device,
+  absl::Status SpawnWorker(const std::vector<std::string>& command,
                            const std::string& log_path);
   void StopWorkers();
 

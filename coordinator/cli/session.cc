@@ -41,6 +41,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> StartLocal(
   local.read_only = access == Access::kRead;
   local.worker_binary = options.worker_binary;
   local.gpu_count = with_workers ? LocalGpuCount(options) : 0;
+  local.comm_calibration = options.comm_calibration;
   return LocalCluster::Start(local);
 }
 

@@ -7,9 +7,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "coordinator/cli/best_view.h"
 #include "coordinator/cli/commands.h"
 #include "coordinator/cli/progress_display.h"
@@ -136,11 +140,37 @@ int SubmitAndWatch(Session& session, const v1::SweepSpec& spec,
   return Report(session, submitted->sweep_id(), options);
 }
 
+// --comm_calibration is for the embedded workers: a remote coordinator's
+// workers take their own (a sweep would otherwise run without it, silently).
+// A file that cannot be read is refused here: an embedded worker refuses it
+// at start, and the sweep would wait for a worker that never comes. Its
+// contents are the worker's to check (the CLI does not link the worker's
+// library), so a malformed file still costs that wait; the log says why.
+absl::Status CheckCommCalibration(const CommandOptions& options) {
+  const std::string& path = options.comm_calibration;
+  if (path.empty()) return absl::OkStatus();
+  if (!options.coordinator.empty()) {
+    return absl::InvalidArgumentError(
+        "--comm_calibration: only for the embedded workers; with "
+        "--coordinator, give it to each moetune-worker instead");
+  }
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error) || !std::ifstream(path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--comm_calibration: cannot read ", path));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int CmdSweep(const CommandOptions& options) {
   if (options.spec_path.empty()) {
     return Fail(absl::InvalidArgumentError("--spec: required for sweep"));
+  }
+  if (const absl::Status calibration = CheckCommCalibration(options);
+      !calibration.ok()) {
+    return Fail(calibration);
   }
   absl::StatusOr<v1::SweepSpec> spec = LoadSweepSpec(options.spec_path);
   if (!spec.ok()) return Fail(spec.status());

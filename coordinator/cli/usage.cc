@@ -20,7 +20,8 @@ std::vector<CommandHelp> MakeCommands() {
        "Submits the sweep, shows its progress on stderr (redrawn in place on "
        "a terminal), then prints every trial and the winner per workload. "
        "--format json prints {sweep, results, best}; csv the trials only.",
-       {"spec", "format", "gpus", "samples", "keep_worker_logs"},
+       {"spec", "format", "gpus", "samples", "keep_worker_logs",
+        "comm_calibration"},
        "0 at least one trial DONE, 1 none succeeded, 2 bad usage or rejected "
        "spec, 130 interrupted (the sweep is cancelled)"},
       {"sweeps",

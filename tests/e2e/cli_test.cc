@@ -96,6 +96,60 @@ TEST(CliTest, UsageErrorsExitTwoAndQueriesNeverCreateADatabase) {
   EXPECT_TRUE(fs::is_empty(dir)) << "a query left a file behind";
 }
 
+// The roofline of the first trial of a `sweep --format json` document.
+google::protobuf::Struct FirstRoofline(const std::string& json) {
+  google::protobuf::Struct parsed;
+  EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok())
+      << json;
+  const auto& results = parsed.fields().at("results").struct_value();
+  const auto& trial =
+      results.fields().at("trials").list_value().values(0).struct_value();
+  const auto& result = trial.fields().at("result").struct_value();
+  return result.fields().at("roofline").struct_value();
+}
+
+// A world-2 decode step on the tiny preset, and a calibration whose fit at
+// world 2 costs 5 ms a collective (the assumption: 17 us).
+std::string CalibrationSweep(const fs::path& dir) {
+  const fs::path spec = dir / "ep2.json";
+  std::ofstream(spec) << R"({"name": "calibrated", "workload": {
+      "modelPreset": "tiny", "batchSizes": [1], "contextLengths": [64],
+      "region": "DECODE_STEP"}, "space": {"moeBackends": ["cpu_reference"],
+      "tp": [1], "ep": [2]}, "measurement": {"warmupIterations": 1,
+      "iterations": 3}})";
+  std::ofstream(dir / "comm.json") << R"({"gpus": 2, "fits": [{
+      "allreduce": "nccl", "worldSize": 2, "latencyUs": 5000,
+      "busGbps": 100, "points": 4}]})";
+  return "moetune sweep --gpus 0 --db " + (dir / "c.db").string() + " --spec " +
+         spec.string() + " --comm_calibration ";
+}
+
+TEST(CliTest, SweepHandsItsCalibrationToTheEmbeddedWorkers) {
+  const fs::path dir = TempDir("cli-calibration");
+  const CommandResult done = Stdout(
+      CalibrationSweep(dir) + (dir / "comm.json").string() + " --format json");
+  ASSERT_EQ(done.exit_code, 0) << done.output;
+  const google::protobuf::Struct roofline = FirstRoofline(done.output);
+  EXPECT_TRUE(roofline.fields().at("comm_modelled").bool_value());
+  EXPECT_GE(roofline.fields().at("comm_floor_us").number_value(), 5000);
+}
+
+// A file it cannot read would stop the embedded worker at its start, and a
+// remote coordinator's workers never see the flag: both are usage errors.
+TEST(CliTest, SweepRefusesACalibrationItCannotHandOn) {
+  const fs::path dir = TempDir("cli-calibration-refused");
+  const std::string sweep = kBin + "/" + CalibrationSweep(dir);
+  const CommandResult missing = RunCommand(sweep + "/nonexistent");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.output,
+              HasSubstr("--comm_calibration: cannot read /nonexistent"));
+  const CommandResult remote = RunCommand(sweep + (dir / "comm.json").string() +
+                                          " --coordinator 127.0.0.1:1");
+  EXPECT_EQ(remote.exit_code, 2);
+  EXPECT_THAT(remote.output, HasSubstr("give it to each moetune-worker"));
+  EXPECT_FALSE(fs::exists(dir / "c.db"));
+}
+
 // Two nights of the same spec, then what a nightly job does with them.
 class TwoSweepsTest : public ::testing::Test {
  protected:

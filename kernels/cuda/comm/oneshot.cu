@@ -1,4 +1,5 @@
-// The one-shot all-reduce kernel (oneshot.cuh says how it synchronises).
+// The one-shot all-reduce kernel (oneshot.cuh says how it synchronises;
+// oneshot_order.h, in what order it sums).
 #include "kernels/cuda/comm/oneshot.cuh"
 
 namespace moetune::gpu {
@@ -58,9 +59,7 @@ __global__ void __launch_bounds__(kOneShotThreads)
   __syncthreads();
   Barrier(a, epoch);
   for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-    float sum = 0.0f;
-    for (int r = 0; r < a.world; ++r) sum += a.buffers[r][parity + i];
-    out[i] = sum;
+    out[i] = OneShotRankOrderSum(a.buffers, a.world, parity + i);
   }
   if (threadIdx.x == 0) a.epochs[blockIdx.x] = epoch;
 }

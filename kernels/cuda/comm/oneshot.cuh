@@ -1,9 +1,10 @@
 // The one-shot all-reduce: one kernel in which every rank copies its input
 // into its own peer-visible buffer, tells every peer so, waits for every
 // peer's word, and sums the ranks' buffers in rank order 0..W-1 (the same
-// order on every rank, so every rank gets bit-identical sums). For the
-// small messages of a decode step (a few KB a layer) it replaces NCCL's
-// protocol steps with one kernel of two NVLink round trips.
+// order on every rank, so every rank gets bit-identical sums: the sum is
+// oneshot_order.h's, which a CPU test checks). For the small messages of a
+// decode step (a few KB a layer) it replaces NCCL's protocol steps with one
+// kernel of two NVLink round trips.
 //
 // Synchronisation, per thread block b (the grid is fixed, kOneShotBlocks,
 // so block b of every rank handles the same slice of every call):
@@ -24,9 +25,10 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/comm/oneshot_order.h"  // kOneShotMaxRanks, the sum
+
 namespace moetune::gpu {
 
-inline constexpr int kOneShotMaxRanks = 8;
 inline constexpr int kOneShotBlocks = 32;
 inline constexpr int kOneShotThreads = 512;
 inline constexpr uint64_t kOneShotTimeoutNs = 10'000'000'000ull;
