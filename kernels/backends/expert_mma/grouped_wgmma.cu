@@ -83,6 +83,7 @@ Workspace Carve(const LayerArgs& a, void* base, size_t* bytes = nullptr) {
   w.yp = c.Take<float>(static_cast<size_t>(a.geo.max_positions) * a.geo.hidden);
   w.tables.tile_first = c.Take<int>(a.geo.max_slots + 1);
   w.tables.counters = c.Take<int>(2);
+  w.tables.place = c.Take<int>(a.geo.max_positions);
   if (bytes != nullptr) *bytes = c.used();
   return w;
 }

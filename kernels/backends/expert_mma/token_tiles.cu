@@ -1,5 +1,4 @@
 // The gather of grouped_wgmma's token tiles (token_tiles.cuh).
-#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include "kernels/backends/expert_mma/token_tiles.cuh"
@@ -9,7 +8,6 @@ namespace {
 
 constexpr int kThreads = 256;
 using Scan = cub::BlockScan<int, kThreads>;
-using Reduce = cub::BlockReduce<int, kThreads>;
 
 struct GatherArgs {
   const __half* x16;
@@ -47,82 +45,74 @@ __device__ void WriteTileFirst(const GatherArgs& g, int slots,
   }
 }
 
-// A thread's slots: s = threadIdx.x + kThreads * j (a run has at most
-// kThreads * kSlotsPerThread slots; grouped_wgmma refuses more).
-constexpr int kSlotsPerThread = 2;
-
-// Position p's slot and that slot's first tile, in two block-wide steps
-// (each thread reads its slots' offsets and counts at once): a serial
-// search and a sum over the slots before cost a dozen dependent round trips
-// a block (device run 35: 64 us at batch 128).
-__device__ void PlacePosition(const GatherArgs& g, int slots, int p,
-                              Reduce::TempStorage& st, int* slot_s,
-                              int* first_s) {
-  int off[kSlotsPerThread], ntok[kSlotsPerThread];
-#pragma unroll
-  for (int j = 0; j < kSlotsPerThread; ++j) {
-    const int s = threadIdx.x + kThreads * j;
-    off[j] = s < slots ? g.slot_tok_off[s] : 0;
-    ntok[j] = s < slots ? g.slot_ntok[s] : 0;
-    if (ntok[j] > 0 && off[j] <= p && p < off[j] + ntok[j]) *slot_s = s;
-  }
-  __syncthreads();
-  const int mine_s = *slot_s;
-  int tiles = 0;
-#pragma unroll
-  for (int j = 0; j < kSlotsPerThread; ++j) {
-    if (threadIdx.x + kThreads * j < mine_s) tiles += TilesOf(ntok[j]);
-  }
-  const int first = Reduce(st).Sum(tiles);
-  if (threadIdx.x == 0) *first_s = first;
-  __syncthreads();
-}
-
-// Position p's input row into row n of its tile: each item a 16-byte piece
-// (one k16 step's K half: 8 halves from four K pairs 16 apart), every
-// item's loads issued before any store.
-__device__ void StoreRow(const GatherArgs& g, int p, int tile, int n) {
-  constexpr int kMaxItems = 4;  // hidden <= 8 K pieces x kThreads
-  const int k = g.hidden;
-  const __half* __restrict__ src =
-      g.x16 + static_cast<int64_t>(__ldg(g.tok_list + p)) * k;
-  __half* __restrict__ dst = g.xb +
-                             static_cast<int64_t>(tile) * kTileTokens * k +
-                             static_cast<int64_t>(n / 8) * 8 * k + (n % 8) * 8;
-  uint4 v[kMaxItems];
-#pragma unroll
-  for (int u = 0; u < kMaxItems; ++u) {
-    const int pc = threadIdx.x + u * kThreads, j = pc / 2;
-    if (pc >= k / 8) break;
-    const int i0 = (j / 4) * 64 + (j % 4) * 4 + 2 * (pc % 2);
-    v[u].x = __ldg(reinterpret_cast<const uint32_t*>(src + i0));
-    v[u].y = __ldg(reinterpret_cast<const uint32_t*>(src + i0 + 16));
-    v[u].z = __ldg(reinterpret_cast<const uint32_t*>(src + i0 + 32));
-    v[u].w = __ldg(reinterpret_cast<const uint32_t*>(src + i0 + 48));
-  }
-#pragma unroll
-  for (int u = 0; u < kMaxItems; ++u) {
-    const int pc = threadIdx.x + u * kThreads;
-    if (pc >= k / 8) break;
-    *reinterpret_cast<uint4*>(dst + static_cast<int64_t>(pc) * 64) = v[u];
+// The plan, one block: tile_first and the counters (WriteTileFirst), then
+// each position's place, tile * kTileTokens + row, written from its slot's
+// side (a thread a slot: no search).
+__global__ void __launch_bounds__(kThreads)
+    PlanTilesKernel(const __grid_constant__ GatherArgs g) {
+  __shared__ Scan::TempStorage storage;
+  const int slots = g.meta[kMetaSlots];
+  WriteTileFirst(g, slots, storage);
+  __syncthreads();  // tile_first's global writes, seen by the block
+  for (int s = threadIdx.x; s < slots; s += kThreads) {
+    const int first = g.tables.tile_first[s], off = g.slot_tok_off[s];
+    const int n = g.slot_ntok[s];
+    for (int i = 0; i < n; ++i) {
+      g.tables.place[off + i] =
+          (first + i / kTileTokens) * kTileTokens + i % kTileTokens;
+    }
   }
 }
 
-// One block a position; block 0 also writes the tables.
+// Eight positions a block, their rows stored in B layout: item i is piece
+// i / 8 of position i % 8, so the eight lanes of one piece write the eight
+// 16-byte rows of a core matrix, one 128-byte line when the positions are
+// rows 8 m .. 8 m + 7 of their tile (a block a position wrote each line in
+// 16-byte parts: 215 us at batch 512, device run 39). kUnroll items' loads
+// are in flight at once.
+constexpr int kRowsPerBlock = 8;
+constexpr int kUnroll = 4;
+
 __global__ void __launch_bounds__(kThreads)
     GatherTilesKernel(const __grid_constant__ GatherArgs g) {
-  __shared__ union {
-    Scan::TempStorage scan;
-    Reduce::TempStorage reduce;
-  } storage;
-  __shared__ int slot_s, first_s;
-  const int slots = g.meta[kMetaSlots];
-  if (blockIdx.x == 0) WriteTileFirst(g, slots, storage.scan);
-  const int p = blockIdx.x;
-  if (p >= g.meta[kMetaPositions]) return;
-  PlacePosition(g, slots, p, storage.reduce, &slot_s, &first_s);
-  const int in_slot = p - g.slot_tok_off[slot_s];
-  StoreRow(g, p, first_s + in_slot / kTileTokens, in_slot % kTileTokens);
+  __shared__ const __half* src_s[kRowsPerBlock];
+  __shared__ int64_t dst_s[kRowsPerBlock];
+  const int positions = g.meta[kMetaPositions], k = g.hidden;
+  const int p0 = blockIdx.x * kRowsPerBlock;
+  if (p0 >= positions) return;
+  if (threadIdx.x < kRowsPerBlock) {
+    const int p = min(p0 + static_cast<int>(threadIdx.x), positions - 1);
+    const int place = g.tables.place[p], tile = place / kTileTokens,
+              n = place % kTileTokens;
+    src_s[threadIdx.x] = g.x16 + static_cast<int64_t>(g.tok_list[p]) * k;
+    dst_s[threadIdx.x] = static_cast<int64_t>(tile) * kTileTokens * k +
+                         static_cast<int64_t>(n / 8) * 8 * k + (n % 8) * 8;
+  }
+  __syncthreads();
+  const int rows = min(kRowsPerBlock, positions - p0);
+  const int items = kRowsPerBlock * (k / 8);
+  for (int i0 = threadIdx.x; i0 < items; i0 += kThreads * kUnroll) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = i0 + u * kThreads, r = i % kRowsPerBlock;
+      const int pc = i / kRowsPerBlock, j = pc / 2;
+      if (i >= items || r >= rows) continue;
+      const __half* __restrict__ src =
+          src_s[r] + (j / 4) * 64 + (j % 4) * 4 + 2 * (pc % 2);
+      v[u].x = __ldg(reinterpret_cast<const uint32_t*>(src));
+      v[u].y = __ldg(reinterpret_cast<const uint32_t*>(src + 16));
+      v[u].z = __ldg(reinterpret_cast<const uint32_t*>(src + 32));
+      v[u].w = __ldg(reinterpret_cast<const uint32_t*>(src + 48));
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = i0 + u * kThreads, r = i % kRowsPerBlock;
+      if (i >= items || r >= rows) continue;
+      const int64_t pc = i / kRowsPerBlock;
+      *reinterpret_cast<uint4*>(g.xb + dst_s[r] + pc * 64) = v[u];
+    }
+  }
 }
 
 }  // namespace
@@ -138,12 +128,11 @@ GpuStatus LaunchGatherTiles(const LayerArgs& args, const TileTables& tables,
                      args.buf.tok_list,
                      tables,
                      args.geo.hidden};
-  if (args.geo.max_slots > kThreads * kSlotsPerThread ||
-      args.geo.hidden > 8 * 4 * kThreads) {
-    return Fail(RunStatus::kCannotImplement,
-                "token tiles: at most 512 slots and hidden 8192");
-  }
-  GatherTilesKernel<<<args.geo.max_positions, kThreads, 0, stream>>>(g);
+  PlanTilesKernel<<<1, kThreads, 0, stream>>>(g);
+  MG_CHECK_LAUNCH();
+  GatherTilesKernel<<<(args.geo.max_positions + kRowsPerBlock - 1) /
+                          kRowsPerBlock,
+                      kThreads, 0, stream>>>(g);
   MG_CHECK_LAUNCH();
   return OkStatus();
 }

@@ -47,11 +47,13 @@ struct TileTables {
   int* tile_first = nullptr;  // [max_slots + 1]: slot s's first tile; [slots]
                               // = the run's tiles
   int* counters = nullptr;    // [2]: next unit of gate_up, of down
+  int* place = nullptr;       // [max_positions]: tile * kTileTokens + row
 };
 
-// After the router: tile_first, the counters reset to 0, and every
-// position's input row (x16) stored in its tile (`xb`: [tiles][kTileTokens *
-// hidden] in B layout). One block a position.
+// After the router: tile_first, the counters reset to 0, each position's
+// place, and every position's input row (x16) stored in its tile (`xb`:
+// [tiles][kTileTokens * hidden] in B layout). A one-block plan, then eight
+// positions a block.
 GpuStatus LaunchGatherTiles(const LayerArgs& args, const TileTables& tables,
                             __half* xb, cudaStream_t stream);
 
