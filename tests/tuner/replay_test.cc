@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -147,6 +148,39 @@ TEST_F(ReplayTest, GridReplayIsDeterministicAndFindsTheRecordedBest) {
         a->pick_true_median_us[w],
         *oracle_->TrueMedianUs(best.workload_hash(), best.best().config()));
   }
+}
+
+// tests/data/recorded_h200_serving_sweep.json: deploy/h200_serving_sweep.json
+// on the H200 (kernels/PERF.md "Serving batches", device run 40; glm5 MoE
+// layer, batches 1-512, graph on). A grid replay proposes exactly the
+// recorded trials and picks the crossovers the sweep found: fused_gemv_fp8
+// at 1 token, fused_gemv at 8 and 32, grouped_wgmma 128x256 from 64 on.
+TEST(ServingReplayTest, TheGridPicksTheRecordedCrossovers) {
+  const absl::StatusOr<ReplayOracle> oracle = ReplayOracle::FromJsonFile(
+      std::string(MOETUNE_SOURCE_DIR) +
+      "/tests/data/recorded_h200_serving_sweep.json");
+  ASSERT_TRUE(oracle.ok()) << oracle.status();
+  const v1::SweepSpec spec = *SpecFromRecording(oracle->recorded());
+  GridStrategy grid;
+  const absl::StatusOr<ReplayRun> run = RunReplay(spec, grid, *oracle, 3);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->trials.size(),
+            static_cast<size_t>(oracle->recorded().trials_size()));
+  std::map<int, std::string> winner;  // batch -> backend|tile
+  for (const v1::BestForWorkload& w : run->pick.workloads()) {
+    const v1::TrialConfig& c = w.best().config();
+    winner[w.best().workload().batch_size()] =
+        c.moe_backend() + "|" + std::to_string(c.tile().block_n()) + "x" +
+        std::to_string(c.tile().block_k());
+  }
+  EXPECT_EQ(winner,
+            (std::map<int, std::string>{{1, "fused_gemv_fp8|128x512"},
+                                        {8, "fused_gemv|16x512"},
+                                        {32, "fused_gemv|16x512"},
+                                        {64, "grouped_wgmma|128x256"},
+                                        {128, "grouped_wgmma|128x256"},
+                                        {256, "grouped_wgmma|128x256"},
+                                        {512, "grouped_wgmma|128x256"}}));
 }
 
 TEST(ReplayOracleTest, BadInput) {
