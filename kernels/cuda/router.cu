@@ -453,16 +453,22 @@ __device__ void ManyTokenTail(const RouterParams& p, RouterShared& sh,
   __syncthreads();
 }
 
-__global__ void __launch_bounds__(kThreads) RouterKernel(RouterParams p) {
-  __shared__ RouterShared sh;
-  // The biases of this lane's experts for the last block's top-k, loaded
-  // now so that they are not on its serial tail.
-  float bias[kPerLane];
+// The biases of this lane's experts (lane + 32 i), as SelectTopK reads them.
+__device__ __forceinline__ void LaneBiases(const RouterParams& p,
+                                           float (&bias)[kPerLane]) {
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const int e = threadIdx.x % 32 + 32 * i;
     bias[i] = e < p.experts ? __ldg(p.buf.bias + e) : 0.0f;
   }
+}
+
+__global__ void __launch_bounds__(kThreads) RouterKernel(RouterParams p) {
+  __shared__ RouterShared sh;
+  // The biases of this lane's experts for the last block's top-k, loaded
+  // now so that they are not on its serial tail.
+  float bias[kPerLane];
+  LaneBiases(p, bias);
   const float one_bias =
       threadIdx.x < p.experts ? __ldg(p.buf.bias + threadIdx.x) : 0.0f;
   // fused_gemv's gate_up may start now: it streams the shared expert, which
@@ -569,11 +575,7 @@ __global__ void __launch_bounds__(kLogitWarps * 32)
 __global__ void __launch_bounds__(kThreads) ManyTopKKernel(RouterParams p) {
   __shared__ RouterShared sh;
   float bias[kPerLane];
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int e = threadIdx.x % 32 + 32 * i;
-    bias[i] = e < p.experts ? __ldg(p.buf.bias + e) : 0.0f;
-  }
+  LaneBiases(p, bias);
   const int t = blockIdx.x * (kThreads / 32) + threadIdx.x / 32;
   if (t < p.batch) TopKToken(p, sh, t, bias);
 }
