@@ -38,6 +38,16 @@ void ProgressDisplay::Tick() {
   if (terminal_ && drawn_) Redraw();
 }
 
+void ProgressDisplay::Note(const std::string& line) {
+  absl::MutexLock lock(&mu_);
+  if (!terminal_) {
+    *out_ << line << std::endl;
+    return;
+  }
+  *out_ << kClearLine << line << "\n";
+  if (drawn_) Redraw();
+}
+
 void ProgressDisplay::Finish() {
   absl::MutexLock lock(&mu_);
   if (terminal_ && drawn_) *out_ << "\n" << std::flush;

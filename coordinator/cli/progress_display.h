@@ -2,10 +2,11 @@
 // in place (carriage return, clear to the end of the line; failures printed
 // above it as they happen; Tick() keeps elapsed/ETA moving between events),
 // otherwise one plain line per finished trial, so that logs and pipes get
-// no control characters. Thread-safe: OnEvent and Tick may race.
+// no control characters. Thread-safe: OnEvent, Tick and Note may race.
 #pragma once
 
 #include <ostream>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -21,6 +22,9 @@ class ProgressDisplay {
   void OnEvent(const v1::SweepEvent& event);
   // Redraws the status line (a terminal only).
   void Tick();
+  // A line of its own, such as a worker's exit: above the status line on a
+  // terminal (which is then redrawn), as it is otherwise.
+  void Note(const std::string& line);
   // Ends the status line (a terminal only).
   void Finish();
 

@@ -1,7 +1,10 @@
 // `moetune sweep`: submit, watch to the end (progress on stderr), print the
 // results and the winners. Ctrl-C (SIGINT) or SIGTERM cancels the sweep on
 // the coordinator and stops the embedded workers before the CLI exits (130),
-// so nothing is left running or RUNNING behind it.
+// so nothing is left running or RUNNING behind it. When every embedded
+// worker has exited before the sweep ends, nothing would ever run its
+// trials: the sweep is cancelled the same way and the CLI exits 1 with the
+// end of the workers' logs, rather than wait for a worker forever.
 #include <signal.h>
 #include <unistd.h>
 
@@ -12,6 +15,7 @@
 #include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/cli/best_view.h"
@@ -24,24 +28,67 @@
 namespace moetune::cli {
 namespace {
 
+// Lines of each worker's log shown when they have all exited.
+constexpr int kLogTailLines = 5;
+
 std::atomic<bool> g_interrupted{false};
 void OnInterrupt(int) { g_interrupted = true; }
 
-// Streams progress to stderr until the sweep ends, or until interrupted
-// (then the stream is cancelled and ABORTED comes back). A second thread
-// notices the interrupt and keeps a terminal's elapsed time moving.
-absl::Status WatchToEnd(Session& session, int64_t sweep_id) {
+// How watching a sweep ended.
+enum class WatchEnd {
+  kEnded,        // the sweep ended (FINISHED, or cancelled elsewhere)
+  kInterrupted,  // Ctrl-C or SIGTERM
+  kWorkersGone,  // every embedded worker exited: none is left to run it
+  kFailed,       // the stream failed
+};
+
+struct Watched {
+  WatchEnd end = WatchEnd::kEnded;
+  absl::Status status;  // why, for kWorkersGone and kFailed
+};
+
+// The embedded workers (none for a remote coordinator): each one that has
+// exited is said once; not OK when none is left.
+absl::Status CheckWorkers(Session& session, ProgressDisplay& display) {
+  if (session.cluster == nullptr) return absl::OkStatus();
+  std::vector<std::string> exited;
+  const absl::Status status = session.cluster->CheckWorkers(&exited);
+  if (status.ok()) {
+    for (const std::string& line : exited) display.Note("moetune: " + line);
+  }
+  return status;
+}
+
+// Beside the stream, every 50 ms until `done`: an interrupt, or the last
+// embedded worker's exit, cancels the stream (the coordinator would keep
+// the sweep waiting for a worker forever); each second a terminal's elapsed
+// time moves. Returns the workers' status (not OK: it cancelled for them).
+absl::Status Supervise(Session& session, ProgressDisplay& display,
+                       const std::atomic<bool>& done,
+                       grpc::ClientContext& context) {
+  for (int tick = 1; !done && !g_interrupted; ++tick) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (tick % 20 == 0) display.Tick();
+    const absl::Status workers = CheckWorkers(session, display);
+    if (!workers.ok()) {
+      context.TryCancel();
+      return workers;
+    }
+  }
+  if (g_interrupted) context.TryCancel();
+  return absl::OkStatus();
+}
+
+// Streams progress to stderr until the sweep ends, or until Supervise
+// cancels the stream.
+Watched WatchToEnd(Session& session, int64_t sweep_id) {
   grpc::ClientContext context;
   std::atomic<bool> done{false};
   ProgressDisplay display(&std::cerr, isatty(STDERR_FILENO) == 1,
                           RealClock::Get());
-  std::thread interrupter([&] {
-    for (int tick = 1; !done && !g_interrupted; ++tick) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      if (tick % 20 == 0) display.Tick();
-    }
-    if (g_interrupted) context.TryCancel();
-  });
+  absl::Status workers;
+  std::thread supervisor(
+      [&] { workers = Supervise(session, display, done, context); });
   v1::WatchSweepRequest request;
   request.set_sweep_id(sweep_id);
   auto reader = session.stub->WatchSweep(&context, request);
@@ -49,27 +96,59 @@ absl::Status WatchToEnd(Session& session, int64_t sweep_id) {
   while (reader->Read(&event)) display.OnEvent(event);
   const grpc::Status status = reader->Finish();
   done = true;
-  interrupter.join();
+  supervisor.join();
   display.Finish();
-  if (g_interrupted) return absl::AbortedError("interrupted");
-  return FromGrpc(status);
+  if (g_interrupted) return {WatchEnd::kInterrupted, absl::OkStatus()};
+  // A sweep that ended as its last worker exited is reported as it ended.
+  if (status.ok()) return {WatchEnd::kEnded, absl::OkStatus()};
+  if (!workers.ok()) return {WatchEnd::kWorkersGone, workers};
+  return {WatchEnd::kFailed, FromGrpc(status)};
 }
 
-// After an interrupt: the sweep is cancelled (queued trials at once, the
-// running ones at their next heartbeat).
-int Interrupted(Session& session, int64_t sweep_id) {
+// Cancels the sweep as `moetune cancel` does: queued trials at once, the
+// running ones at their next heartbeat; what it recorded stays.
+grpc::Status CancelSweep(Session& session, int64_t sweep_id) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(5));
   v1::CancelSweepRequest request;
   request.set_sweep_id(sweep_id);
   v1::Sweep sweep;
-  const grpc::Status status =
-      session.stub->CancelSweep(&context, request, &sweep);
+  return session.stub->CancelSweep(&context, request, &sweep);
+}
+
+int Interrupted(Session& session, int64_t sweep_id) {
+  const grpc::Status status = CancelSweep(session, sweep_id);
   std::cerr << "moetune: interrupted; sweep " << sweep_id
             << (status.ok() ? " cancelled" : " could not be cancelled: ")
             << (status.ok() ? "" : status.error_message()) << std::endl;
   return 130;
+}
+
+// Every embedded worker exited before the sweep ended (e.g. each refused
+// its --comm_calibration at start): the sweep is cancelled as an interrupt
+// cancels it, and the end of each worker's log says why here, whatever
+// becomes of the logs. Exit 1: the sweep did not succeed.
+int WorkersGone(Session& session, int64_t sweep_id, const absl::Status& why,
+                const CommandOptions& options) {
+  const grpc::Status cancelled = CancelSweep(session, sweep_id);
+  std::cerr << "moetune: " << why.message() << "\n";
+  for (const std::string& log : session.cluster->worker_logs()) {
+    std::cerr << "moetune: the end of " << log << ":\n";
+    for (const std::string& line : LastLines(log, kLogTailLines)) {
+      std::cerr << "  " << line << "\n";
+    }
+  }
+  if (cancelled.ok()) {
+    std::cerr << "moetune: sweep " << sweep_id
+              << " cancelled; what it recorded stays: moetune results --sweep "
+              << sweep_id << " --db " << options.db_path << std::endl;
+  } else {
+    std::cerr << "moetune: sweep " << sweep_id
+              << " could not be cancelled: " << cancelled.error_message()
+              << std::endl;
+  }
+  return 1;
 }
 
 bool AnyDone(const v1::QueryTrialsResponse& trials) {
@@ -134,18 +213,27 @@ int SubmitAndWatch(Session& session, const v1::SweepSpec& spec,
   if (!submitted.ok()) return Fail(submitted.status());
   std::cerr << "moetune: sweep " << submitted->sweep_id() << ": "
             << submitted->trial_count() << " trials" << std::endl;
-  const absl::Status watched = WatchToEnd(session, submitted->sweep_id());
-  if (g_interrupted) return Interrupted(session, submitted->sweep_id());
-  if (!watched.ok()) return Fail(watched);
-  return Report(session, submitted->sweep_id(), options);
+  const int64_t sweep_id = submitted->sweep_id();
+  const Watched watched = WatchToEnd(session, sweep_id);
+  switch (watched.end) {
+    case WatchEnd::kInterrupted:
+      return Interrupted(session, sweep_id);
+    case WatchEnd::kWorkersGone:
+      return WorkersGone(session, sweep_id, watched.status, options);
+    case WatchEnd::kFailed:
+      return Fail(watched.status);
+    case WatchEnd::kEnded:
+      break;
+  }
+  return Report(session, sweep_id, options);
 }
 
 // --comm_calibration is for the embedded workers: a remote coordinator's
 // workers take their own (a sweep would otherwise run without it, silently).
-// A file that cannot be read is refused here: an embedded worker refuses it
-// at start, and the sweep would wait for a worker that never comes. Its
+// A file that cannot be read is refused here, before anything starts. Its
 // contents are the worker's to check (the CLI does not link the worker's
-// library), so a malformed file still costs that wait; the log says why.
+// library): every worker refusing them exits at its start, and the sweep
+// stops with the end of their logs (WorkersGone).
 absl::Status CheckCommCalibration(const CommandOptions& options) {
   const std::string& path = options.comm_calibration;
   if (path.empty()) return absl::OkStatus();
@@ -181,7 +269,10 @@ int CmdSweep(const CommandOptions& options) {
   AnnounceWorkerLogs(*session);
   const int code = SubmitAndWatch(*session, *spec, options);
   if (session->cluster != nullptr) {
-    const bool keep = code != 0 || options.keep_worker_logs;
+    // A worker that exited early explains it in its log, even when the
+    // others carried the sweep to success.
+    const bool keep = code != 0 || options.keep_worker_logs ||
+                      session->cluster->any_worker_exited();
     session->cluster->set_keep_logs(keep);
     if (keep && !session->cluster->worker_logs().empty()) {
       std::cerr << "moetune: worker logs kept (see above)" << std::endl;

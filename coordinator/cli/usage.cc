@@ -22,8 +22,9 @@ std::vector<CommandHelp> MakeCommands() {
        "--format json prints {sweep, results, best}; csv the trials only.",
        {"spec", "format", "gpus", "samples", "keep_worker_logs",
         "comm_calibration"},
-       "0 at least one trial DONE, 1 none succeeded, 2 bad usage or rejected "
-       "spec, 130 interrupted (the sweep is cancelled)"},
+       "0 at least one trial DONE, 1 none succeeded, or every embedded "
+       "worker exited before the end (the sweep is cancelled), 2 bad usage "
+       "or rejected spec, 130 interrupted (the sweep is cancelled)"},
       {"sweeps",
        "sweeps [--format F]",
        "Lists the sweeps, newest first.",

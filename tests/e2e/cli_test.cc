@@ -1,6 +1,7 @@
 // The moetune CLI and the daemons' command lines as users and CI jobs run
 // them: help and version, exit codes, machine-readable output, the
 // regression report, the export file, logs and worker-log hygiene.
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -148,6 +149,41 @@ TEST(CliTest, SweepRefusesACalibrationItCannotHandOn) {
   EXPECT_EQ(remote.exit_code, 2);
   EXPECT_THAT(remote.output, HasSubstr("give it to each moetune-worker"));
   EXPECT_FALSE(fs::exists(dir / "c.db"));
+}
+
+// A calibration whose value the worker refuses stops it at its start. With
+// no worker left the sweep stops too (it used to wait until killed): exit
+// 1 within seconds, the worker's exit and reason, its log kept, and the
+// sweep cancelled in the database like an interrupted one.
+TEST(CliTest, SweepStopsWhenEveryWorkerRefusesItsCalibration) {
+  const fs::path dir = TempDir("cli-calibration-bad");
+  std::ofstream(dir / "ring.json") << R"({"gpus": 2, "fits": [{
+      "allreduce": "ring", "worldSize": 2, "latencyUs": 5000,
+      "busGbps": 100, "points": 4}]})";
+  const auto start = std::chrono::steady_clock::now();
+  // `timeout`: a regression fails here rather than hang the suite.
+  const CommandResult result =
+      RunCommand("TMPDIR=" + dir.string() + " timeout 120 " + kBin + "/" +
+                 CalibrationSweep(dir) + (dir / "ring.json").string());
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_LT(took, std::chrono::seconds(30)) << result.output;
+  EXPECT_THAT(result.output,
+              HasSubstr("every embedded worker has exited: local:cpu (exit "
+                        "code 2; log "));
+  // The end of the log, printed: why the worker refused its start.
+  EXPECT_THAT(result.output,
+              HasSubstr("fits[0].allreduce: 'ring'; allowed: nccl, oneshot"));
+  EXPECT_THAT(result.output, HasSubstr("sweep 1 cancelled"));
+  std::smatch log;
+  ASSERT_TRUE(std::regex_search(result.output, log,
+                                std::regex("worker log (\\S+\\.log)")))
+      << result.output;
+  EXPECT_THAT(ReadFile(log[1].str()), HasSubstr("'ring'")) << "log not kept";
+  const CommandResult sweeps =
+      Stdout("moetune sweeps --format csv --db " + (dir / "c.db").string());
+  EXPECT_THAT(sweeps.output, HasSubstr(",calibrated,ABORTED,"))
+      << sweeps.output;
 }
 
 // Two nights of the same spec, then what a nightly job does with them.

@@ -1,16 +1,21 @@
 // The CLI's embedded workers (coordinator/cli/local_cluster.h): the command
-// line each is started with, and that LocalCluster hands every worker the
-// options' flags (a fake worker binary records its arguments).
+// line each is started with, that LocalCluster hands every worker the
+// options' flags (a fake worker binary records its arguments), and that it
+// notices workers exiting (a fake launcher) and stops only live ones.
 #include "coordinator/cli/local_cluster.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -22,6 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using ::testing::Not;
 
 EmbeddedWorker Worker(const std::string& comm_calibration) {
@@ -102,6 +108,180 @@ TEST(LocalClusterTest, EveryWorkerGetsTheCalibration) {
     }
   }
   fs::remove_all(dir);
+}
+
+// Processes that run until the test says they exit, or until signalled.
+// It fails the test when a pid is polled or signalled after it was reaped
+// (by then the OS may have given it to another process).
+class FakeLauncher final : public ProcessLauncher {
+ public:
+  absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& command,
+                              const std::string& log_path) override {
+    logs_.push_back(log_path);
+    return next_pid_++;
+  }
+  std::optional<ProcessExit> Poll(pid_t pid) override {
+    EXPECT_FALSE(reaped_.contains(pid)) << "polled " << pid << " once reaped";
+    const auto exit = exits_.find(pid);
+    if (exit == exits_.end()) return std::nullopt;
+    reaped_.insert(pid);
+    return exit->second;
+  }
+  void Signal(pid_t pid, int signal) override {
+    EXPECT_FALSE(reaped_.contains(pid)) << "signalled " << pid << " reaped";
+    signals_.emplace_back(pid, signal);
+    exits_.emplace(pid, ProcessExit{true, signal});
+  }
+  void Exit(pid_t pid, ProcessExit exit) { exits_.emplace(pid, exit); }
+
+  static constexpr pid_t kFirstPid = 100;
+  std::vector<std::string> logs_;
+  std::vector<std::pair<pid_t, int>> signals_;
+
+ private:
+  pid_t next_pid_ = kFirstPid;
+  std::map<pid_t, ProcessExit> exits_;
+  std::set<pid_t> reaped_;
+};
+
+class LocalClusterWorkersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) /
+           ("local-cluster-workers-" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Two GPU workers on the fake launcher: pids 100 and 101.
+  std::unique_ptr<LocalCluster> StartTwo() {
+    LocalClusterOptions options;
+    options.db_path = (dir_ / "cluster.db").string();
+    options.start_workers = true;
+    options.worker_binary = "/opt/moetune/moetune-worker";
+    options.worker_log_dir = dir_.string();
+    options.gpu_count = 2;
+    options.launcher = &launcher_;
+    absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
+        LocalCluster::Start(options);
+    EXPECT_TRUE(cluster.ok()) << cluster.status();
+    return cluster.ok() ? *std::move(cluster) : nullptr;
+  }
+
+  fs::path dir_;
+  FakeLauncher launcher_;
+};
+
+TEST_F(LocalClusterWorkersTest, UnavailableOnlyOnceEveryWorkerHasExited) {
+  std::unique_ptr<LocalCluster> cluster = StartTwo();
+  ASSERT_NE(cluster, nullptr);
+  ASSERT_EQ(launcher_.logs_.size(), 2u);
+  std::vector<std::string> exited;
+  EXPECT_TRUE(cluster->CheckWorkers(&exited).ok());
+  EXPECT_THAT(exited, IsEmpty());
+  EXPECT_FALSE(cluster->any_worker_exited());
+
+  launcher_.Exit(FakeLauncher::kFirstPid, ProcessExit{false, 2});
+  EXPECT_TRUE(cluster->CheckWorkers(&exited).ok());  // local:1 still runs
+  EXPECT_THAT(exited, ElementsAre("worker local:0 exited (exit code 2); its "
+                                  "log: " +
+                                  launcher_.logs_[0]));
+  exited.clear();
+  EXPECT_TRUE(cluster->CheckWorkers(&exited).ok());
+  EXPECT_THAT(exited, IsEmpty());  // each exit is said once
+  EXPECT_TRUE(cluster->any_worker_exited());
+
+  launcher_.Exit(FakeLauncher::kFirstPid + 1, ProcessExit{true, SIGKILL});
+  const absl::Status gone = cluster->CheckWorkers(&exited);
+  EXPECT_EQ(gone.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(gone.message(),
+              HasSubstr("every embedded worker has exited: local:0 (exit code "
+                        "2; log " +
+                        launcher_.logs_[0] + "), local:1 (killed by signal 9"));
+  EXPECT_THAT(gone.message(), HasSubstr("; log " + launcher_.logs_[1] + ")"));
+  cluster.reset();
+  EXPECT_THAT(launcher_.signals_, IsEmpty());  // nothing left to stop
+}
+
+TEST_F(LocalClusterWorkersTest, StoppingSignalsOnlyTheWorkersStillRunning) {
+  std::unique_ptr<LocalCluster> cluster = StartTwo();
+  ASSERT_NE(cluster, nullptr);
+  launcher_.Exit(FakeLauncher::kFirstPid, ProcessExit{false, 1});
+  std::vector<std::string> exited;
+  ASSERT_TRUE(cluster->CheckWorkers(&exited).ok());
+  cluster.reset();
+  EXPECT_THAT(launcher_.signals_, ElementsAre(std::make_pair(
+                                      FakeLauncher::kFirstPid + 1, SIGTERM)));
+}
+
+TEST_F(LocalClusterWorkersTest, WithoutWorkersNothingIsMissing) {
+  LocalClusterOptions options;
+  options.db_path = (dir_ / "query.db").string();
+  options.launcher = &launcher_;
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
+      LocalCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  std::vector<std::string> exited;
+  EXPECT_TRUE((*cluster)->CheckWorkers(&exited).ok());
+  EXPECT_THAT(launcher_.logs_, IsEmpty());
+}
+
+// The real launcher: a worker binary that fails at once is seen to exit,
+// with its exit code, and its log is kept when asked.
+TEST_F(LocalClusterWorkersTest, ARealWorkerThatExitsAtStartIsNoticed) {
+  const fs::path script = dir_ / "failing-worker.sh";
+  std::ofstream(script) << "#!/bin/sh\necho 'bad value' >&2\nexit 3\n";
+  fs::permissions(script, fs::perms::owner_all);
+  LocalClusterOptions options;
+  options.db_path = (dir_ / "real.db").string();
+  options.start_workers = true;
+  options.worker_binary = script.string();
+  options.worker_log_dir = dir_.string();
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
+      LocalCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  (*cluster)->set_keep_logs(true);
+  const std::string log = (*cluster)->worker_logs().at(0);
+  absl::Status status;
+  std::vector<std::string> exited;
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((status = (*cluster)->CheckWorkers(&exited)).ok() &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_THAT(status.message(), HasSubstr("local:cpu (exit code 3; log "));
+  cluster->reset();
+  EXPECT_THAT(LastLines(log, 5), ElementsAre("bad value"));
+}
+
+TEST(LastLinesTest, KeepsTheEndOfTheFileInWholeLines) {
+  const fs::path path = fs::path(::testing::TempDir()) /
+                        ("last-lines-" + std::to_string(getpid()) + ".log");
+  std::ofstream(path) << "one\ntwo\nthree\nfour\n\n";
+  EXPECT_THAT(LastLines(path.string(), 2), ElementsAre("three", "four"));
+  EXPECT_THAT(LastLines(path.string(), 9),
+              ElementsAre("one", "two", "three", "four"));
+  {
+    // Past what is read of a long log, the first line kept is whole.
+    std::ofstream long_log(path);
+    for (int i = 0; i < 2000; ++i) long_log << std::string(99, 'x') << "\n";
+    long_log << "the end";
+  }
+  const std::vector<std::string> lines = LastLines(path.string(), 100000);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.front(), std::string(99, 'x'));
+  EXPECT_EQ(lines.back(), "the end");
+  fs::remove(path);
+  EXPECT_THAT(LastLines(path.string(), 5), IsEmpty());
+}
+
+TEST(DescribeExitTest, SaysHowTheProcessEnded) {
+  EXPECT_EQ(DescribeExit(ProcessExit{false, 2}), "exit code 2");
+  EXPECT_EQ(DescribeExit(ProcessExit{true, SIGKILL}),
+            "killed by signal 9 (Killed)");
+  EXPECT_EQ(DescribeExit(ProcessExit{false, -1}), "exit status unknown");
 }
 
 }  // namespace

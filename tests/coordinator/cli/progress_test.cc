@@ -106,6 +106,22 @@ TEST(ProgressDisplayTest, OnATerminalOnlyFailuresStayAboveTheLine) {
   EXPECT_THAT(out.str(), HasSubstr("INCORRECT"));
 }
 
+TEST(ProgressDisplayTest, NotesGoAboveTheLineOnATerminal) {
+  FakeClock clock(0);
+  std::ostringstream terminal;
+  ProgressDisplay display(&terminal, /*terminal=*/true, &clock);
+  display.OnEvent(Snapshot(2, 2, 0));
+  display.Note("moetune: worker local:1 exited (exit code 2)");
+  EXPECT_EQ(terminal.str(),
+            "\r\x1b[K[0/2] running 0, failed 0, elapsed 0s, ETA ?"
+            "\r\x1b[Kmoetune: worker local:1 exited (exit code 2)\n"
+            "\r\x1b[K[0/2] running 0, failed 0, elapsed 0s, ETA ?");
+  std::ostringstream plain;
+  ProgressDisplay lines(&plain, /*terminal=*/false, &clock);
+  lines.Note("moetune: worker local:1 exited (exit code 2)");
+  EXPECT_EQ(plain.str(), "moetune: worker local:1 exited (exit code 2)\n");
+}
+
 TEST(ProgressTrackerTest, UnavailableTrialsDoNotSpeedUpTheEta) {
   ProgressTracker tracker(0);
   tracker.OnEvent(Snapshot(5, 5, 0));
