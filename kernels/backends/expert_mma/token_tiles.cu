@@ -85,8 +85,8 @@ __global__ void __launch_bounds__(kThreads)
     const int place = g.tables.place[p], tile = place / kTileTokens,
               n = place % kTileTokens;
     src_s[threadIdx.x] = g.x16 + static_cast<int64_t>(g.tok_list[p]) * k;
-    dst_s[threadIdx.x] = static_cast<int64_t>(tile) * kTileTokens * k +
-                         static_cast<int64_t>(n / 8) * 8 * k + (n % 8) * 8;
+    dst_s[threadIdx.x] =
+        static_cast<int64_t>(tile) * kTileTokens * k + TilePieceOffset(n, 0, k);
   }
   __syncthreads();
   const int rows = min(kRowsPerBlock, positions - p0);
@@ -96,10 +96,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int i = i0 + u * kThreads, r = i % kRowsPerBlock;
-      const int pc = i / kRowsPerBlock, j = pc / 2;
+      const int pc = i / kRowsPerBlock;
       if (i >= items || r >= rows) continue;
-      const __half* __restrict__ src =
-          src_s[r] + (j / 4) * 64 + (j % 4) * 4 + 2 * (pc % 2);
+      const __half* __restrict__ src = src_s[r] + TilePieceK(pc, 0);
       v[u].x = __ldg(reinterpret_cast<const uint32_t*>(src));
       v[u].y = __ldg(reinterpret_cast<const uint32_t*>(src + 16));
       v[u].z = __ldg(reinterpret_cast<const uint32_t*>(src + 32));
@@ -109,8 +108,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int u = 0; u < kUnroll; ++u) {
       const int i = i0 + u * kThreads, r = i % kRowsPerBlock;
       if (i >= items || r >= rows) continue;
-      const int64_t pc = i / kRowsPerBlock;
-      *reinterpret_cast<uint4*>(g.xb + dst_s[r] + pc * 64) = v[u];
+      const int64_t piece = TilePieceOffset(0, i / kRowsPerBlock, k);
+      *reinterpret_cast<uint4*>(g.xb + dst_s[r] + piece) = v[u];
     }
   }
 }
