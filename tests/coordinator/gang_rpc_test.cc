@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/coordinator/loopback_options.h"
 #include "tests/coordinator/test_helpers.h"
 #include "worker/grpc_gang_rendezvous.h"
 
@@ -23,13 +24,7 @@ using ::testing::HasSubstr;
 class GangRpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.worker_listen = "127.0.0.1:0";
-    options.db_path = ":memory:";
-    options.scheduler.lease_ms = 5000;
-    options.scheduler.heartbeat_interval_ms = 100;
-    server_ = *CoordinatorServer::Start(options, RealClock::Get());
+    server_ = *CoordinatorServer::Start(LoopbackOptions(), RealClock::Get());
     channel_ = grpc::CreateChannel(server_->worker_address(),
                                    grpc::InsecureChannelCredentials());
     workers_ = v1::WorkerControl::NewStub(channel_);

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "kernels/backends/cpu/cpu_registry.h"
 #include "kernels/backends/registry.h"
+#include "tests/coordinator/loopback_options.h"
 #include "tests/coordinator/test_helpers.h"
 #include "worker/agent.h"
 #include "worker/cpu_backend.h"
@@ -36,16 +37,6 @@ v1::SweepSpec TinySpec() {
   spec.mutable_measurement()->set_iterations(3);
   spec.mutable_measurement()->set_warmup_iterations(1);
   return spec;
-}
-
-ServerOptions LoopbackOptions() {
-  ServerOptions options;
-  options.listen = "127.0.0.1:0";
-  options.worker_listen = "127.0.0.1:0";
-  options.db_path = ":memory:";
-  options.scheduler.lease_ms = 5000;
-  options.scheduler.heartbeat_interval_ms = 100;
-  return options;
 }
 
 class ServiceTest : public ::testing::Test {
