@@ -272,13 +272,19 @@ void RunConfig(const Flags& f, const MoeProblem& p, const Config& c,
   std::fflush(stdout);
 }
 
+// Whether backend `name` takes `batch` tokens (its descriptor's max_batch).
+bool TakesBatch(const std::string& name, int batch) {
+  const backends::BackendDescriptor* info = backends::FindBackend(name);
+  return info == nullptr || info->max_batch <= 0 || batch <= info->max_batch;
+}
+
 // The trusted path's output for p (every layer of the chain), from a run of
 // the first backend that can take the batch.
 bool TrustedOutput(const Flags& f, const MoeProblem& p, std::vector<float>* ref,
                    int* distinct) {
   for (const std::string backend :
        {"fused_gemv", "grouped_mma", "dequant_cublas"}) {
-    if (backend == "fused_gemv" && p.batch > 64) continue;
+    if (!TakesBatch(backend, p.batch)) continue;
     MoeRunOptions o;
     o.backend = backend;
     o.iterations = 1;
@@ -332,6 +338,26 @@ bool CheckTrusted(const Flags& f, const MoeProblem& p,
       "(bound %.0e): %s\n",
       cpu.size(), worst, kTrustedTolerance, ok ? "ok" : "WRONG");
   return ok;
+}
+
+// One batch under one routing: the trusted output (checked against the CPU),
+// then every configuration that takes the batch. False when no trusted path
+// ran.
+bool RunBatch(const Flags& f, const MoeProblem& p, const std::string& routing,
+              double bw, bool* header, Totals* totals) {
+  std::vector<float> ref;
+  int distinct = 0;
+  if (!TrustedOutput(f, p, &ref, &distinct)) return false;
+  std::printf("batch %d, %s routing: %d distinct routed experts\n", p.batch,
+              routing.c_str(), distinct);
+  if (f.cpu_check && !CheckTrusted(f, p, ref)) ++totals->wrong_configs;
+  if (!*header) PrintHeader();
+  *header = true;
+  for (const Config& c : Configs(f)) {
+    if (!TakesBatch(c.backend, p.batch)) continue;  // fused_gemv_fp8: 1
+    RunConfig(f, p, c, bw, ref, totals);
+  }
+  return true;
 }
 
 void PrintDevice(const DeviceInfo& d) {
@@ -394,21 +420,9 @@ int Main(int argc, char** argv) {
   bool header = false;
   for (const std::string& routing : f.routings) {
     for (int batch : f.batches) {
-      const MoeProblem p = MakeProblem(f, batch, routing);
-      std::vector<float> ref;
-      int distinct = 0;
-      if (!TrustedOutput(f, p, &ref, &distinct)) return 2;
-      std::printf("batch %d, %s routing: %d distinct routed experts\n", batch,
-                  routing.c_str(), distinct);
-      if (f.cpu_check && !CheckTrusted(f, p, ref)) ++totals.wrong_configs;
-      if (!header) PrintHeader();
-      header = true;
-      for (const Config& c : Configs(f)) {
-        const backends::BackendDescriptor* info =
-            backends::FindBackend(c.backend);
-        if (info != nullptr && info->max_batch > 0 && batch > info->max_batch)
-          continue;  // fused_gemv_fp8: batch 1 only
-        RunConfig(f, p, c, bw, ref, &totals);
+      if (!RunBatch(f, MakeProblem(f, batch, routing), routing, bw, &header,
+                    &totals)) {
+        return 2;
       }
     }
   }
