@@ -81,11 +81,9 @@ __device__ __forceinline__ void Wgmma(float (&d)[4], const uint32_t (&a)[4],
 #endif
 }
 // B of one k32 step at shared address `addr`: K-major, no swizzle, core
-// matrices 128 bytes apart along K (leading byte offset), one along N.
+// matrices 128 bytes apart along K, one along N (its stride unused).
 __device__ __forceinline__ uint64_t BDescriptor(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
-         (static_cast<uint64_t>(128 >> 4) << 16) |
-         (static_cast<uint64_t>(256 >> 4) << 32);
+  return NoSwizzleDescriptor<128, 256>(addr);
 }
 template <int kRT>
 __device__ void StartFp8Run(const MmaJob& j, const Cursor& u, Fp8Run& run,

@@ -37,7 +37,7 @@ using namespace mma_detail;
 
 constexpr int kConsumerWarps = 4;                    // one warpgroup
 constexpr int kThreads = (kConsumerWarps + 1) * 32;  // + the producer
-constexpr int kBStepBytes = 256;         // one k16 step of 8 tokens
+constexpr int kBStepBytes = 256;                     // one k16 step of 8 tokens
 
 // Blocks an SM; the ring gets what is left of the SM's shared memory.
 // 128x128 fits 4 with 2 stages each; 128x256 was faster as 2 blocks of 3
@@ -57,8 +57,8 @@ struct WgStage {
   static constexpr int kBGroupBytes = kCPS * 4 * kBStepBytes;  // 8 tokens
   static constexpr int kBytes =
       kCodeBytes + kScaleBytes + kTileGroups * kBGroupBytes;
-  static constexpr int kRingBudget =
-      kSmemPerSm / WgBlocksPerSm<kRT, kCPS>() - 1024 - 4096;  // - reserve, tables
+  static constexpr int kRingBudget = kSmemPerSm / WgBlocksPerSm<kRT, kCPS>() -
+                                     1024 - 4096;  // - reserve, tables
   static constexpr int kRaw = kRingBudget / kBytes;
   static constexpr int kCount = kRaw < 2 ? 2 : kRaw > 6 ? 6 : kRaw;
   static_assert(kRT * kCPS % 2 == 0, "the A registers alternate in pairs");
@@ -216,15 +216,6 @@ __device__ void Produce(const WgJob& j, const SmemTables& t, int slots,
   }
 }
 
-// B of one k16 step: K-major, no swizzle; the step's two K halves 128 bytes
-// apart (leading byte offset), token groups kBGroupBytes apart (stride).
-template <int kGroupBytes>
-__device__ __forceinline__ uint64_t BDesc(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
-         (static_cast<uint64_t>(128 >> 4) << 16) |
-         (static_cast<uint64_t>(kGroupBytes >> 4) << 32);
-}
-
 // d (+)= A (this warp's 16 rows, fp16 registers) x B (8 kNG tokens).
 template <int kNG>
 __device__ __forceinline__ void WgmmaF16(float (&d)[16], const uint32_t (&a)[4],
@@ -342,7 +333,10 @@ __device__ void ComputeStage(const uint8_t* stage, uint32_t b_addr, int ks,
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
       WgmmaF16<kNG>(d[rt], a[g % 3][m],
-                    BDesc<S::kBGroupBytes>(b_addr + (q * 4 + m) * kBStepBytes),
+                    // B of step 4 q + m: its two K halves 128 bytes apart,
+                    // token groups kBGroupBytes apart.
+                    NoSwizzleDescriptor<128, S::kBGroupBytes>(
+                        b_addr + (q * 4 + m) * kBStepBytes),
                     ks == 0 && q == 0 && m == 0 ? 0 : 1);
     }
     WgmmaCommit();

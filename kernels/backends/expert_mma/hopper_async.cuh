@@ -102,4 +102,14 @@ __device__ __forceinline__ void BulkCopyWithPolicy(void* dst, const void* src,
       : "memory");
 }
 
+// The wgmma descriptor of a K-major operand in shared memory at `addr`, no
+// swizzle: core matrices (8 rows x 16 bytes) kLeading bytes apart along K
+// (leading byte offset) and kStride bytes apart along M or N (stride).
+template <int kLeading, int kStride>
+__device__ __forceinline__ uint64_t NoSwizzleDescriptor(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
+         (static_cast<uint64_t>(kLeading >> 4) << 16) |
+         (static_cast<uint64_t>(kStride >> 4) << 32);
+}
+
 }  // namespace moetune::gpu::mma_detail
