@@ -83,6 +83,10 @@ struct StepRunOptions {
   std::string backend;  // the MoE layers' backend
   int block_n = 0, block_k = 0;
   bool cuda_graph = false;  // the whole step captured in one graph
+  // The step's own kernels launched overlapped, each scheduled while the one
+  // before it finishes (kernels/cuda/overlap_launch.cuh); off: each waits
+  // for the previous to drain.
+  bool overlap_launches = true;
   int warmup = 3;
   int iterations = 20;
   int device = 0;

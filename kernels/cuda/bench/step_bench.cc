@@ -12,11 +12,15 @@
 //       [--backend=fused_gemv] [--rank=0] [--iterations=20]
 //       [--warmup=3] [--preset=glm5] [--device=D]
 //       [--kv_cache_dtype=bf16,fp8] [--quantization=default,all_nvfp4]
+//       [--overlap=on|off|both]
 // --kv_cache_dtype: the latent cache's formats (bf16; fp8: E4M3 with an
 // FP32 scale a 128 values, BF16 rope). --quantization: the weight maps
 // (default: NVFP4 MLPs, BF16 attention and lm_head; all_nvfp4: attention
 // and lm_head NVFP4 too; attention_nvfp4, lm_head_nvfp4, dense_bf16: one
-// group changed).
+// group changed). --overlap: the step's kernels launched overlapped (each
+// scheduled while the one before it finishes; StepRunOptions::
+// overlap_launches) or each after the previous has drained; both: side by
+// side.
 // A layout is tpN or epN: N ranks, the MoE split N ways by TP or by EP
 // (attention, the dense MLP and lm_head are split over the N ranks in
 // both). A configuration whose shard does not fit is reported, not run.
@@ -40,6 +44,7 @@ struct Flags {
   std::vector<int> batches = {1, 8, 32};
   std::vector<int> contexts = {4096, 32768};
   std::string graph = "both", backend = "fused_gemv", preset = "glm5";
+  std::string overlap = "on";
   std::vector<std::string> kv_dtypes = {"bf16"}, quantizations = {"default"};
   int layers = 0, rank = 0, iterations = 20, warmup = 3, device = 0;
 };
@@ -63,6 +68,8 @@ bool ParseFlag(const std::string& arg, Flags* f) {
     f->contexts = Ints(value);
   else if (key == "graph")
     f->graph = value;
+  else if (key == "overlap")
+    f->overlap = value;
   else if (key == "backend")
     f->backend = value;
   else if (key == "preset")
@@ -134,6 +141,13 @@ bool FormatsFlagsOk(const Flags& f) {
   return true;
 }
 
+bool ModeFlagOk(const char* name, const std::string& value) {
+  if (value == "on" || value == "off" || value == "both") return true;
+  std::fprintf(stderr, "--%s=%s: not allowed; allowed: on, off, both\n", name,
+               value.c_str());
+  return false;
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -196,22 +210,29 @@ std::string FormatName(const ref::StepSpec& spec) {
   return "mixed";
 }
 
+// How the step is launched: one graph or eager; overlapped or not.
+struct Mode {
+  bool graph = false, overlap = false;
+};
+
 // Runs one configuration; false when its result is wrong.
 bool RunOne(const Flags& f, const ref::StepSpec& spec,
-            const std::string& layout, bool graph, double read_gbps) {
+            const std::string& layout, const Mode& mode, double read_gbps) {
   StepRunOptions o;
   o.backend = f.backend;
-  o.cuda_graph = graph;
+  o.cuda_graph = mode.graph;
+  o.overlap_launches = mode.overlap;
   o.warmup = f.warmup;
   o.iterations = f.iterations;
   o.device = f.device;
   o.compute_reference = true;
   o.profile_parts = true;
   const StepRunResult r = RunDecodeStep(MakeStepProblem(spec), o);
-  std::printf("%-5s %-15s %-4s %5d %6d %-5s ", layout.c_str(),
+  std::printf("%-5s %-15s %-4s %5d %6d %-5s %-7s ", layout.c_str(),
               FormatName(spec).c_str(),
               spec.kv_cache == ref::KvCacheDtype::kFp8E4M3 ? "fp8" : "bf16",
-              spec.batch, spec.context, graph ? "on" : "off");
+              spec.batch, spec.context, mode.graph ? "on" : "off",
+              mode.overlap ? "on" : "off");
   if (r.status != RunStatus::kOk) {
     std::printf("not run: %s\n", r.message.c_str());
     return r.status == RunStatus::kCannotImplement;
@@ -233,17 +254,23 @@ bool RunOne(const Flags& f, const ref::StepSpec& spec,
   return ok;
 }
 
-// Every map, cache dtype and graph mode of one layout, batch and context.
+// Whether an on|off|both flag asks for `on`.
+bool Wanted(const std::string& flag, bool on) {
+  return flag == "both" || flag == (on ? "on" : "off");
+}
+
+// Every map, cache dtype and launch mode of one layout, batch and context.
 bool RunFormats(const Flags& f, ref::StepSpec spec, const std::string& layout,
                 double read_gbps) {
   bool all_ok = true;
   for (const std::string& q : f.quantizations) {
     for (const std::string& kv : f.kv_dtypes) {
       ApplyFormats(q, kv, &spec);
-      for (bool graph : {false, true}) {
-        if ((graph && f.graph == "off") || (!graph && f.graph == "on"))
+      for (int m = 0; m < 4; ++m) {
+        const Mode mode{(m & 2) != 0, (m & 1) != 0};
+        if (!Wanted(f.graph, mode.graph) || !Wanted(f.overlap, mode.overlap))
           continue;
-        all_ok = RunOne(f, spec, layout, graph, read_gbps) && all_ok;
+        all_ok = RunOne(f, spec, layout, mode, read_gbps) && all_ok;
       }
     }
   }
@@ -251,7 +278,10 @@ bool RunFormats(const Flags& f, ref::StepSpec spec, const std::string& layout,
 }
 
 int Main(const Flags& f) {
-  if (!FormatsFlagsOk(f)) return 2;
+  if (!FormatsFlagsOk(f) || !ModeFlagOk("graph", f.graph) ||
+      !ModeFlagOk("overlap", f.overlap)) {
+    return 2;
+  }
   for (const std::string& layout : f.layouts) {
     if (LayoutShard(layout, f.rank).tp == 0) {
       std::fprintf(stderr,
@@ -277,9 +307,10 @@ int Main(const Flags& f) {
               config->name.c_str(),
               f.layers > 0 ? f.layers : config->num_layers, f.backend.c_str(),
               f.rank, read_gbps);
-  std::printf("%-5s %-15s %-4s %5s %6s %-5s %10s %9s %7s %7s %7s %7s %9s\n",
-              "lay", "quantization", "kv", "batch", "ctx", "graph", "median_us",
-              "floor_us", "eff", "kernels", "w_GiB", "kv_GiB", "rel_err");
+  std::printf(
+      "%-5s %-15s %-4s %5s %6s %-5s %-7s %10s %9s %7s %7s %7s %7s %9s\n", "lay",
+      "quantization", "kv", "batch", "ctx", "graph", "overlap", "median_us",
+      "floor_us", "eff", "kernels", "w_GiB", "kv_GiB", "rel_err");
   bool all_ok = true;
   for (const std::string& layout : f.layouts) {
     for (int batch : f.batches) {

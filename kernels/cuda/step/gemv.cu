@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/cuda/overlap_launch.cuh"
 #include "kernels/cuda/step/gemv.cuh"
 #include "kernels/cuda/step/reduce.cuh"
 #include "kernels/model/nvfp4_format.h"
@@ -81,6 +82,11 @@ __global__ void GemvBf16Kernel(Bf16Gemv g, int ks) {
   const bool live = r < g.rows;
   const GemvRow row = RowOf(g, live ? r : 0);
   const int chunks = g.k / 8, stride = 32 * ks;
+  // The weights are no kernel's output: they stream into L2 while the
+  // kernel before this one finishes (overlap_launch.cuh).
+  LetNextKernelStart();
+  if (live && part == 0 && lane == 0) PrefetchToL2(row.w, g.k * 2);
+  WaitForPriorKernels();
   for (int b0 = 0; b0 < g.batch; b0 += NB) {
     const int nb = min(NB, g.batch - b0);
     float acc[NB] = {};
@@ -147,6 +153,9 @@ __global__ void GemvNvfp4Kernel(Nvfp4Gemv g) {
   const uint16_t* scales =
       reinterpret_cast<const uint16_t*>(g.scales + w_row * (g.k / 16));
   const int pairs = g.k / 32;
+  LetNextKernelStart();  // the codes stream in before the input is ready
+  if (lane == 0) PrefetchToL2(codes, g.k / 2);
+  WaitForPriorKernels();
   for (int b0 = 0; b0 < g.batch; b0 += kGemvBatchChunk) {
     const int nb = min(kGemvBatchChunk, g.batch - b0);
     float acc[kGemvBatchChunk] = {};
@@ -190,6 +199,7 @@ __device__ __forceinline__ float Nvfp4Unscaled(const uint8_t* codes,
 // Block (head, sequence, 32 latent columns): 8 warps each sum every 8th row
 // of W_UK for the columns (a lane a column: coalesced), then one adds them.
 __global__ void AbsorbQueryKernel(AbsorbQuery a) {
+  EnterAfterPriorKernels();
   __shared__ float partial[kAbsorbGroups][kAbsorbColumns + 1];
   const int h = blockIdx.x, b = blockIdx.y;
   const int col = threadIdx.x % kAbsorbColumns;
@@ -224,7 +234,7 @@ __global__ void AbsorbQueryKernel(AbsorbQuery a) {
 constexpr int kGemvTargetWarps = 4096;
 
 template <int NB>
-void LaunchGemvBf16Nb(const Bf16Gemv& g, cudaStream_t stream) {
+GpuStatus LaunchGemvBf16Nb(const Bf16Gemv& g, cudaStream_t stream) {
   int ks = 1;
   while (ks < kWarpsPerBlock && int64_t{g.rows} * ks < kGemvTargetWarps &&
          g.k / 8 >= 64 * ks) {
@@ -232,7 +242,8 @@ void LaunchGemvBf16Nb(const Bf16Gemv& g, cudaStream_t stream) {
   }
   const int rows_per_block = kWarpsPerBlock / ks;
   const int blocks = (g.rows + rows_per_block - 1) / rows_per_block;
-  GemvBf16Kernel<NB><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(g, ks);
+  return LaunchOverlapped(GemvBf16Kernel<NB>, blocks, 32 * kWarpsPerBlock, 0,
+                          stream, g, ks);
 }
 
 void AddGemvSegment(Bf16Gemv* g, int rows, float* y, int64_t y_stride) {
@@ -255,17 +266,10 @@ GpuStatus LaunchGemvBf16(const Bf16Gemv& given, cudaStream_t stream) {
                     std::to_string(Bf16Gemv::kMaxSegments) + " segments");
   }
   if (g.rows_per_x == 0) g.rows_per_x = g.rows;
-  if (g.batch >= 8) {
-    LaunchGemvBf16Nb<8>(g, stream);
-  } else if (g.batch >= 4) {
-    LaunchGemvBf16Nb<4>(g, stream);
-  } else if (g.batch >= 2) {
-    LaunchGemvBf16Nb<2>(g, stream);
-  } else {
-    LaunchGemvBf16Nb<1>(g, stream);
-  }
-  MG_CHECK_LAUNCH();
-  return OkStatus();
+  if (g.batch >= 8) return LaunchGemvBf16Nb<8>(g, stream);
+  if (g.batch >= 4) return LaunchGemvBf16Nb<4>(g, stream);
+  if (g.batch >= 2) return LaunchGemvBf16Nb<2>(g, stream);
+  return LaunchGemvBf16Nb<1>(g, stream);
 }
 
 GpuStatus LaunchGemvNvfp4(const Nvfp4Gemv& given, cudaStream_t stream) {
@@ -278,17 +282,15 @@ GpuStatus LaunchGemvNvfp4(const Nvfp4Gemv& given, cudaStream_t stream) {
                     std::to_string(g.k));
   }
   const int blocks = (g.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  GemvNvfp4Kernel<<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(g);
-  MG_CHECK_LAUNCH();
-  return OkStatus();
+  return LaunchOverlapped(GemvNvfp4Kernel, blocks, 32 * kWarpsPerBlock, 0,
+                          stream, g);
 }
 
 GpuStatus LaunchAbsorbQuery(const AbsorbQuery& a, cudaStream_t stream) {
   const int column_blocks = (a.kv_lora + kAbsorbColumns - 1) / kAbsorbColumns;
-  AbsorbQueryKernel<<<dim3(a.heads, a.batch, column_blocks),
-                      kAbsorbColumns * kAbsorbGroups, 0, stream>>>(a);
-  MG_CHECK_LAUNCH();
-  return OkStatus();
+  return LaunchOverlapped(AbsorbQueryKernel,
+                          dim3(a.heads, a.batch, column_blocks),
+                          kAbsorbColumns * kAbsorbGroups, 0, stream, a);
 }
 
 }  // namespace moetune::gpu

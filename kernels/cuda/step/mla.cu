@@ -4,6 +4,7 @@
 #include <atomic>
 #include <string>
 
+#include "kernels/cuda/overlap_launch.cuh"
 #include "kernels/cuda/step/mla.cuh"
 #include "kernels/cuda/step/reduce.cuh"
 #include "kernels/model/kv_fp8_format.h"
@@ -60,6 +61,7 @@ __device__ void StageIndexQueries(const IndexerScores& s, int b, int qrow,
 
 __global__ void __launch_bounds__(kScoreBlock)
     IndexerScoresKernel(IndexerScores s) {
+  EnterAfterPriorKernels();
   extern __shared__ float4 shared4[];
   const int qrow = s.dim + 4;
   float* q = reinterpret_cast<float*>(shared4);  // [32][qrow]
@@ -150,9 +152,42 @@ __device__ int DigitHolding(const int* hist, int remaining, int* digit) {
   return remaining;
 }
 
+// Where the top-k reads its keys: staged in shared memory (the scores read
+// once, kTopKLoads loads in flight a thread) or, for a context past
+// kTopKStagedMax, from the scores in each pass.
+constexpr int kTopKLoads = 8;
+constexpr int kTopKStagedMax = 50 * 1024;  // 200 KB of keys
+
+template <bool kStaged>
+struct TopKKeys {
+  const float* scores;
+  const uint32_t* staged;
+  __device__ uint32_t operator()(int i) const {
+    return kStaged ? staged[i] : OrderKey(scores[i]);
+  }
+};
+
+__device__ void StageKeys(const float* scores, int n, uint32_t* keys) {
+  for (int base = threadIdx.x; base < n; base += kTopKLoads * blockDim.x) {
+    float loaded[kTopKLoads];
+#pragma unroll
+    for (int u = 0; u < kTopKLoads; ++u) {
+      const int i = base + u * blockDim.x;
+      loaded[u] = i < n ? scores[i] : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kTopKLoads; ++u) {
+      const int i = base + u * blockDim.x;
+      if (i < n) keys[i] = OrderKey(loaded[u]);
+    }
+  }
+  __syncthreads();
+}
+
 // The k-th largest key among n (radix select, 8 bits a pass, most
 // significant first); *equal_taken = how many keys equal to it are kept.
-__device__ uint32_t KthKey(const float* scores, int n, int k, int* hist,
+template <typename Keys>
+__device__ uint32_t KthKey(const Keys& keys, int n, int k, int* hist,
                            int* equal_taken) {
   __shared__ uint32_t prefix_s;
   __shared__ int remaining_s;
@@ -169,7 +204,7 @@ __device__ uint32_t KthKey(const float* scores, int n, int k, int* hist,
     // bytes: plain atomics on one bin would serialize the whole pass).
     for (int base = 0; base < n; base += blockDim.x) {
       const int i = base + threadIdx.x;
-      const uint32_t key = i < n ? OrderKey(scores[i]) : 0;
+      const uint32_t key = i < n ? keys(i) : 0;
       const int digit =
           (i < n && (key & mask) == prefix) ? int((key >> shift) & 255u) : -1;
       const unsigned peers = __match_any_sync(0xffffffffu, digit);
@@ -219,9 +254,12 @@ __device__ int BlockExclusiveScan(int flag, int* scratch, int* total) {
   return inclusive - flag + (warp > 0 ? scratch[warp - 1] : 0);
 }
 
-// One block a sequence.
+// One block a sequence; kStaged: its keys in dynamic shared memory.
+template <bool kStaged>
 __global__ void TopKKernel(const float* all_scores, int n, int k, int* kept,
                            int* kept_n) {
+  EnterAfterPriorKernels();
+  extern __shared__ uint32_t staged_keys[];
   __shared__ int hist[256];
   __shared__ int scratch[32];
   const float* scores = all_scores + static_cast<int64_t>(blockIdx.x) * n;
@@ -231,12 +269,14 @@ __global__ void TopKKernel(const float* all_scores, int n, int k, int* kept,
     if (threadIdx.x == 0) kept_n[blockIdx.x] = n;
     return;
   }
+  if (kStaged) StageKeys(scores, n, staged_keys);
+  const TopKKeys<kStaged> keys{scores, staged_keys};
   int equal_quota = 0;
-  const uint32_t kth = KthKey(scores, n, k, hist, &equal_quota);
+  const uint32_t kth = KthKey(keys, n, k, hist, &equal_quota);
   int written = 0, equal_seen = 0;
   for (int base = 0; base < n; base += blockDim.x) {
     const int i = base + threadIdx.x;
-    const uint32_t key = i < n ? OrderKey(scores[i]) : 0;
+    const uint32_t key = i < n ? keys(i) : 0;
     const int equal = (i < n && key == kth) ? 1 : 0;
     int equal_total = 0;
     const int equal_before = BlockExclusiveScan(equal, scratch, &equal_total);
@@ -463,6 +503,7 @@ __device__ void ScoreKept(const float* query, const float* entry, int dim,
 // each head's partial softmax: its max, sum and weighted latent values.
 template <bool kFp8>
 __global__ void SparseAttentionSplitKernel(SparseAttention a, int hg) {
+  EnterAfterPriorKernels();
   extern __shared__ float4 shared4[];
   float* shared = reinterpret_cast<float*>(shared4);
   const int dim = a.kv_lora + a.rope, row = EntryRow(dim);
@@ -543,6 +584,7 @@ constexpr int kCombineGroups = kAttentionThreads / kCombineColumns;
 // the block's columns (a thread a column: coalesced) and meet in shared
 // memory. Several blocks a head: the partials are read by the whole GPU.
 __global__ void SparseAttentionCombineKernel(SparseAttention a, int splits) {
+  EnterAfterPriorKernels();
   extern __shared__ float weight[];  // [splits]
   __shared__ float scratch[32];
   __shared__ float sums[kCombineGroups][kCombineColumns];
@@ -576,19 +618,28 @@ __global__ void SparseAttentionCombineKernel(SparseAttention a, int splits) {
   a.out_lat[(static_cast<int64_t>(b) * a.heads + h) * a.kv_lora + j] = acc / l;
 }
 
+// Raises a kernel's dynamic shared memory limit to `smem` once it is asked
+// for more than *allowed (the kernel's own record: the attribute is the
+// kernel's).
+template <typename Kernel>
+GpuStatus AllowSharedMemory(Kernel kernel, size_t smem,
+                            std::atomic<size_t>* allowed) {
+  if (smem > allowed->load()) {
+    MG_CUDA(cudaFuncSetAttribute(kernel,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(smem)));
+    *allowed = smem;
+  }
+  return OkStatus();
+}
+
 // Raises the split kernel's dynamic shared memory limit once to the largest
 // size asked for, not on every launch (the eager step launches it once a
 // layer): one record per instance (each is a kernel of its own).
 template <bool kFp8>
 GpuStatus AllowSplitSharedMemory(size_t smem) {
   static std::atomic<size_t> allowed{48 * 1024};
-  if (smem > allowed.load()) {
-    MG_CUDA(cudaFuncSetAttribute(SparseAttentionSplitKernel<kFp8>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(smem)));
-    allowed = smem;
-  }
-  return OkStatus();
+  return AllowSharedMemory(SparseAttentionSplitKernel<kFp8>, smem, &allowed);
 }
 
 }  // namespace
@@ -604,16 +655,21 @@ GpuStatus LaunchIndexerScores(const IndexerScores& s, cudaStream_t stream) {
   const int blocks = (s.context + 1 + per_block - 1) / per_block;
   const size_t smem =
       sizeof(float) * kMaxIndexHeads * (static_cast<size_t>(s.dim) + 5);
-  IndexerScoresKernel<<<dim3(blocks, s.batch), kScoreBlock, smem, stream>>>(s);
-  MG_CHECK_LAUNCH();
-  return OkStatus();
+  return LaunchOverlapped(IndexerScoresKernel, dim3(blocks, s.batch),
+                          kScoreBlock, smem, stream, s);
 }
 
 GpuStatus LaunchTopK(const float* scores, int n, int k, int batch, int* kept,
                      int* kept_n, cudaStream_t stream) {
-  TopKKernel<<<batch, kSelectThreads, 0, stream>>>(scores, n, k, kept, kept_n);
-  MG_CHECK_LAUNCH();
-  return OkStatus();
+  if (n > kTopKStagedMax) {
+    return LaunchOverlapped(TopKKernel<false>, batch, kSelectThreads, 0, stream,
+                            scores, n, k, kept, kept_n);
+  }
+  const size_t smem = sizeof(uint32_t) * n;
+  static std::atomic<size_t> allowed{48 * 1024};
+  MG_RETURN_IF_ERROR(AllowSharedMemory(TopKKernel<true>, smem, &allowed));
+  return LaunchOverlapped(TopKKernel<true>, batch, kSelectThreads, smem, stream,
+                          scores, n, k, kept, kept_n);
 }
 
 GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
@@ -639,20 +695,19 @@ GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
   const dim3 grid(splits * (a.heads / hg), a.batch);
   if (a.latent_fp8 != nullptr) {
     MG_RETURN_IF_ERROR(AllowSplitSharedMemory<true>(smem));
-    SparseAttentionSplitKernel<true>
-        <<<grid, kAttentionThreads, smem, stream>>>(a, hg);
+    MG_RETURN_IF_ERROR(LaunchOverlapped(SparseAttentionSplitKernel<true>, grid,
+                                        kAttentionThreads, smem, stream, a,
+                                        hg));
   } else {
     MG_RETURN_IF_ERROR(AllowSplitSharedMemory<false>(smem));
-    SparseAttentionSplitKernel<false>
-        <<<grid, kAttentionThreads, smem, stream>>>(a, hg);
+    MG_RETURN_IF_ERROR(LaunchOverlapped(SparseAttentionSplitKernel<false>, grid,
+                                        kAttentionThreads, smem, stream, a,
+                                        hg));
   }
-  MG_CHECK_LAUNCH();
   const int column_blocks = (a.kv_lora + kCombineColumns - 1) / kCombineColumns;
-  SparseAttentionCombineKernel<<<dim3(a.heads, a.batch, column_blocks),
-                                 kAttentionThreads, splits * sizeof(float),
-                                 stream>>>(a, splits);
-  MG_CHECK_LAUNCH();
-  return OkStatus();
+  return LaunchOverlapped(
+      SparseAttentionCombineKernel, dim3(a.heads, a.batch, column_blocks),
+      kAttentionThreads, splits * sizeof(float), stream, a, splits);
 }
 
 }  // namespace moetune::gpu

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cuda/device_probe.cuh"
+#include "kernels/cuda/overlap_launch.cuh"
 #include "kernels/cuda/run_checks.cuh"
 #include "kernels/cuda/run_context.cuh"
 #include "kernels/cuda/step/step_launch.cuh"
@@ -362,6 +363,7 @@ GpuStatus Prepare(const StepProblem& p, const StepRunOptions& o, Context** ctx,
 
 GpuStatus RunLocked(const StepProblem& p, const StepRunOptions& o,
                     StepRunResult* r) {
+  const ScopedOverlapLaunches overlap(o.overlap_launches);
   Context* ctx = nullptr;
   const Launcher* launcher = nullptr;
   MG_RETURN_IF_ERROR(Prepare(p, o, &ctx, &launcher));

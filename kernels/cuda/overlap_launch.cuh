@@ -1,0 +1,94 @@
+// Overlapped launches (Hopper's programmatic dependent launch): a kernel
+// launched with LaunchOverlapped may be scheduled while the kernel before it
+// on the stream is still finishing, instead of after it has drained. In a
+// decode step of ~1400 short kernels, each launch otherwise pays the ramp
+// down of the one before it and its own ramp up (~2-3 us, kernels of 5-20
+// us); overlapped, a GEMV streams its weights (which no kernel writes)
+// during the previous kernel's tail.
+//
+// The contract, for every kernel launched this way: call
+// WaitForPriorKernels() before reading anything an earlier kernel wrote and
+// before writing anything an earlier kernel may still read (until then the
+// kernel runs beside its predecessor); call LetNextKernelStart() when the
+// next kernel may take the SM room this one leaves. Waiting transitively
+// covers every earlier kernel, since each waited before it finished. Both
+// calls do nothing in a normal launch. Captured in a CUDA graph, the
+// overlap becomes the graph's programmatic edges.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "kernels/cuda/cuda_util.cuh"
+
+namespace moetune::gpu {
+
+__device__ __forceinline__ void WaitForPriorKernels() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void LetNextKernelStart() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// For kernels with nothing to do before their inputs are ready: the next
+// kernel may be scheduled once every block of this one is (it then waits in
+// turn), and this one waits for the kernels before it.
+__device__ __forceinline__ void EnterAfterPriorKernels() {
+  LetNextKernelStart();
+  WaitForPriorKernels();
+}
+
+// Asks L2 to fetch [p, p + bytes) from memory (bytes a multiple of 16): one
+// instruction for a whole weight row, no registers held.
+__device__ __forceinline__ void PrefetchToL2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p),
+               "r"(bytes)
+               : "memory");
+#endif
+}
+
+// Whether LaunchOverlapped overlaps, for launches from this thread (on by
+// default; a bench turns it off to compare).
+inline thread_local bool overlap_launches_enabled = true;
+
+class ScopedOverlapLaunches {
+ public:
+  explicit ScopedOverlapLaunches(bool on) : saved_(overlap_launches_enabled) {
+    overlap_launches_enabled = on;
+  }
+  ~ScopedOverlapLaunches() { overlap_launches_enabled = saved_; }
+  ScopedOverlapLaunches(const ScopedOverlapLaunches&) = delete;
+  ScopedOverlapLaunches& operator=(const ScopedOverlapLaunches&) = delete;
+
+ private:
+  bool saved_;
+};
+
+// kernel<<<grid, block, smem, stream>>>(args...), overlapped with the
+// kernel before it when overlap_launches_enabled; the launch checked.
+template <typename... Params, typename... Args>
+GpuStatus LaunchOverlapped(void (*kernel)(Params...), dim3 grid, dim3 block,
+                           size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = overlap_launches_enabled ? 1 : 0;
+  MG_CUDA(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+  return OkStatus();
+}
+
+}  // namespace moetune::gpu
