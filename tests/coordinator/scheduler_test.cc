@@ -240,6 +240,26 @@ TEST_F(SchedulerTest, HeartbeatsKeepALeaseAndCarryCancellation) {
   EXPECT_FALSE(scheduler_->Heartbeat(Beat({"w:stranger", "x"}, 0)).known());
 }
 
+// A cancelled sweep runs nothing more: a lease it still had, lost, ends the
+// trial CANCELLED as its worker's report would have, rather than queued
+// again for another worker to run.
+TEST_F(SchedulerTest, ALeaseLostAfterCancelEndsCancelledNotQueued) {
+  const Registered a = RegisterCpuWorker("host-a:cpu");
+  const auto submitted = scheduler_->Submit(Spec({"cpu_reference"}));
+  ASSERT_TRUE(Acquire(a)->granted());
+  ASSERT_TRUE(scheduler_->Cancel(submitted->sweep_id()).ok());
+  EXPECT_EQ(OnlyTrial().state(), v1::LEASED);  // its worker may still report
+  clock_.AdvanceMs(1500);                      // a dies: its lease lapses
+  const Registered b = RegisterCpuWorker("host-b:cpu");
+  ASSERT_TRUE(scheduler_->ExpireLeases().ok());
+  const v1::Trial trial = OnlyTrial();
+  EXPECT_EQ(trial.state(), v1::CANCELLED);
+  EXPECT_EQ(trial.reason(),
+            absl::StrCat("sweep cancelled; worker ", a.id, " went silent"));
+  EXPECT_EQ(trial.attempt(), 1);
+  EXPECT_FALSE(Acquire(b)->granted());
+}
+
 TEST_F(SchedulerTest, UnknownWorkerMustRegisterAndBadOutcomesAreRefused) {
   v1::RegisterWorkerRequest nameless;
   const auto registered = scheduler_->RegisterWorker(nameless);
