@@ -480,6 +480,15 @@ absl::Status Scheduler::ReleaseLeasesOf(const std::string& worker_id,
   return absl::OkStatus();
 }
 
+absl::Status Scheduler::ReleaseStoppedWorker(const std::string& name,
+                                             const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  for (const std::string& worker_id : registry_->IdsNamed(name)) {
+    RETURN_IF_ERROR(ReleaseLeasesOf(worker_id, why));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Scheduler::ExpireLeases() {
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(std::vector<v1::Trial> leased,

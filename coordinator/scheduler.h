@@ -70,6 +70,14 @@ class Scheduler {
   // up delivering the result); a cancelled sweep's such trials are
   // CANCELLED instead.
   absl::Status ExpireLeases();
+  // The worker called `name` has stopped for good and no report of it can
+  // come (the CLI's embedded worker, reaped, its coordinator stopping after
+  // it): what every registration of that name holds is lost now, for `why`,
+  // as it would be once its lease lapsed, which this coordinator will not
+  // be there to see. A cancelled sweep's trial ends CANCELLED, a running
+  // sweep's is re-queued for a later run.
+  absl::Status ReleaseStoppedWorker(const std::string& name,
+                                    const std::string& why);
   // After a restart: honours the recent registrations kept in the database.
   absl::Status RestoreWorkers();
   // Records queued trials UNAVAILABLE, with each live worker's reason, when
