@@ -93,4 +93,14 @@ std::vector<WorkerEntry> WorkerRegistry::AliveWorkers() const {
   return alive;
 }
 
+std::vector<std::string> WorkerRegistry::IdsNamed(
+    const std::string& name) const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<std::string> ids;
+  for (const auto& [id, entry] : workers_) {
+    if (entry.name == name) ids.push_back(id);
+  }
+  return ids;
+}
+
 }  // namespace moetune::coordinator

@@ -61,6 +61,8 @@ class WorkerRegistry {
   // may be mid-trial and about to call in.
   bool IsAlive(const std::string& worker_id) const;
   std::vector<WorkerEntry> AliveWorkers() const;
+  // The ids of every registration of a worker called `name`, alive or not.
+  std::vector<std::string> IdsNamed(const std::string& name) const;
   int64_t lease_ms() const { return lease_ms_; }
   int64_t started_ms() const { return started_ms_; }
 

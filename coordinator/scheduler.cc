@@ -384,9 +384,15 @@ absl::StatusOr<v1::ReportResultResponse> Scheduler::Report(
 absl::Status Scheduler::RecordUnavailable(const v1::Trial& trial,
                                           const std::string& why,
                                           int64_t now_ms) {
-  RETURN_IF_ERROR(
-      store_->FinishTrial(trial.trial_id(), v1::UNAVAILABLE, why, now_ms));
-  LogTrialOutcome(trial, v1::UNAVAILABLE, nullptr, why);
+  return EndWithoutResult(trial, v1::UNAVAILABLE, why, now_ms);
+}
+
+absl::Status Scheduler::EndWithoutResult(const v1::Trial& trial,
+                                         v1::TrialState state,
+                                         const std::string& reason,
+                                         int64_t now_ms) {
+  RETURN_IF_ERROR(store_->FinishTrial(trial.trial_id(), state, reason, now_ms));
+  LogTrialOutcome(trial, state, nullptr, reason);
   RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
   Notify();
   return absl::OkStatus();
@@ -435,6 +441,15 @@ std::string Scheduler::LostLeaseReason(const v1::Trial& trial) const {
 
 absl::Status Scheduler::LoseLease(const v1::Trial& trial,
                                   const std::string& why) {
+  ASSIGN_OR_RETURN(const v1::Sweep sweep, store_->GetSweep(trial.sweep_id()));
+  // A cancelled sweep runs nothing more: re-queued, the trial would be
+  // leased to another worker only to be stopped at its first heartbeat.
+  // It ends as its worker's report would have ended it.
+  if (sweep.state() == v1::ABORTED) {
+    return EndWithoutResult(trial, v1::CANCELLED,
+                            absl::StrCat("sweep cancelled; ", why),
+                            clock_->NowUnixMs());
+  }
   const int max_attempts = trial.measurement().max_attempts() > 0
                                ? trial.measurement().max_attempts()
                                : 3;
@@ -444,14 +459,10 @@ absl::Status Scheduler::LoseLease(const v1::Trial& trial,
     LogWarning("trial ", trial.trial_id(), " re-queued: ", why);
     return absl::OkStatus();
   }
-  const std::string reason =
-      absl::StrCat(why, "; lost ", trial.attempt(), " times");
-  RETURN_IF_ERROR(store_->FinishTrial(trial.trial_id(), v1::FAILED, reason,
-                                      clock_->NowUnixMs()));
-  LogTrialOutcome(trial, v1::FAILED, nullptr, reason);
-  RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
-  Notify();
-  return absl::OkStatus();
+  return EndWithoutResult(
+      trial, v1::FAILED,
+      absl::StrCat(why, "; lost ", trial.attempt(), " times"),
+      clock_->NowUnixMs());
 }
 
 absl::Status Scheduler::ReleaseLeasesOf(const std::string& worker_id,
@@ -465,6 +476,15 @@ absl::Status Scheduler::ReleaseLeasesOf(const std::string& worker_id,
     } else if (trial.worker_id() == worker_id) {
       RETURN_IF_ERROR(LoseLease(trial, why));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::ReleaseStoppedWorker(const std::string& name,
+                                             const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  for (const std::string& worker_id : registry_->IdsNamed(name)) {
+    RETURN_IF_ERROR(ReleaseLeasesOf(worker_id, why));
   }
   return absl::OkStatus();
 }

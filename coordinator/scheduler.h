@@ -67,8 +67,17 @@ class Scheduler {
   absl::StatusOr<v1::Sweep> Cancel(int64_t sweep_id);
   // Re-queues (or fails, past max attempts) trials whose worker went silent,
   // and those whose worker's heartbeats say it no longer runs them (it gave
-  // up delivering the result).
+  // up delivering the result); a cancelled sweep's such trials are
+  // CANCELLED instead.
   absl::Status ExpireLeases();
+  // The worker called `name` has stopped for good and no report of it can
+  // come (the CLI's embedded worker, reaped, its coordinator stopping after
+  // it): what every registration of that name holds is lost now, for `why`,
+  // as it would be once its lease lapsed, which this coordinator will not
+  // be there to see. A cancelled sweep's trial ends CANCELLED, a running
+  // sweep's is re-queued for a later run.
+  absl::Status ReleaseStoppedWorker(const std::string& name,
+                                    const std::string& why);
   // After a restart: honours the recent registrations kept in the database.
   absl::Status RestoreWorkers();
   // Records queued trials UNAVAILABLE, with each live worker's reason, when
@@ -93,7 +102,7 @@ class Scheduler {
   // Why no live worker can run `backend` ("" when one can).
   std::string UnavailableReason(const std::string& backend) const;
   // Re-queues, or fails past its attempts, a LEASED trial that lost its
-  // worker for `why`.
+  // worker for `why`; cancels it when its sweep was cancelled.
   absl::Status LoseLease(const v1::Trial& trial, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why the trial's lease is lost ("" when it is not): its worker is silent,
@@ -155,6 +164,11 @@ class Scheduler {
   // sweep.
   absl::Status RecordUnavailable(const v1::Trial& trial, const std::string& why,
                                  int64_t now_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records a final state that comes without a result (FAILED, UNAVAILABLE,
+  // CANCELLED) for `reason`, logs it and advances its sweep.
+  absl::Status EndWithoutResult(const v1::Trial& trial, v1::TrialState state,
+                                const std::string& reason, int64_t now_ms)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records a reported result (re-floored at the best bandwidth of its kind
   // of device), logs it and advances its sweep; duplicate when already

@@ -17,7 +17,8 @@
 //   trial, or one that registered again, tears the gang down; every other
 //   member's heartbeat then says cancel_trial, and the trial is re-queued
 //   whole (attempt + 1 at its next lease), or FAILED past max_attempts with
-//   the rank and worker in the reason.
+//   the rank and worker in the reason (CANCELLED, with them, when its sweep
+//   was cancelled).
 // - Restart: gangs live in memory only. A restarted coordinator re-queues
 //   every LEASED gang trial whole at its first lease check (its members are
 //   cancelled by their heartbeats, their reports refused, their rendezvous

@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/log.h"
 #include "common/status_macros.h"
 
 namespace moetune::cli {
@@ -159,8 +160,30 @@ void LocalCluster::StopWorkers() {
   }
 }
 
+// The coordinator stops with the cluster, so no lease a stopped worker held
+// would ever lapse, and no other worker could ever take it up: without this
+// a trial a worker was running when the sweep was cancelled (at Ctrl-C, or
+// one that died just before the last worker exited) stayed LEASED for good.
+void LocalCluster::ReleaseLeases() {
+  if (server_ == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  for (const Worker& worker : workers_) {
+    // One that did not exit even after SIGKILL is left to its lease.
+    if (!worker.exit.has_value()) continue;
+    const absl::Status released = server_->scheduler()->ReleaseStoppedWorker(
+        worker.name,
+        absl::StrCat("worker ", worker.name, " exited before reporting it: ",
+                     DescribeExit(*worker.exit)));
+    if (!released.ok()) {
+      LogError("the trials of worker ", worker.name,
+               " stay LEASED: ", released.message());
+    }
+  }
+}
+
 LocalCluster::~LocalCluster() {
   StopWorkers();
+  ReleaseLeases();
   if (!keep_logs_) {
     for (const std::string& log : worker_logs_) {
       std::error_code ignored;

@@ -3,9 +3,11 @@
 // moetune-worker process per GPU, or one CPU worker where there is none.
 // CheckWorkers tells a sweep when its workers have died, so that it stops
 // instead of waiting for one forever. The destructor stops the workers
-// (SIGTERM, then SIGKILL after a grace period), removes their logs unless
-// kept, and stops the coordinator. Owned by main; CheckWorkers may also be
-// called from another thread (the sweep's watcher), the rest only by main.
+// (SIGTERM, then SIGKILL after a grace period), ends the leases they held
+// (Scheduler::ReleaseStoppedWorker: a cancelled sweep's trial is CANCELLED,
+// a running sweep's re-queued), removes their logs unless kept, and stops
+// the coordinator. Owned by main; CheckWorkers may also be called from
+// another thread (the sweep's watcher), the rest only by main.
 #pragma once
 
 #include <sys/types.h>
@@ -82,6 +84,8 @@ class LocalCluster {
   explicit LocalCluster(ProcessLauncher* launcher) : launcher_(launcher) {}
   absl::Status StartWorkers(const LocalClusterOptions& options);
   void StopWorkers();
+  // Ends the leases of the workers that have exited, for good.
+  void ReleaseLeases();
   // Polls the workers not known to have exited until none runs or
   // `deadline_ms` has passed; true when none runs.
   bool AwaitExits(int deadline_ms);

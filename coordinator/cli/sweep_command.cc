@@ -106,7 +106,9 @@ Watched WatchToEnd(Session& session, int64_t sweep_id) {
 }
 
 // Cancels the sweep as `moetune cancel` does: queued trials at once, the
-// running ones at their next heartbeat; what it recorded stays.
+// running ones at their next heartbeat; what it recorded stays. A running
+// trial whose embedded worker is gone, or stopped first, ends CANCELLED
+// when the cluster stops (LocalCluster::ReleaseLeases).
 grpc::Status CancelSweep(Session& session, int64_t sweep_id) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +

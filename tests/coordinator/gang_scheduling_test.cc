@@ -281,6 +281,22 @@ TEST_F(GangSchedulingTest, SilentMemberTearsDownAndRequeuesWhole) {
   EXPECT_EQ(FormAndPickUp(w).attempt(), 2);
 }
 
+TEST_F(GangSchedulingTest, AGangLostAfterCancelEndsCancelledNotRequeued) {
+  const std::vector<Worker> w = IdleGpus("host-a", 2);
+  const int64_t sweep_id = Submit(MeasuredSpec(2, 1));
+  const v1::Trial trial = FormAndPickUp(w);
+  ASSERT_TRUE(scheduler_->Cancel(sweep_id).ok());
+  clock_.AdvanceMs(kLeaseMs + 1);
+  EXPECT_TRUE(Beat(w[0], trial.trial_id()));  // told to stop; rank 1 silent
+  ASSERT_TRUE(scheduler_->ExpireLeases().ok());
+  const v1::Trial cancelled = Trial(trial.trial_id());
+  EXPECT_EQ(cancelled.state(), v1::CANCELLED);
+  EXPECT_THAT(cancelled.reason(),
+              HasSubstr(absl::StrCat("sweep cancelled; rank 1 (worker ",
+                                     w[1].id, ") went silent")));
+  EXPECT_FALSE(Acquire(w[0]).granted());
+}
+
 TEST_F(GangSchedulingTest, GrantNotPickedUpWithinTheLeaseTearsDown) {
   const std::vector<Worker> w = IdleGpus("host-a", 2);
   Submit(MeasuredSpec(2, 1));

@@ -240,6 +240,61 @@ TEST_F(SchedulerTest, HeartbeatsKeepALeaseAndCarryCancellation) {
   EXPECT_FALSE(scheduler_->Heartbeat(Beat({"w:stranger", "x"}, 0)).known());
 }
 
+// A cancelled sweep runs nothing more: a lease it still had, lost, ends the
+// trial CANCELLED as its worker's report would have, rather than queued
+// again for another worker to run.
+TEST_F(SchedulerTest, ALeaseLostAfterCancelEndsCancelledNotQueued) {
+  const Registered a = RegisterCpuWorker("host-a:cpu");
+  const auto submitted = scheduler_->Submit(Spec({"cpu_reference"}));
+  ASSERT_TRUE(Acquire(a)->granted());
+  ASSERT_TRUE(scheduler_->Cancel(submitted->sweep_id()).ok());
+  EXPECT_EQ(OnlyTrial().state(), v1::LEASED);  // its worker may still report
+  clock_.AdvanceMs(1500);                      // a dies: its lease lapses
+  const Registered b = RegisterCpuWorker("host-b:cpu");
+  ASSERT_TRUE(scheduler_->ExpireLeases().ok());
+  const v1::Trial trial = OnlyTrial();
+  EXPECT_EQ(trial.state(), v1::CANCELLED);
+  EXPECT_EQ(trial.reason(),
+            absl::StrCat("sweep cancelled; worker ", a.id, " went silent"));
+  EXPECT_EQ(trial.attempt(), 1);
+  EXPECT_FALSE(Acquire(b)->granted());
+}
+
+// The CLI's embedded workers have all stopped and their coordinator stops
+// next: no lease they held would ever lapse. Each is lost at once, as a
+// lapse would lose it; other workers' leases and recorded outcomes stay.
+TEST_F(SchedulerTest, AStoppedWorkerLosesItsLeasesAtOnce) {
+  const Registered gone = RegisterCpuWorker("local:0");
+  const Registered earlier_1 = RegisterCpuWorker("local:1");
+  const Registered local_1 = RegisterCpuWorker("local:1");  // a second time
+  const Registered other = RegisterCpuWorker("host:cpu");
+  const auto cancelled = scheduler_->Submit(Spec({"cpu_reference"}));
+  const auto running =
+      scheduler_->Submit(Spec({"cpu_reference", "cpu_blocked"}));
+  const v1::Trial of_cancelled = Acquire(gone)->trial();
+  const v1::Trial done = Acquire(earlier_1)->trial();
+  ASSERT_TRUE(scheduler_->Report(Done(done, earlier_1, 4))->accepted());
+  const v1::Trial of_running = Acquire(local_1)->trial();
+  ASSERT_FALSE(Acquire(other)->granted());  // nothing left
+  ASSERT_TRUE(scheduler_->Cancel(cancelled->sweep_id()).ok());
+  ASSERT_TRUE(
+      scheduler_->ReleaseStoppedWorker("local:0", "local:0 exited").ok());
+  ASSERT_TRUE(
+      scheduler_->ReleaseStoppedWorker("local:1", "local:1 exited").ok());
+  const v1::Trial ended = *store_->GetTrial(of_cancelled.trial_id());
+  EXPECT_EQ(ended.state(), v1::CANCELLED);
+  EXPECT_EQ(ended.reason(), "sweep cancelled; local:0 exited");
+  EXPECT_EQ(store_->GetTrial(done.trial_id())->state(), v1::DONE);
+  const v1::Trial requeued = *store_->GetTrial(of_running.trial_id());
+  EXPECT_EQ(requeued.state(), v1::QUEUED);
+  EXPECT_EQ(requeued.reason(), "local:1 exited");
+  EXPECT_EQ(Sweep(running->sweep_id()).state(), v1::RUNNING);
+  // Another worker's lease is its own.
+  const v1::Trial of_other = Acquire(other)->trial();
+  ASSERT_TRUE(scheduler_->ReleaseStoppedWorker("local:0", "again").ok());
+  EXPECT_EQ(store_->GetTrial(of_other.trial_id())->state(), v1::LEASED);
+}
+
 TEST_F(SchedulerTest, UnknownWorkerMustRegisterAndBadOutcomesAreRefused) {
   v1::RegisterWorkerRequest nameless;
   const auto registered = scheduler_->RegisterWorker(nameless);
@@ -422,6 +477,8 @@ TEST(WorkerRegistryTest, LivenessFollowsTheLease) {
   EXPECT_EQ(registry.Get(reg.worker_id)->current_trial_id, 7);
   EXPECT_EQ(registry.AliveWorkers().size(), 1u);
   EXPECT_FALSE(registry.Heartbeat(reg.worker_id, "wrong", 7));
+  EXPECT_THAT(registry.IdsNamed("h:0"), ::testing::ElementsAre(reg.worker_id));
+  EXPECT_TRUE(registry.IdsNamed("h:1").empty());
   // Unknown ids are given one lease of grace after a (re)start only.
   EXPECT_FALSE(registry.IsAlive("w:other"));
   EXPECT_FALSE(registry.Heartbeat("w:other", reg.token, 0));

@@ -1,14 +1,17 @@
 // Faults an operator of a shared cluster meets (issue 18.4, 18.6), with the
 // real binaries on loopback: a coordinator killed mid-sweep and restarted, a
-// worker killed mid-trial, a full disk, Ctrl-C on an embedded sweep, and
-// SIGTERM under load.
+// worker killed mid-trial, a full disk, Ctrl-C on an embedded sweep or its
+// worker killed, and SIGTERM under load.
+#include <signal.h>
 #include <sys/mount.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -18,6 +21,7 @@ namespace moetune::e2e {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 namespace fs = std::filesystem;
 
 std::string ReadText(const fs::path& path) {
@@ -157,47 +161,97 @@ TEST(FaultsTest, AResultLostToAFullDiskIsRunAgainWhenSpaceReturns) {
   umount2(disk.c_str(), MNT_DETACH);
 }
 
+// `moetune sweep` of one slow CPU trial with its embedded worker, on
+// dir/c.db, caught mid-trial: its worker and that worker's trial process run.
+class EmbeddedSweep {
+ public:
+  explicit EmbeddedSweep(const fs::path& dir)
+      : db_((dir / "c.db").string()),
+        cli_({kBin + "/moetune", "sweep", "--gpus=0",
+              "--spec=" + SlowSpecFile(dir).string(), "--db=" + db_},
+             (dir / "cli.log").string()) {}
+
+  // Waits (30 s at most) until the worker runs the trial; false if it never
+  // did.
+  bool AwaitTrial() {
+    return WaitFor(
+        [&] {
+          workers_ = ProcessesWith(ChildOf(cli_.pid()));
+          return !workers_.empty() &&
+                 !ProcessesWith("--serve_trials --device=cpu " +
+                                ChildOf(workers_[0]))
+                      .empty();
+        },
+        30000);
+  }
+  // Whether the worker and its trial processes are all gone (10 s at most).
+  bool AwaitNoneLeft() {
+    return WaitFor(
+        [&] {
+          return ProcessesWith(ChildOf(cli_.pid())).empty() &&
+                 ProcessesWith(ChildOf(workers_.at(0))).empty();
+        },
+        10000);
+  }
+  // `moetune COMMAND --format csv` on the sweep's database.
+  std::string Csv(const std::string& command) const {
+    return RunCommand(kBin + "/moetune " + command + " --format csv --db " +
+                      db_)
+        .output;
+  }
+  Process& cli() { return cli_; }
+  pid_t worker() const { return workers_.at(0); }
+
+ private:
+  static std::string ChildOf(pid_t parent) {
+    return "--parent_pid=" + std::to_string(parent) + " ";
+  }
+  static fs::path SlowSpecFile(const fs::path& dir) {
+    const fs::path spec = dir / "slow.json";
+    std::ofstream(spec) << R"({"name": "slow", "workload": {
+        "modelPreset": "tiny", "batchSizes": [64], "contextLengths": [4096],
+        "region": "DECODE_STEP"}, "space": {"moeBackends": ["cpu_reference"]},
+        "measurement": {"iterations": 100, "trialTimeoutS": 600}})";
+    return spec;
+  }
+
+  const std::string db_;
+  Process cli_;
+  std::vector<pid_t> workers_;
+};
+
 TEST(FaultsTest, CtrlCOnAnEmbeddedSweepStopsItsWorkersAndAbortsTheSweep) {
-  const fs::path dir = TempDir("ctrl-c");
-  const fs::path spec = dir / "slow.json";
-  std::ofstream(spec) << R"({"name": "slow", "workload": {
-      "modelPreset": "tiny", "batchSizes": [64], "contextLengths": [4096],
-      "region": "DECODE_STEP"}, "space": {"moeBackends": ["cpu_reference"]},
-      "measurement": {"iterations": 100, "trialTimeoutS": 600}})";
-  const std::string db = (dir / "c.db").string();
-  Process cli({kBin + "/moetune", "sweep", "--gpus=0",
-               "--spec=" + spec.string(), "--db=" + db},
-              (dir / "cli.log").string());
-  const std::string child_of_cli =
-      "--parent_pid=" + std::to_string(cli.pid()) + " ";
-  std::vector<pid_t> workers, trials;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        workers = ProcessesWith(child_of_cli);
-        trials =
-            workers.empty()
-                ? std::vector<pid_t>()
-                : ProcessesWith("--serve_trials --device=cpu --parent_pid=" +
-                                std::to_string(workers[0]) + " ");
-        return !trials.empty();
-      },
-      30000));
+  EmbeddedSweep sweep(TempDir("ctrl-c"));
+  ASSERT_TRUE(sweep.AwaitTrial());
   const auto interrupted = std::chrono::steady_clock::now();
-  cli.Signal(SIGINT);
-  EXPECT_EQ(cli.Wait(), 130);
+  sweep.cli().Signal(SIGINT);
+  EXPECT_EQ(sweep.cli().Wait(), 130);
   EXPECT_LT(std::chrono::steady_clock::now() - interrupted,
             std::chrono::seconds(15));
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        return ProcessesWith(child_of_cli).empty() &&
-               ProcessesWith("--parent_pid=" + std::to_string(workers[0]) + " ")
-                   .empty();
-      },
-      10000))
+  EXPECT_TRUE(sweep.AwaitNoneLeft())
       << "a worker or trial process outlived the CLI";
-  const CommandResult sweeps =
-      RunCommand(kBin + "/moetune sweeps --format csv --db " + db);
-  EXPECT_THAT(sweeps.output, HasSubstr(",ABORTED,"));
+  EXPECT_THAT(sweep.Csv("sweeps"), HasSubstr(",ABORTED,"));
+  // The trial it was running is closed, not left LEASED for good.
+  const std::string results = sweep.Csv("results");
+  EXPECT_THAT(results, HasSubstr(",CANCELLED,sweep cancelled")) << results;
+  EXPECT_THAT(results, Not(HasSubstr(",LEASED,"))) << results;
+}
+
+// The worker dies mid-trial, and none is left: the sweep is cancelled (exit
+// 1), and the trial it held ends CANCELLED, saying which worker exited and
+// how, instead of staying LEASED for good.
+TEST(FaultsTest, AnEmbeddedWorkerKilledMidTrialLeavesItsTrialCancelled) {
+  EmbeddedSweep sweep(TempDir("worker-killed"));
+  ASSERT_TRUE(sweep.AwaitTrial());
+  ASSERT_EQ(kill(sweep.worker(), SIGKILL), 0);
+  EXPECT_EQ(sweep.cli().Wait(), 1);
+  EXPECT_TRUE(sweep.AwaitNoneLeft()) << "the trial outlived its worker";
+  EXPECT_THAT(sweep.Csv("sweeps"), HasSubstr(",ABORTED,"));
+  const std::string results = sweep.Csv("results");
+  EXPECT_THAT(results,
+              HasSubstr(",CANCELLED,sweep cancelled; worker local:cpu exited "
+                        "before reporting it: killed by signal 9 (Killed)"))
+      << results;
 }
 
 TEST(FaultsTest, SigtermStopsABusyCoordinatorWithinSeconds) {

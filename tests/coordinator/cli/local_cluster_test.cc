@@ -1,7 +1,9 @@
 // The CLI's embedded workers (coordinator/cli/local_cluster.h): the command
 // line each is started with, that LocalCluster hands every worker the
-// options' flags (a fake worker binary records its arguments), and that it
-// notices workers exiting (a fake launcher) and stops only live ones.
+// options' flags (a fake worker binary records its arguments), that it
+// notices workers exiting (a fake launcher) and stops only live ones, and
+// that a trial its workers held when a sweep was cancelled is not left
+// LEASED once they have stopped.
 #include "coordinator/cli/local_cluster.h"
 
 #include <signal.h>
@@ -18,8 +20,12 @@
 #include <utility>
 #include <vector>
 
+#include "db/store.h"
 #include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "proto/moetune.grpc.pb.h"
+#include "tests/coordinator/test_helpers.h"
 
 namespace moetune::cli {
 namespace {
@@ -117,6 +123,7 @@ class FakeLauncher final : public ProcessLauncher {
  public:
   absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& command,
                               const std::string& log_path) override {
+    commands_.push_back(command);
     logs_.push_back(log_path);
     return next_pid_++;
   }
@@ -135,6 +142,7 @@ class FakeLauncher final : public ProcessLauncher {
   void Exit(pid_t pid, ProcessExit exit) { exits_.emplace(pid, exit); }
 
   static constexpr pid_t kFirstPid = 100;
+  std::vector<std::vector<std::string>> commands_;
   std::vector<std::string> logs_;
   std::vector<std::pair<pid_t, int>> signals_;
 
@@ -167,6 +175,78 @@ class LocalClusterWorkersTest : public ::testing::Test {
         LocalCluster::Start(options);
     EXPECT_TRUE(cluster.ok()) << cluster.status();
     return cluster.ok() ? *std::move(cluster) : nullptr;
+  }
+
+  // The coordinator's worker address, as the workers were started with it.
+  std::string WorkerAddress() const {
+    const std::string flag = "--coordinator=";
+    for (const std::string& arg : launcher_.commands_.at(0)) {
+      if (arg.starts_with(flag)) return arg.substr(flag.size());
+    }
+    return "";
+  }
+
+  // A sweep of one trial, submitted to `cluster` and leased to a worker
+  // that registers as `name` (as the embedded worker of that name would).
+  // Returns the trial as granted.
+  v1::Trial LeaseTrialTo(const LocalCluster& cluster, const std::string& name) {
+    auto api = v1::Moetune::NewStub(grpc::CreateChannel(
+        cluster.address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext submit_context;
+    v1::SubmitSweepRequest submit;
+    v1::SweepSpec& spec = *submit.mutable_spec();
+    spec.set_name("lease");
+    spec.mutable_workload()->set_model_preset("tiny");
+    spec.mutable_workload()->add_batch_sizes(1);
+    spec.mutable_workload()->add_context_lengths(16);
+    spec.mutable_workload()->set_region(v1::MOE_LAYER);
+    spec.mutable_space()->add_moe_backends("cpu_reference");
+    v1::SubmitSweepResponse submitted;
+    EXPECT_TRUE(api->SubmitSweep(&submit_context, submit, &submitted).ok());
+    auto control = v1::WorkerControl::NewStub(grpc::CreateChannel(
+        WorkerAddress(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext register_context;
+    v1::RegisterWorkerRequest registration;
+    registration.set_name(name);
+    *registration.mutable_probe() = coordinator::CpuWorkerProbe();
+    v1::RegisterWorkerResponse registered;
+    EXPECT_TRUE(
+        control->RegisterWorker(&register_context, registration, &registered)
+            .ok());
+    grpc::ClientContext acquire_context;
+    v1::AcquireTrialRequest acquire;
+    acquire.set_worker_id(registered.worker_id());
+    acquire.set_token(registered.token());
+    v1::AcquireTrialResponse granted;
+    EXPECT_TRUE(
+        control->AcquireTrial(&acquire_context, acquire, &granted).ok());
+    EXPECT_TRUE(granted.granted());
+    return granted.trial();
+  }
+
+  // Cancels the sweep as `moetune sweep` does on Ctrl-C and when its
+  // workers have all exited.
+  static void CancelSweep(const LocalCluster& cluster, int64_t sweep_id) {
+    auto api = v1::Moetune::NewStub(grpc::CreateChannel(
+        cluster.address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    v1::CancelSweepRequest request;
+    request.set_sweep_id(sweep_id);
+    v1::Sweep sweep;
+    const grpc::Status status = api->CancelSweep(&context, request, &sweep);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(sweep.state(), v1::ABORTED);
+  }
+
+  // The trial as the database holds it once the cluster has stopped.
+  v1::Trial StoredTrial(int64_t trial_id) const {
+    absl::StatusOr<std::unique_ptr<db::Store>> store = db::Store::Open(
+        (dir_ / "cluster.db").string(), db::OpenOptions{.writer = false});
+    EXPECT_TRUE(store.ok()) << store.status();
+    if (!store.ok()) return v1::Trial();
+    absl::StatusOr<v1::Trial> trial = (*store)->GetTrial(trial_id);
+    EXPECT_TRUE(trial.ok()) << trial.status();
+    return trial.value_or(v1::Trial());
   }
 
   fs::path dir_;
@@ -213,6 +293,46 @@ TEST_F(LocalClusterWorkersTest, StoppingSignalsOnlyTheWorkersStillRunning) {
   cluster.reset();
   EXPECT_THAT(launcher_.signals_, ElementsAre(std::make_pair(
                                       FakeLauncher::kFirstPid + 1, SIGTERM)));
+}
+
+// The fault of a sweep whose last worker exits just after another died
+// mid-trial: the sweep was cancelled, and the dead worker's trial stayed
+// LEASED for good (no report would come, and the coordinator stopped before
+// its lease could lapse). It ends CANCELLED, saying whose lease it was.
+TEST_F(LocalClusterWorkersTest, ADeadWorkersTrialEndsCancelledWithTheSweep) {
+  std::unique_ptr<LocalCluster> cluster = StartTwo();
+  ASSERT_NE(cluster, nullptr);
+  const v1::Trial trial = LeaseTrialTo(*cluster, "local:0");
+  launcher_.Exit(FakeLauncher::kFirstPid, ProcessExit{true, SIGKILL});
+  launcher_.Exit(FakeLauncher::kFirstPid + 1, ProcessExit{false, 2});
+  std::vector<std::string> exited;
+  ASSERT_EQ(cluster->CheckWorkers(&exited).code(),
+            absl::StatusCode::kUnavailable);
+  CancelSweep(*cluster, trial.sweep_id());
+  cluster.reset();
+  const v1::Trial stored = StoredTrial(trial.trial_id());
+  EXPECT_EQ(stored.state(), v1::CANCELLED) << stored.ShortDebugString();
+  EXPECT_EQ(stored.reason(),
+            "sweep cancelled; worker local:0 exited before reporting it: "
+            "killed by signal 9 (Killed)");
+  EXPECT_EQ(stored.attempt(), 1);
+  EXPECT_EQ(stored.worker_id(), trial.worker_id());
+}
+
+// Ctrl-C: the sweep is cancelled, then the workers are stopped before any
+// heartbeat could tell them so; the trial one was running ends CANCELLED.
+TEST_F(LocalClusterWorkersTest, ATrialRunningAtCtrlCEndsCancelled) {
+  std::unique_ptr<LocalCluster> cluster = StartTwo();
+  ASSERT_NE(cluster, nullptr);
+  const v1::Trial trial = LeaseTrialTo(*cluster, "local:1");
+  CancelSweep(*cluster, trial.sweep_id());
+  cluster.reset();
+  ASSERT_EQ(launcher_.signals_.size(), 2u);  // both stopped, by SIGTERM
+  const v1::Trial stored = StoredTrial(trial.trial_id());
+  EXPECT_EQ(stored.state(), v1::CANCELLED) << stored.ShortDebugString();
+  EXPECT_THAT(stored.reason(),
+              HasSubstr("sweep cancelled; worker local:1 exited before "
+                        "reporting it: killed by signal 15"));
 }
 
 TEST_F(LocalClusterWorkersTest, WithoutWorkersNothingIsMissing) {
