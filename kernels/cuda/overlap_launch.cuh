@@ -2,9 +2,9 @@
 // launched with LaunchOverlapped may be scheduled while the kernel before it
 // on the stream is still finishing, instead of after it has drained. In a
 // decode step of ~1400 short kernels, each launch otherwise pays the ramp
-// down of the one before it and its own ramp up (~2-3 us, kernels of 5-20
-// us); overlapped, a GEMV streams its weights (which no kernel writes)
-// during the previous kernel's tail.
+// down of the one before it and its own ramp up (kernels of 3-20 us);
+// overlapped, its blocks are resident and waiting when the previous kernel's
+// last block ends.
 //
 // The contract, for every kernel launched this way: call
 // WaitForPriorKernels() before reading anything an earlier kernel wrote and
@@ -18,7 +18,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdint>
 #include <utility>
 
 #include "kernels/cuda/cuda_util.cuh"
@@ -43,16 +42,6 @@ __device__ __forceinline__ void LetNextKernelStart() {
 __device__ __forceinline__ void EnterAfterPriorKernels() {
   LetNextKernelStart();
   WaitForPriorKernels();
-}
-
-// Asks L2 to fetch [p, p + bytes) from memory (bytes a multiple of 16): one
-// instruction for a whole weight row, no registers held.
-__device__ __forceinline__ void PrefetchToL2(const void* p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p),
-               "r"(bytes)
-               : "memory");
-#endif
 }
 
 // Whether LaunchOverlapped overlaps, for launches from this thread (on by

@@ -82,11 +82,10 @@ __global__ void GemvBf16Kernel(Bf16Gemv g, int ks) {
   const bool live = r < g.rows;
   const GemvRow row = RowOf(g, live ? r : 0);
   const int chunks = g.k / 8, stride = 32 * ks;
-  // The weights are no kernel's output: they stream into L2 while the
-  // kernel before this one finishes (overlap_launch.cuh).
-  LetNextKernelStart();
-  if (live && part == 0 && lane == 0) PrefetchToL2(row.w, g.k * 2);
-  WaitForPriorKernels();
+  // No L2 prefetch of the rows before the wait: under overlapped launches it
+  // floods the memory beside the latency-bound kernel before (device run 48:
+  // +0.25 ms a step at batch 1), as a side stream of prefetches did (run 44).
+  EnterAfterPriorKernels();
   for (int b0 = 0; b0 < g.batch; b0 += NB) {
     const int nb = min(NB, g.batch - b0);
     float acc[NB] = {};
@@ -153,9 +152,7 @@ __global__ void GemvNvfp4Kernel(Nvfp4Gemv g) {
   const uint16_t* scales =
       reinterpret_cast<const uint16_t*>(g.scales + w_row * (g.k / 16));
   const int pairs = g.k / 32;
-  LetNextKernelStart();  // the codes stream in before the input is ready
-  if (lane == 0) PrefetchToL2(codes, g.k / 2);
-  WaitForPriorKernels();
+  EnterAfterPriorKernels();
   for (int b0 = 0; b0 < g.batch; b0 += kGemvBatchChunk) {
     const int nb = min(kGemvBatchChunk, g.batch - b0);
     float acc[kGemvBatchChunk] = {};
