@@ -3,6 +3,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "kernels/cuda/overlap_launch.cuh"
 #include "kernels/cuda/run_buffers.cuh"
 #include "kernels/cuda/step/gemv.cuh"
 #include "kernels/cuda/step/mla.cuh"
@@ -167,8 +168,43 @@ GpuStatus Project(const char* part, const StepLaunch& s,
   return OkStatus();
 }
 
+// After the input projections, in one launch: q_a's norm, the latent
+// entry's norm with its rope key rotated, the indexer key's LayerNorm and
+// RoPE.
+RowNorms LatentNorms(const StepLaunch& s, const LayerParams& w) {
+  const StepDims& d = s.problem->dims;
+  StepBuffers& b = *s.buffers;
+  RowNorms norms;
+  norms.jobs = 3;
+  RowNorm& q = norms.job[0];
+  q.x = b.qa;
+  q.x_stride = d.q_lora;
+  q.gamma = w.q_a_norm;
+  q.n = d.q_lora;
+  q.eps = d.latent_eps;
+  q.out = {b.qa, d.q_lora};
+  RowNorm& latent = norms.job[1];
+  latent.x = b.kv;
+  latent.x_stride = s.geo.latent_dim;
+  latent.gamma = w.kv_a_norm;
+  latent.n = d.kv_lora;
+  latent.eps = d.latent_eps;
+  latent.out = {b.kv, s.geo.latent_dim};
+  latent.out.rope_offset = d.kv_lora;  // the rope key
+  latent.out.rope = Rope(s);
+  RowNorm& key = norms.job[2];
+  key.layer_norm = true;
+  key.x = b.ik;
+  key.gamma = w.key_norm;
+  key.beta = w.key_bias;
+  key.n = d.index_dim;
+  key.eps = d.index_eps;
+  key.out.rope = Rope(s);
+  return norms;
+}
+
 // q (rotated), the new token's latent entry (normed, rotated), and the
-// indexer's query (rotated), head weights and key (its norm: Indexer).
+// indexer's query (rotated), head weights and key (normed, rotated).
 GpuStatus QueryAndLatent(const StepLaunch& s, const LayerParams& w,
                          cudaStream_t stream) {
   const StepDims& d = s.problem->dims;
@@ -181,15 +217,8 @@ GpuStatus QueryAndLatent(const StepLaunch& s, const LayerParams& w,
                               {w.index_k, d.index_dim, b.ik},
                               {w.index_w, d.index_heads, b.iw}},
                              d.hidden, b.xn, stream));
-  STEP_LAUNCH("attention/q_a_norm",
-              LaunchRmsNorm(b.qa, d.q_lora, w.q_a_norm, d.q_lora, d.latent_eps,
-                            n, {b.qa, d.q_lora}, stream));
-  NormOut latent{b.kv, g.latent_dim};
-  latent.rope_offset = d.kv_lora;  // the rope key, rotated in the same launch
-  latent.rope = Rope(s);
-  STEP_LAUNCH("attention/kv_norm_rope",
-              LaunchRmsNorm(b.kv, g.latent_dim, w.kv_a_norm, d.kv_lora,
-                            d.latent_eps, n, latent, stream));
+  STEP_LAUNCH("attention/latent_norms",
+              LaunchRowNorms(LatentNorms(s, w), n, stream));
   MG_RETURN_IF_ERROR(Project(
       "attention/q_projections", s,
       {{w.q_b, q_rows, b.q}, {w.index_q, d.index_heads * d.index_dim, b.qi}},
@@ -221,17 +250,13 @@ IndexerScores ScoresOf(const StepLaunch& s, int layer) {
   return scores;
 }
 
-// The DSA indexer (its query, head weights and key projected, and its query
-// rotated, beside the attention's): the key's norm, the scores of every
-// token, the kept set.
-GpuStatus Indexer(const StepLaunch& s, int layer, const LayerParams& w,
-                  cudaStream_t stream) {
+// The DSA indexer (its query, head weights and key projected, its key normed
+// and both rotated, beside the attention's): the scores of every token, the
+// kept set.
+GpuStatus Indexer(const StepLaunch& s, int layer, cudaStream_t stream) {
   const StepDims& d = s.problem->dims;
   StepBuffers& b = *s.buffers;
   const int n = s.problem->batch;
-  STEP_LAUNCH("indexer/k_norm",
-              LaunchIndexKeyNorm(b.ik, d.index_dim, w.key_norm, w.key_bias,
-                                 d.index_eps, Rope(s), n, stream));
   STEP_LAUNCH("indexer/scores",
               LaunchIndexerScores(ScoresOf(s, layer), stream));
   STEP_LAUNCH("indexer/topk",
@@ -298,14 +323,12 @@ GpuStatus LaunchValues(const StepLaunch& s, const LayerParams& w,
   return LaunchGemvBf16(expand, stream);
 }
 
-// Absorbed MLA over the kept tokens, W_UV per head, o_proj's partial sum,
-// the residual.
-GpuStatus Mla(const StepLaunch& s, int layer, const LayerParams& w,
-              cudaStream_t stream) {
+// W_UK of this rank's heads absorbed into the query (q_lat).
+AbsorbQuery AbsorbOf(const StepLaunch& s, const LayerParams& w) {
   const StepDims& d = s.problem->dims;
   const StepGeometry& g = s.geo;
   StepBuffers& b = *s.buffers;
-  const int n = s.problem->batch, width = g.heads * d.v_dim;
+  const int n = s.problem->batch;
   AbsorbQuery absorb{w.kv_b.bf16,
                      g.heads,
                      d.nope,
@@ -319,9 +342,44 @@ GpuStatus Mla(const StepLaunch& s, int layer, const LayerParams& w,
   absorb.codes = w.kv_b.codes;
   absorb.scales = w.kv_b.scales;
   absorb.tensor_scale = w.kv_b.tensor_scale;
-  STEP_LAUNCH("mla/absorb", LaunchAbsorbQuery(absorb, stream));
-  STEP_LAUNCH("mla/attention",
-              LaunchSparseAttention(AttentionOf(s, layer), s.sm_count, stream));
+  return absorb;
+}
+
+// The indexer, and beside it (on the side stream when there is one) the
+// query's absorption: both read only the projected, rotated queries.
+GpuStatus IndexerAndAbsorb(const StepLaunch& s, int layer, const LayerParams& w,
+                           cudaStream_t stream) {
+  if (s.side == nullptr || s.timer != nullptr) {
+    MG_RETURN_IF_ERROR(Indexer(s, layer, stream));
+    STEP_LAUNCH("mla/absorb", LaunchAbsorbQuery(AbsorbOf(s, w), stream));
+    return OkStatus();
+  }
+  // The kernels either side of a fork or join are launched plainly: an
+  // overlapped launch waits only for the kernel before it in its stream,
+  // and nothing promises that it also waits for an event waited on between.
+  MG_RETURN_IF_ERROR(s.side->Fork(stream));
+  {
+    const ScopedOverlapLaunches plain(false);
+    MG_RETURN_IF_ERROR(LaunchAbsorbQuery(AbsorbOf(s, w), s.side->stream()));
+  }
+  MG_RETURN_IF_ERROR(Indexer(s, layer, stream));
+  return s.side->Join(stream);
+}
+
+// Absorbed MLA over the kept tokens, W_UV per head, o_proj's partial sum,
+// the residual.
+GpuStatus Mla(const StepLaunch& s, int layer, const LayerParams& w,
+              cudaStream_t stream) {
+  const StepDims& d = s.problem->dims;
+  const StepGeometry& g = s.geo;
+  StepBuffers& b = *s.buffers;
+  const int n = s.problem->batch, width = g.heads * d.v_dim;
+  {
+    const ScopedOverlapLaunches plain(s.side == nullptr &&
+                                      overlap_launches_enabled);
+    STEP_LAUNCH("mla/attention", LaunchSparseAttention(AttentionOf(s, layer),
+                                                       s.sm_count, stream));
+  }
   STEP_LAUNCH("mla/values", LaunchValues(s, w, stream));
   STEP_LAUNCH("mla/o_proj", LaunchGemv(w.o, d.hidden, width, b.values, width,
                                        b.block_out, d.hidden, n, stream));
@@ -338,7 +396,7 @@ GpuStatus AttentionBlock(const StepLaunch& s, int layer, const LayerParams& w,
               LaunchAddRmsNorm(b.h, *residual, w.attn_norm, d.hidden, d.rms_eps,
                                s.problem->batch, {b.xn, d.hidden}, stream));
   MG_RETURN_IF_ERROR(QueryAndLatent(s, w, stream));
-  MG_RETURN_IF_ERROR(Indexer(s, layer, w, stream));
+  MG_RETURN_IF_ERROR(IndexerAndAbsorb(s, layer, w, stream));
   *residual = b.block_out;
   MG_RETURN_IF_ERROR(Mla(s, layer, w, stream));
   MG_RETURN_IF_ERROR(SumOverGang(s, b.block_out, stream));

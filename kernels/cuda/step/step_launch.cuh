@@ -12,6 +12,7 @@
 #include "kernels/cuda/comm_gpu.h"
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/launcher.cuh"
+#include "kernels/cuda/step/side_stream.cuh"
 #include "kernels/cuda/step/step_ops.cuh"
 #include "kernels/cuda/step/step_weights.cuh"
 
@@ -83,7 +84,10 @@ struct StepLaunch {
   std::vector<float>* moe_reference = nullptr;
   PartTimer* timer = nullptr;  // mark parts when set
   GangComm* comm = nullptr;    // StepRunOptions::comm
-  int world = 1;               // the gang's ranks (1 without one)
+  // Where W_UK's absorption runs beside the indexer (null, or while parts
+  // are timed: in line, on the step's stream).
+  SideStream* side = nullptr;
+  int world = 1;  // the gang's ranks (1 without one)
 };
 
 // Fills moe_args for each MoE layer (weights, router bias, buffers).

@@ -43,13 +43,12 @@ constexpr int kNormThreads = 1024, kNormPerThread = 8;
 // stores anything: one trip to memory instead of one an element (the
 // stores might alias the loads, so the compiler would otherwise keep each
 // load behind the store before it: 6-7 us a norm at 6144 wide).
-__global__ void RmsNormKernel(float* x, int64_t x_stride, const float* add,
-                              const float* gamma, int n, float eps,
-                              NormOut out) {
-  EnterAfterPriorKernels();
+__device__ void RmsNormRow(float* x, int64_t x_stride, const float* add,
+                           const float* gamma, int n, float eps,
+                           const NormOut& out, int r) {
   __shared__ float scratch[32];
-  float* row = x + blockIdx.x * x_stride;
-  const float* added = add + static_cast<int64_t>(blockIdx.x) * n;
+  float* row = x + r * x_stride;
+  const float* added = add + static_cast<int64_t>(r) * n;
   float v[kNormPerThread], g[kNormPerThread];
 #pragma unroll
   for (int j = 0; j < kNormPerThread; ++j) {
@@ -71,27 +70,33 @@ __global__ void RmsNormKernel(float* x, int64_t x_stride, const float* add,
     const int i = threadIdx.x + j * kNormThreads;
     if (i >= n) break;
     const float y = v[j] * inv * g[j];
-    if (out.out != nullptr) out.out[blockIdx.x * out.stride + i] = y;
-    const int64_t at = static_cast<int64_t>(blockIdx.x) * n + i;
+    if (out.out != nullptr) out.out[r * out.stride + i] = y;
+    const int64_t at = static_cast<int64_t>(r) * n + i;
     if (out.bf16 != nullptr) out.bf16[at] = FloatToBf16(y);
     if (out.bf16_float != nullptr) {
       out.bf16_float[at] = Bf16ToFloat(FloatToBf16(y));
     }
   }
   if (out.rope_offset < 0) return;
-  float* rotated = out.out + blockIdx.x * out.stride + out.rope_offset;
+  float* rotated = out.out + r * out.stride + out.rope_offset;
   for (int i = threadIdx.x; i < out.rope.pairs; i += blockDim.x) {
     RotatePair(rotated, i, out.rope);
   }
 }
 
-// One block a row of k.
-__global__ void IndexKeyNormKernel(float* k, int dim, const float* gamma,
-                                   const float* beta, float eps,
-                                   RopeTable rope) {
+__global__ void RmsNormKernel(float* x, int64_t x_stride, const float* add,
+                              const float* gamma, int n, float eps,
+                              NormOut out) {
   EnterAfterPriorKernels();
+  RmsNormRow(x, x_stride, add, gamma, n, eps, out, blockIdx.x);
+}
+
+// LayerNorm and RoPE of row r of k, by one block.
+__device__ void LayerNormRopeRow(float* k, int dim, const float* gamma,
+                                 const float* beta, float eps,
+                                 const RopeTable& rope, int r) {
   __shared__ float scratch[32];
-  float* row = k + static_cast<int64_t>(blockIdx.x) * dim;
+  float* row = k + static_cast<int64_t>(r) * dim;
   float sum = 0.0f;
   for (int i = threadIdx.x; i < dim; i += blockDim.x) sum += row[i];
   const float mean = BlockSum(sum, scratch) / dim;
@@ -106,6 +111,18 @@ __global__ void IndexKeyNormKernel(float* k, int dim, const float* gamma,
   __syncthreads();
   for (int i = threadIdx.x; i < rope.pairs; i += blockDim.x) {
     RotatePair(row, i, rope);
+  }
+}
+
+// Block (job, sequence).
+__global__ void RowNormsKernel(RowNorms norms) {
+  EnterAfterPriorKernels();
+  const RowNorm& j = norms.job[blockIdx.x];
+  if (j.layer_norm) {
+    LayerNormRopeRow(j.x, j.n, j.gamma, j.beta, j.eps, j.out.rope, blockIdx.y);
+  } else {
+    RmsNormRow(j.x, j.x_stride, nullptr, j.gamma, j.n, j.eps, j.out,
+               blockIdx.y);
   }
 }
 
@@ -245,16 +262,6 @@ GpuStatus CheckNormWidth(int n) {
                   " values, got " + std::to_string(n));
 }
 
-GpuStatus LaunchRmsNorm(const float* x, int64_t x_stride, const float* gamma,
-                        int n, float eps, int batch, const NormOut& out,
-                        cudaStream_t stream) {
-  MG_RETURN_IF_ERROR(CheckNormWidth(n));
-  // One block a row: wide, so that a row of 6144 is a few loads a thread.
-  return LaunchOverlapped(RmsNormKernel, batch, kNormThreads, 0, stream,
-                          const_cast<float*>(x), x_stride, nullptr, gamma, n,
-                          eps, out);
-}
-
 GpuStatus LaunchAddRmsNorm(float* h, const float* add, const float* gamma,
                            int n, float eps, int batch, const NormOut& out,
                            cudaStream_t stream) {
@@ -263,12 +270,18 @@ GpuStatus LaunchAddRmsNorm(float* h, const float* add, const float* gamma,
                           add, gamma, n, eps, out);
 }
 
-GpuStatus LaunchIndexKeyNorm(float* k, int dim, const float* gamma,
-                             const float* beta, float eps,
-                             const RopeTable& rope, int batch,
-                             cudaStream_t stream) {
-  return LaunchOverlapped(IndexKeyNormKernel, batch, 128, 0, stream, k, dim,
-                          gamma, beta, eps, rope);
+GpuStatus LaunchRowNorms(const RowNorms& norms, int batch,
+                         cudaStream_t stream) {
+  if (norms.jobs < 1 || norms.jobs > RowNorms::kMaxJobs) {
+    return Fail(RunStatus::kBadProblem,
+                "RowNorms.jobs: 1 to " + std::to_string(RowNorms::kMaxJobs) +
+                    ", got " + std::to_string(norms.jobs));
+  }
+  for (int j = 0; j < norms.jobs; ++j)
+    MG_RETURN_IF_ERROR(CheckNormWidth(norms.job[j].n));
+  // One block a row: wide, so that a row of 6144 is a few loads a thread.
+  return LaunchOverlapped(RowNormsKernel, dim3(norms.jobs, batch), kNormThreads,
+                          0, stream, norms);
 }
 
 GpuStatus LaunchRope(float* x, int rows, int stride, int offset,

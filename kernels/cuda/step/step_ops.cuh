@@ -40,21 +40,35 @@ struct NormOut {
   int rope_offset = -1;
   RopeTable rope;
 };
-GpuStatus LaunchRmsNorm(const float* x, int64_t x_stride, const float* gamma,
-                        int n, float eps, int batch, const NormOut& out,
-                        cudaStream_t stream);
 // h [batch][n] += add (when not null: the residual of the block before,
-// added here rather than by a kernel of its own), then LaunchRmsNorm of h.
+// added here rather than by a kernel of its own), then RMSNorm of h as
+// RowNorms' RMSNorm job.
 GpuStatus LaunchAddRmsNorm(float* h, const float* add, const float* gamma,
                            int n, float eps, int batch, const NormOut& out,
                            cudaStream_t stream);
 
-// The indexer key, in place on k [batch][dim]: LayerNorm (gamma, beta, eps,
-// biased variance), then RoPE on its first 2 * rope.pairs elements.
-GpuStatus LaunchIndexKeyNorm(float* k, int dim, const float* gamma,
-                             const float* beta, float eps,
-                             const RopeTable& rope, int batch,
-                             cudaStream_t stream);
+// Norms of several tensors' rows in one launch (a block a row and job):
+// the latent's after the input projections. An RMSNorm job: out[b][:n] =
+// x[b][:n] / rms * gamma, rows `x_stride` apart (out may be x), with out's
+// other forms and RoPE as NormOut says. A layer_norm job (the indexer key,
+// in place on x [batch][n]): LayerNorm (gamma, beta, eps, biased
+// variance), then RoPE (out.rope) on its first 2 * rope.pairs elements.
+struct RowNorm {
+  bool layer_norm = false;
+  float* x = nullptr;
+  int64_t x_stride = 0;
+  const float* gamma = nullptr;
+  const float* beta = nullptr;  // layer_norm
+  int n = 0;
+  float eps = 0;
+  NormOut out;
+};
+struct RowNorms {
+  static constexpr int kMaxJobs = 3;
+  RowNorm job[kMaxJobs];
+  int jobs = 0;
+};
+GpuStatus LaunchRowNorms(const RowNorms& norms, int batch, cudaStream_t stream);
 
 // RoPE in place on `rows` rows of `stride` floats, at `offset` in each row
 // (interleaved pairs, kernels/reference/ops.h ApplyRope).

@@ -386,6 +386,9 @@ GpuStatus RunLocked(const StepProblem& p, const StepRunOptions& o,
   s.cublas = ctx->cublas;
   s.comm = o.comm;
   s.world = p.shard.tp * p.shard.ep;
+  SideStream side;
+  MG_RETURN_IF_ERROR(side.Init());
+  s.side = &side;
   const backends::Tile tile = RunTile(MoeOptions(o), *launcher->descriptor);
   PrepareMoeArgs(&s, tile.block_n, tile.block_k);
   r->weight_bytes = weights->bytes;
