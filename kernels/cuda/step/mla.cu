@@ -254,6 +254,35 @@ __device__ int BlockExclusiveScan(int flag, int* scratch, int* total) {
   return inclusive - flag + (warp > 0 ? scratch[warp - 1] : 0);
 }
 
+// Writes the indices of the keys above kth and of the first equal_quota
+// keys equal to it, in ascending order: each thread counts a contiguous run
+// of the keys, two block scans place the runs (a scan per 1024 keys, as
+// before, cost ~20 block barriers at 4096 tokens).
+template <typename Keys>
+__device__ void WriteKept(const Keys& keys, int n, uint32_t kth,
+                          int equal_quota, int* scratch, int* out,
+                          int* kept_n) {
+  const int per = (n + blockDim.x - 1) / blockDim.x;
+  const int lo = min(n, static_cast<int>(threadIdx.x) * per);
+  const int hi = min(n, lo + per);
+  int above = 0, equal = 0;
+  for (int i = lo; i < hi; ++i) {
+    const uint32_t key = keys(i);
+    above += key > kth;
+    equal += key == kth;
+  }
+  int equal_total = 0, keep_total = 0;
+  const int equal_before = BlockExclusiveScan(equal, scratch, &equal_total);
+  const int equal_kept = max(0, min(equal, equal_quota - equal_before));
+  int at = BlockExclusiveScan(above + equal_kept, scratch, &keep_total);
+  for (int i = lo, equal_seen = 0; i < hi; ++i) {
+    const uint32_t key = keys(i);
+    const bool equal_here = key == kth && equal_seen++ < equal_kept;
+    if (key > kth || equal_here) out[at++] = i;
+  }
+  if (threadIdx.x == 0) *kept_n = keep_total;
+}
+
 // One block a sequence; kStaged: its keys in dynamic shared memory.
 template <bool kStaged>
 __global__ void TopKKernel(const float* all_scores, int n, int k, int* kept,
@@ -273,22 +302,7 @@ __global__ void TopKKernel(const float* all_scores, int n, int k, int* kept,
   const TopKKeys<kStaged> keys{scores, staged_keys};
   int equal_quota = 0;
   const uint32_t kth = KthKey(keys, n, k, hist, &equal_quota);
-  int written = 0, equal_seen = 0;
-  for (int base = 0; base < n; base += blockDim.x) {
-    const int i = base + threadIdx.x;
-    const uint32_t key = i < n ? keys(i) : 0;
-    const int equal = (i < n && key == kth) ? 1 : 0;
-    int equal_total = 0;
-    const int equal_before = BlockExclusiveScan(equal, scratch, &equal_total);
-    const int keep = (i < n && key > kth) ||
-                     (equal && equal_seen + equal_before < equal_quota);
-    int keep_total = 0;
-    const int at = BlockExclusiveScan(keep, scratch, &keep_total);
-    if (keep) out[written + at] = i;
-    written += keep_total;
-    equal_seen += equal_total;
-  }
-  if (threadIdx.x == 0) kept_n[blockIdx.x] = written;
+  WriteKept(keys, n, kth, equal_quota, scratch, out, kept_n + blockIdx.x);
 }
 
 // Heads of one block: the largest divisor of `heads` up to kAttentionHeads,
