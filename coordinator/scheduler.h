@@ -158,8 +158,6 @@ class Scheduler {
   // Live workers as gang placement sees them, for `backend`.
   std::vector<GangCandidate> Candidates(const std::string& backend) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The response refusing `request` (or naming it a duplicate); none when it
-  // comes from the current lease holder.
   // Records a queued trial UNAVAILABLE for `why`, logs it and advances its
   // sweep.
   absl::Status RecordUnavailable(const v1::Trial& trial, const std::string& why,
@@ -176,6 +174,8 @@ class Scheduler {
   absl::StatusOr<v1::ReportResultResponse> RecordReported(
       const v1::Trial& trial, v1::TrialResult stored)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The response refusing `request` (or naming it a duplicate); none when it
+  // comes from the current lease holder.
   absl::StatusOr<std::optional<v1::ReportResultResponse>> RefuseReport(
       const v1::Trial& trial, const v1::ReportResultRequest& request);
   absl::StatusOr<std::optional<v1::SubmitSweepResponse>> ExistingSubmit(

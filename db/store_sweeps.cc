@@ -113,7 +113,6 @@ absl::Status Store::CancelSweep(int64_t sweep_id, int64_t now_ms) {
   }
   const auto state = static_cast<SweepState>(stmt.Int64(0));
   stmt.Reset();  // finished with it before writing
-  if (state == v1::ABORTED) return absl::OkStatus();  // already cancelled
   if (state == v1::FINISHED) {
     return absl::FailedPreconditionError(absl::StrCat(
         "sweep ", sweep_id, " is FINISHED: there is nothing to cancel"));
@@ -123,6 +122,10 @@ absl::Status Store::CancelSweep(int64_t sweep_id, int64_t now_ms) {
                     "updated_at = ? WHERE sweep_id = ? AND state = ?",
                     static_cast<int>(v1::CANCELLED), now_ms, sweep_id,
                     static_cast<int>(v1::QUEUED)));
+  // Already cancelled: the sweep keeps its finish time, but a trial still
+  // queued in it (a lease lost after the cancel re-queued it, before the
+  // scheduler ended such trials CANCELLED) is closed now.
+  if (state == v1::ABORTED) return txn.Commit();
   RETURN_IF_ERROR(
       conn_.Execute("UPDATE sweeps SET state = ?, finished_at = ? WHERE id = ?",
                     static_cast<int>(v1::ABORTED), now_ms, sweep_id));

@@ -260,6 +260,28 @@ TEST_F(SchedulerTest, ALeaseLostAfterCancelEndsCancelledNotQueued) {
   EXPECT_FALSE(Acquire(b)->granted());
 }
 
+// A database written by an older coordinator, which re-queued such a trial:
+// a restart closes it instead of handing it to the next worker.
+TEST_F(SchedulerTest, ARestartClosesATrialLeftQueuedInACancelledSweep) {
+  const Registered a = RegisterCpuWorker("host-a:cpu");
+  const auto submitted = scheduler_->Submit(Spec({"cpu_reference"}));
+  const v1::Trial leased = Acquire(a)->trial();
+  ASSERT_TRUE(scheduler_->Cancel(submitted->sweep_id()).ok());
+  ASSERT_TRUE(
+      store_->RequeueTrial(leased.trial_id(), "lease lost", clock_.NowUnixMs())
+          .ok());
+  ASSERT_EQ(OnlyTrial().state(), v1::QUEUED);
+
+  Scheduler restarted(store_.get(), registry_.get(), &clock_,
+                      SchedulerOptions{1000, 100, 0});
+  ASSERT_TRUE(restarted.ResumeSweeps().ok());
+  EXPECT_EQ(OnlyTrial().state(), v1::CANCELLED);
+  EXPECT_EQ(OnlyTrial().reason(), "sweep cancelled");
+  EXPECT_EQ(Sweep(submitted->sweep_id()).state(), v1::ABORTED);
+  const Registered b = RegisterCpuWorker("host-b:cpu", &restarted);
+  EXPECT_FALSE(Acquire(b, &restarted)->granted());
+}
+
 // The CLI's embedded workers have all stopped and their coordinator stops
 // next: no lease they held would ever lapse. Each is lost at once, as a
 // lapse would lose it; other workers' leases and recorded outcomes stay.

@@ -260,6 +260,27 @@ TEST_F(StoreTest, CancelSweepCancelsQueuedAndLeavesLeased) {
   EXPECT_EQ(store_->CancelSweep(77, kT0).code(), absl::StatusCode::kNotFound);
 }
 
+// Older coordinators re-queued a trial whose lease was lost after its sweep
+// was cancelled; cancelling again closes it and keeps the sweep's end.
+TEST_F(StoreTest, CancellingACancelledSweepClosesATrialLeftQueued) {
+  std::vector<v1::Trial> trials = {MakeTrial("a", "h"), MakeTrial("a", "h")};
+  const int64_t id = Create(&trials);
+  ASSERT_TRUE(store_->LeaseTrial(trials[0].trial_id(), "w1", kT0 + 1).ok());
+  ASSERT_TRUE(store_->CancelSweep(id, kT0 + 2).ok());
+  ASSERT_TRUE(
+      store_->RequeueTrial(trials[0].trial_id(), "lease lost", kT0 + 3).ok());
+  ASSERT_EQ(Get(trials[0].trial_id()).state(), v1::QUEUED);
+
+  ASSERT_TRUE(store_->CancelSweep(id, kT0 + 4).ok());
+  const v1::Trial closed = Get(trials[0].trial_id());
+  EXPECT_EQ(closed.state(), v1::CANCELLED);
+  EXPECT_EQ(closed.reason(), "sweep cancelled");
+  EXPECT_EQ(closed.updated_at_unix_ms(), kT0 + 4);
+  EXPECT_EQ(Get(trials[1].trial_id()).updated_at_unix_ms(), kT0 + 2);
+  EXPECT_EQ(store_->GetSweep(id)->finished_at_unix_ms(), kT0 + 2);
+  EXPECT_EQ(store_->GetSweep(id)->state(), v1::ABORTED);
+}
+
 TEST_F(StoreTest, CancelFinishedSweepIsRefused) {
   std::vector<v1::Trial> trials = {MakeTrial("a", "h")};
   const int64_t id = Create(&trials);
