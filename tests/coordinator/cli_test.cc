@@ -111,13 +111,19 @@ TEST(ViewsTest, MsPerTokenAddsTheModelledCommunication) {
   EXPECT_EQ(TrialsTable(trials).rows[0][12], "3.000");  // measured: in it
 }
 
-TEST(ViewsTest, BestSaysWhenFiguresArePerLayerOfAChain) {
-  v1::GetBestResponse best;
-  v1::BestForWorkload* w = best.add_workloads();
+// A best-of workload "abc": glm5, batch 1, context 2048.
+v1::BestForWorkload* AddGlm5Workload(v1::GetBestResponse* best) {
+  v1::BestForWorkload* w = best->add_workloads();
   w->set_workload_hash("abc");
   w->mutable_workload()->set_model_preset("glm5");
   w->mutable_workload()->set_batch_size(1);
   w->mutable_workload()->set_context_length(2048);
+  return w;
+}
+
+TEST(ViewsTest, BestSaysWhenFiguresArePerLayerOfAChain) {
+  v1::GetBestResponse best;
+  v1::BestForWorkload* w = AddGlm5Workload(&best);
   std::ostringstream alone;
   PrintBest(alone, best);
   EXPECT_THAT(alone.str(),
@@ -134,11 +140,7 @@ TEST(ViewsTest, BestSaysWhenFiguresArePerLayerOfAChain) {
 
 TEST(ViewsTest, BestNamesAStepsFormatsWhenNotTheDefault) {
   v1::GetBestResponse best;
-  v1::BestForWorkload* w = best.add_workloads();
-  w->set_workload_hash("abc");
-  w->mutable_workload()->set_model_preset("glm5");
-  w->mutable_workload()->set_batch_size(1);
-  w->mutable_workload()->set_context_length(2048);
+  v1::BestForWorkload* w = AddGlm5Workload(&best);
   w->mutable_workload()->mutable_quantization()->set_attention(v1::NVFP4);
   w->mutable_workload()->mutable_quantization()->set_lm_head(v1::NVFP4);
   w->mutable_workload()->set_kv_cache_dtype(v1::KV_FP8_E4M3);
