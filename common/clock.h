@@ -49,4 +49,22 @@ class FakeClock final : public Clock {
   std::atomic<int64_t> now_ns_;
 };
 
+// Adds the monotonic seconds between its construction and its destruction to
+// *total: one phase's share of a run (a trial's checks, its timed work).
+class AddElapsedSeconds {
+ public:
+  AddElapsedSeconds(const Clock& clock, double* total)
+      : clock_(clock), total_(total), start_ns_(clock.MonotonicNs()) {}
+  ~AddElapsedSeconds() {
+    *total_ += static_cast<double>(clock_.MonotonicNs() - start_ns_) * 1e-9;
+  }
+  AddElapsedSeconds(const AddElapsedSeconds&) = delete;
+  AddElapsedSeconds& operator=(const AddElapsedSeconds&) = delete;
+
+ private:
+  const Clock& clock_;
+  double* total_;
+  int64_t start_ns_;
+};
+
 }  // namespace moetune

@@ -48,6 +48,11 @@ struct BackendRun {
   // Chained MoE layers (workload.chain_layers): output and reference hold
   // `layers` equal blocks, one a layer, each checked on its own.
   int layers = 1;
+  // Seconds of the run spent on its untimed checked run(s) and reference
+  // (when it came with one), and on warm-ups and timed iterations
+  // (TrialResult's check_s and timed_s).
+  double check_s = 0;
+  double timed_s = 0;
 };
 
 class Backend {

@@ -38,9 +38,15 @@ absl::StatusOr<std::vector<double>> TimeOnCpu(const Clock& clock,
 absl::StatusOr<BackendRun> RunRegion(const Clock& clock, const TrialInputs& in,
                                      const RegionFn& region, double bytes) {
   BackendRun run;
-  RETURN_IF_ERROR(region(&run.output));
-  ASSIGN_OR_RETURN(run.samples_us,
-                   TimeOnCpu(clock, in.trial.measurement(), region));
+  {
+    const AddElapsedSeconds checking(clock, &run.check_s);
+    RETURN_IF_ERROR(region(&run.output));
+  }
+  {
+    const AddElapsedSeconds timing(clock, &run.timed_s);
+    ASSIGN_OR_RETURN(run.samples_us,
+                     TimeOnCpu(clock, in.trial.measurement(), region));
+  }
   run.bytes = bytes;
   return run;
 }

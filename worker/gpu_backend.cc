@@ -133,6 +133,8 @@ class GpuMoeBackend final : public Backend {
     run.samples_us = std::move(result.samples_us);
     run.bytes = result.bytes;
     run.layers = options.chain_layers;
+    run.check_s = result.check_s;
+    run.timed_s = result.timed_s;
     return run;
   }
 
@@ -161,6 +163,8 @@ class GpuMoeBackend final : public Backend {
       run.output = std::move(result.logits);  // against the CPU reference
     }
     run.samples_us = std::move(result.samples_us);
+    run.check_s = result.check_s;
+    run.timed_s = result.timed_s;
     run.bytes = static_cast<double>(
         ref::DecodeStepByteBreakdown(in.step, result.distinct_experts).Total());
     if (comm != nullptr) run.comm_measured_us = result.comm_us;

@@ -205,9 +205,16 @@ double WorstLayerError(const std::vector<float>& out,
 static void Judge(const TrialInputs& in,
                   const backends::BackendDescriptor& backend,
                   const BackendRun& run, const v1::Probe& probe,
-                  const CommModelParams& params, v1::TrialResult* result) {
-  const std::vector<float> reference =
-      run.reference.empty() ? CpuReference(in) : run.reference;
+                  const CommModelParams& params, const Clock& clock,
+                  v1::TrialResult* result) {
+  double check_s = run.check_s;
+  std::vector<float> reference;
+  {
+    const AddElapsedSeconds checking(clock, &check_s);
+    reference = run.reference.empty() ? CpuReference(in) : run.reference;
+  }
+  result->set_check_s(check_s);
+  result->set_timed_s(run.timed_s);
   int layer = 0;
   result->set_max_rel_error(
       WorstLayerError(run.output, reference, run.layers, &layer));
@@ -276,7 +283,7 @@ v1::TrialResult TrialRunner::Run(const v1::TrialExecution& execution) {
     return result;
   }
   Judge(in, backend->descriptor(), *run, execution.probe(),
-        ParamsFrom(execution.comm_calibration()), &result);
+        ParamsFrom(execution.comm_calibration()), *clock_, &result);
   return result;
 }
 

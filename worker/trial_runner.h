@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/clock.h"
 #include "proto/moetune.pb.h"
 #include "worker/backend.h"
 
@@ -37,9 +38,13 @@ using RendezvousFactory =
 class TrialRunner {
  public:
   // Without `rendezvous`, a gang trial FAILS saying so.
+  // `clock` times the runner's own reference (TrialResult::check_s).
   explicit TrialRunner(BackendRegistry* registry,
-                       RendezvousFactory rendezvous = nullptr)
-      : registry_(registry), rendezvous_(std::move(rendezvous)) {}
+                       RendezvousFactory rendezvous = nullptr,
+                       const Clock* clock = RealClock::Get())
+      : registry_(registry),
+        rendezvous_(std::move(rendezvous)),
+        clock_(clock) {}
   v1::TrialResult Run(const v1::TrialExecution& execution);
 
  private:
@@ -49,6 +54,7 @@ class TrialRunner {
 
   BackendRegistry* registry_;
   RendezvousFactory rendezvous_;
+  const Clock* clock_;
 };
 
 }  // namespace moetune::worker

@@ -23,6 +23,7 @@
 #include "coordinator/cli/progress_display.h"
 #include "coordinator/cli/session.h"
 #include "coordinator/cli/spec_file.h"
+#include "coordinator/cli/time_account.h"
 #include "coordinator/cli/views.h"
 
 namespace moetune::cli {
@@ -169,6 +170,16 @@ void PrintSweepJson(const v1::Sweep& sweep,
             << ",\n\"best\": " << ToJson(best) << "\n}\n";
 }
 
+// Where the sweep's time went (time_account.h), after its winners; nothing
+// when the sweep cannot be read back or its trials recorded no phases.
+void PrintTimeAccount(Session& session, int64_t sweep_id,
+                      const v1::QueryTrialsResponse& trials) {
+  absl::StatusOr<v1::Sweep> sweep = GetSweep(session, sweep_id);
+  if (!sweep.ok()) return;
+  const std::string line = TimeAccountLine(*sweep, trials);
+  if (!line.empty()) std::cout << line << "\n";
+}
+
 // The results and the winners of a finished sweep: CSV has the trials only
 // (one header, one kind of row), JSON and the table both.
 int Report(Session& session, int64_t sweep_id, const CommandOptions& options) {
@@ -191,6 +202,7 @@ int Report(Session& session, int64_t sweep_id, const CommandOptions& options) {
     if (options.format == OutputFormat::kTable) {
       std::cout << "\n";
       PrintBest(std::cout, best);
+      PrintTimeAccount(session, sweep_id, *trials);
     }
   }
   if (!AnyDone(*trials)) {

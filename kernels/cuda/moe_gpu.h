@@ -89,6 +89,9 @@ struct MoeRunResult {
   std::vector<float> reference_output;
   double bytes = 0;  // the rank's minimum bytes (a layer: the chain's mean)
   int distinct_experts = 0;
+  // Seconds in the checked runs (with their trusted path) and in warm-ups
+  // and timed iterations; the rest of the call is setup.
+  double check_s = 0, timed_s = 0;
 };
 
 MoeRunResult RunMoeLayer(const MoeProblem& problem,

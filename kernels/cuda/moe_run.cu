@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "kernels/backends/registry.h"
 #include "kernels/cuda/device_probe.cuh"
 #include "kernels/cuda/moe_gpu.h"
@@ -51,6 +52,7 @@ GpuStatus AppendOut(const float* src, size_t n, std::vector<float>* out) {
 GpuStatus CheckedRun(Context* ctx, const MoeProblem& p, const MoeRunOptions& o,
                      const Launcher& launcher, const LayerArgs& a,
                      const RunState& st, int i, MoeRunResult* r, int* routed) {
+  const AddElapsedSeconds checking(*RealClock::Get(), &r->check_s);
   MG_RETURN_IF_ERROR(launcher.launch(a, st.workspace.get(), ctx->stream));
   MG_CUDA(cudaStreamSynchronize(ctx->stream));
   const size_t bh = static_cast<size_t>(a.geo.batch) * a.geo.hidden;
@@ -115,6 +117,7 @@ GpuStatus RunLocked(const MoeProblem& p, const MoeRunOptions& o,
   double bytes = MinBytes(geo, r->distinct_experts);
   MG_RETURN_IF_ERROR(ExtendChain(ctx, p, o, *launcher, st, &chain, r, &bytes));
   r->bytes = bytes / static_cast<double>(chain.size());
+  const AddElapsedSeconds timing(*RealClock::Get(), &r->timed_s);
   return TimeLayers(ctx, *launcher, chain, st.workspace.get(), o,
                     &r->samples_us);
 }

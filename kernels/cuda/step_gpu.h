@@ -149,6 +149,10 @@ struct StepRunResult {
   // whole step's; and how many collectives a step makes.
   double comm_us = 0;
   int collectives_per_step = 0;
+  // Seconds in the checked run (and its trusted MoE path) and in warm-ups
+  // and timed iterations (the step's and its collectives'); the rest of the
+  // call is setup (weights, caches, graph capture) and the profile pass.
+  double check_s = 0, timed_s = 0;
 };
 
 StepRunResult RunDecodeStep(const StepProblem& problem,

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -120,6 +121,12 @@ TEST(EndToEndTest, CliSweepThenBestFromTheDatabaseItLeft) {
   EXPECT_EQ(sweep.exit_code, 0) << sweep.output;
   EXPECT_THAT(sweep.output, HasSubstr("median_us"));
   EXPECT_THAT(sweep.output, HasSubstr("native_fp4 unavailable"));
+  // Where its time went: the trials recorded their checks and timing.
+  EXPECT_TRUE(std::regex_search(
+      sweep.output,
+      std::regex("time: [0-9.]+ s on 1 worker: checks [0-9.]+ s, warm-ups "
+                 "and timed iterations [0-9.]+ s; [0-9]+% outside them")))
+      << sweep.output;
   const CommandResult best = RunCommand(kBin + "/moetune best --db " + db);
   EXPECT_EQ(best.exit_code, 0) << best.output;
   EXPECT_THAT(best.output, HasSubstr("best:"));

@@ -93,8 +93,26 @@ TEST(TrialRunnerTest, CpuBackendsAreCorrectAndTimedOnBothRegions) {
       EXPECT_GT(r.roofline().bytes(), 0);
       EXPECT_FALSE(r.roofline().comm_modelled());
       EXPECT_EQ(r.fingerprint().hash(), "fp1");
+      EXPECT_GT(r.check_s(), 0);  // the untimed run and the CPU reference
+      EXPECT_GT(r.timed_s(), 0);
     }
   }
+}
+
+// The backend's phases reach the result; the runner adds the time of a
+// reference it computes itself (none here: the backend brought one).
+TEST(TrialRunnerTest, TheResultSaysHowLongTheChecksAndTheTimingTook) {
+  BackendRun run = Scripted({1, 2, 3, 4}, {1, 2, 3, 4});
+  run.check_s = 0.25;
+  run.timed_s = 1.5;
+  BackendRegistry registry;
+  registry.Register(std::make_unique<ScriptedBackend>(run));
+  FakeClock clock;
+  TrialRunner runner(&registry, nullptr, &clock);
+  const v1::TrialResult r = runner.Run(Execution("fused_gemv", v1::MOE_LAYER));
+  EXPECT_EQ(r.outcome(), v1::DONE) << r.reason();
+  EXPECT_DOUBLE_EQ(r.check_s(), 0.25);
+  EXPECT_DOUBLE_EQ(r.timed_s(), 1.5);
 }
 
 // The workload's formats reach the step: ResolveStep maps the map and the

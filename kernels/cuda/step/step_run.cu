@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "kernels/cuda/device_probe.cuh"
 #include "kernels/cuda/overlap_launch.cuh"
 #include "kernels/cuda/run_checks.cuh"
@@ -393,13 +394,19 @@ GpuStatus RunLocked(const StepProblem& p, const StepRunOptions& o,
   PrepareMoeArgs(&s, tile.block_n, tile.block_k);
   r->weight_bytes = weights->bytes;
   r->cache_bytes = caches->bytes;
-  MG_RETURN_IF_ERROR(CheckedRuns(s, ctx, o, r));
+  {
+    const AddElapsedSeconds checking(*RealClock::Get(), &r->check_s);
+    MG_RETURN_IF_ERROR(CheckedRuns(s, ctx, o, r));
+  }
   if (launcher->descriptor->graph_capturable) {
     MG_RETURN_IF_ERROR(CountKernels(s, ctx, &r->kernels_per_step));
   }
-  MG_RETURN_IF_ERROR(TimeSteps(s, ctx, o, &r->samples_us));
-  MG_RETURN_IF_ERROR(CheckGang(s));
-  MG_RETURN_IF_ERROR(TimeCollectives(s, ctx, o, r));
+  {
+    const AddElapsedSeconds timing(*RealClock::Get(), &r->timed_s);
+    MG_RETURN_IF_ERROR(TimeSteps(s, ctx, o, &r->samples_us));
+    MG_RETURN_IF_ERROR(CheckGang(s));
+    MG_RETURN_IF_ERROR(TimeCollectives(s, ctx, o, r));
+  }
   MG_RETURN_IF_ERROR(Download(buffers.logits,
                               static_cast<size_t>(p.batch) * s.geo.vocab,
                               &r->timed_logits));
