@@ -1,5 +1,7 @@
 #include "coordinator/cli/time_account.h"
 
+#include <tuple>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -21,33 +23,38 @@ void AddTrial(v1::QueryTrialsResponse* trials, const std::string& worker,
   trial->mutable_result()->set_timed_s(timed_s);
 }
 
-// 10 s of one worker: 2 s checking, 5 s timing, so 30 % went elsewhere.
-TEST(TimeAccountTest, OneWorkersTimeSplitsIntoChecksTimingAndTheRest) {
-  v1::QueryTrialsResponse trials;
-  AddTrial(&trials, "w1", 1.5, 4.0);
-  AddTrial(&trials, "w1", 0.5, 1.0);
+// The account of a 10 s sweep whose trials recorded their phases.
+TimeAccount TenSecondAccount(const v1::QueryTrialsResponse& trials) {
   bool recorded = false;
-  const TimeAccount a = AccountTime(SweepOf(10), trials, &recorded);
+  const TimeAccount account = AccountTime(SweepOf(10), trials, &recorded);
   EXPECT_TRUE(recorded);
-  EXPECT_EQ(a.workers, 1);
-  EXPECT_DOUBLE_EQ(a.check_s, 2.0);
-  EXPECT_DOUBLE_EQ(a.timed_s, 5.0);
-  EXPECT_NEAR(a.OutsideShare(), 0.3, 1e-12);
+  return account;
+}
+
+// 10 s of one worker, 2 s checking and 5 s timing: 30 % went elsewhere; the
+// same trials on two workers had 20 s between them: 65 %.
+TEST(TimeAccountTest, TheShareOutsideIsOfEveryWorkersTime) {
+  for (const auto& [second_worker, workers, outside] :
+       {std::tuple{"w1", 1, 0.3}, std::tuple{"w2", 2, 0.65}}) {
+    v1::QueryTrialsResponse trials;
+    AddTrial(&trials, "w1", 1.5, 4.0);
+    AddTrial(&trials, second_worker, 0.5, 1.0);
+    const TimeAccount a = TenSecondAccount(trials);
+    EXPECT_EQ(a.workers, workers);
+    EXPECT_DOUBLE_EQ(a.check_s, 2.0);
+    EXPECT_DOUBLE_EQ(a.timed_s, 5.0);
+    EXPECT_NEAR(a.OutsideShare(), outside, 1e-12);
+  }
+}
+
+TEST(TimeAccountTest, OneLineSaysWhereTheTimeWent) {
+  v1::QueryTrialsResponse trials;
+  AddTrial(&trials, "w1", 2.0, 5.0);
   EXPECT_EQ(TimeAccountLine(SweepOf(10), trials),
             "time: 10.0 s on 1 worker: checks 2.0 s, warm-ups and timed "
             "iterations 5.0 s; 30% outside them (setup, scheduling, "
             "reports)");
-}
-
-// Two workers had 20 s between them.
-TEST(TimeAccountTest, SeveralWorkersShareTheWallTime) {
-  v1::QueryTrialsResponse trials;
-  AddTrial(&trials, "w1", 1, 7);
-  AddTrial(&trials, "w2", 1, 7);
-  bool recorded = false;
-  const TimeAccount a = AccountTime(SweepOf(10), trials, &recorded);
-  EXPECT_EQ(a.workers, 2);
-  EXPECT_NEAR(a.OutsideShare(), 0.2, 1e-12);
+  AddTrial(&trials, "w2", 0, 1.0);
   EXPECT_THAT(TimeAccountLine(SweepOf(10), trials),
               ::testing::HasSubstr("on 2 workers:"));
 }
