@@ -15,9 +15,8 @@ double TimeAccount::OutsideShare() const {
 }
 
 TimeAccount AccountTime(const v1::Sweep& sweep,
-                        const v1::QueryTrialsResponse& trials, bool* recorded) {
+                        const v1::QueryTrialsResponse& trials) {
   TimeAccount account;
-  *recorded = false;
   std::set<std::string> workers;
   for (const v1::Trial& trial : trials.trials()) {
     if (!trial.has_result()) continue;
@@ -25,8 +24,6 @@ TimeAccount AccountTime(const v1::Sweep& sweep,
     const std::string& worker =
         result.worker_id().empty() ? trial.worker_id() : result.worker_id();
     if (!worker.empty()) workers.insert(worker);
-    if (result.check_s() <= 0 && result.timed_s() <= 0) continue;
-    *recorded = true;
     account.check_s += result.check_s();
     account.timed_s += result.timed_s();
   }
@@ -40,9 +37,8 @@ TimeAccount AccountTime(const v1::Sweep& sweep,
 
 std::string TimeAccountLine(const v1::Sweep& sweep,
                             const v1::QueryTrialsResponse& trials) {
-  bool recorded = false;
-  const TimeAccount a = AccountTime(sweep, trials, &recorded);
-  if (!recorded || a.wall_s <= 0 || a.workers == 0) return "";
+  const TimeAccount a = AccountTime(sweep, trials);
+  if (!a.recorded() || a.wall_s <= 0 || a.workers == 0) return "";
   return absl::StrFormat(
       "time: %.1f s on %d worker%s: checks %.1f s, warm-ups and timed "
       "iterations %.1f s; %.0f%% outside them (setup, scheduling, reports)",

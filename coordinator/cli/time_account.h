@@ -17,12 +17,14 @@ struct TimeAccount {
   double check_s = 0, timed_s = 0;
   // 1 - (check_s + timed_s) / (wall_s * workers), in [0, 1].
   double OutsideShare() const;
+  // False when no trial recorded its phases (results from before those
+  // fields, or none finished).
+  bool recorded() const { return check_s + timed_s > 0; }
 };
 
-// Sums the trials' check_s and timed_s; recorded is false when no trial
-// has them (results recorded before those fields, or none finished).
+// Sums the trials' check_s and timed_s.
 TimeAccount AccountTime(const v1::Sweep& sweep,
-                        const v1::QueryTrialsResponse& trials, bool* recorded);
+                        const v1::QueryTrialsResponse& trials);
 
 // One line for the end of a sweep's report, e.g. "time: 12.5 s on 1 worker:
 // checks 1.2 s, warm-ups and timed iterations 8.3 s; 24% outside them

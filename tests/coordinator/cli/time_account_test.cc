@@ -25,9 +25,8 @@ void AddTrial(v1::QueryTrialsResponse* trials, const std::string& worker,
 
 // The account of a 10 s sweep whose trials recorded their phases.
 TimeAccount TenSecondAccount(const v1::QueryTrialsResponse& trials) {
-  bool recorded = false;
-  const TimeAccount account = AccountTime(SweepOf(10), trials, &recorded);
-  EXPECT_TRUE(recorded);
+  const TimeAccount account = AccountTime(SweepOf(10), trials);
+  EXPECT_TRUE(account.recorded());
   return account;
 }
 
@@ -64,9 +63,7 @@ TEST(TimeAccountTest, OneLineSaysWhereTheTimeWent) {
 TEST(TimeAccountTest, SaysNothingWithoutRecordedPhases) {
   v1::QueryTrialsResponse trials;
   AddTrial(&trials, "w1", 0, 0);
-  bool recorded = true;
-  AccountTime(SweepOf(10), trials, &recorded);
-  EXPECT_FALSE(recorded);
+  EXPECT_FALSE(AccountTime(SweepOf(10), trials).recorded());
   EXPECT_EQ(TimeAccountLine(SweepOf(10), trials), "");
   AddTrial(&trials, "w1", 1, 1);
   EXPECT_EQ(TimeAccountLine(v1::Sweep(), trials), "");
