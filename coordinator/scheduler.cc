@@ -319,8 +319,9 @@ absl::Status Scheduler::MarkUnavailableTrials() {
       const int64_t waiting_since =
           std::max(trial.updated_at_unix_ms(), started_ms_);
       if (now - waiting_since < options_.unavailable_grace_ms) continue;
-      RETURN_IF_ERROR(RecordUnavailable(
-          trial, absl::StrCat(backend, " unavailable: ", reason), now));
+      RETURN_IF_ERROR(EndWithoutResult(
+          trial, v1::UNAVAILABLE,
+          absl::StrCat(backend, " unavailable: ", reason), now));
     }
   }
   return absl::OkStatus();
@@ -379,12 +380,6 @@ absl::StatusOr<v1::ReportResultResponse> Scheduler::Report(
   v1::TrialResult stored = result;
   stored.set_worker_id(request.worker_id());
   return RecordReported(trial, std::move(stored));
-}
-
-absl::Status Scheduler::RecordUnavailable(const v1::Trial& trial,
-                                          const std::string& why,
-                                          int64_t now_ms) {
-  return EndWithoutResult(trial, v1::UNAVAILABLE, why, now_ms);
 }
 
 absl::Status Scheduler::EndWithoutResult(const v1::Trial& trial,

@@ -158,11 +158,6 @@ class Scheduler {
   // Live workers as gang placement sees them, for `backend`.
   std::vector<GangCandidate> Candidates(const std::string& backend) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Records a queued trial UNAVAILABLE for `why`, logs it and advances its
-  // sweep.
-  absl::Status RecordUnavailable(const v1::Trial& trial, const std::string& why,
-                                 int64_t now_ms)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records a final state that comes without a result (FAILED, UNAVAILABLE,
   // CANCELLED) for `reason`, logs it and advances its sweep.
   absl::Status EndWithoutResult(const v1::Trial& trial, v1::TrialState state,

@@ -244,8 +244,8 @@ absl::Status Scheduler::MarkGangTrialsOf(int64_t sweep_id) {
     }
     const std::string& reason = memo->second;
     if (reason.empty()) continue;
-    RETURN_IF_ERROR(RecordUnavailable(
-        trial,
+    RETURN_IF_ERROR(EndWithoutResult(
+        trial, v1::UNAVAILABLE,
         absl::StrCat("MEASURED tp", trial.config().tp(), " x ep",
                      trial.config().ep(), " unavailable: ", reason),
         now));
