@@ -48,7 +48,8 @@ __device__ void RmsNormRow(float* x, int64_t x_stride, const float* add,
                            const NormOut& out, int r) {
   __shared__ float scratch[32];
   float* row = x + r * x_stride;
-  const float* added = add + static_cast<int64_t>(r) * n;
+  const float* added =
+      add != nullptr ? add + static_cast<int64_t>(r) * n : nullptr;
   float v[kNormPerThread], g[kNormPerThread];
 #pragma unroll
   for (int j = 0; j < kNormPerThread; ++j) {
