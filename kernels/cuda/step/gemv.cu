@@ -3,11 +3,17 @@
 
 #include "kernels/cuda/overlap_launch.cuh"
 #include "kernels/cuda/step/gemv.cuh"
+#include "kernels/cuda/step/gemv_mma.cuh"
+#include "kernels/cuda/step/gemv_rows.cuh"
 #include "kernels/cuda/step/reduce.cuh"
 #include "kernels/model/nvfp4_format.h"
 
 namespace moetune::gpu {
 namespace {
+
+using gemv_detail::GemvRow;
+using gemv_detail::OutputOf;
+using gemv_detail::RowOf;
 
 constexpr int kWarpsPerBlock = 8;
 
@@ -33,18 +39,6 @@ __device__ __forceinline__ float Dot8(const float* w, const float* x) {
 template <int NB>
 inline constexpr int kGemvUnroll = NB <= 2 ? 8 : 4;
 
-// Weight row r of the GEMV and the input its group reads (Bf16Gemv).
-struct GemvRow {
-  const uint4* w;
-  const float* x;
-};
-__device__ __forceinline__ GemvRow RowOf(const Bf16Gemv& g, int r) {
-  const int group = r / g.rows_per_x, within = r % g.rows_per_x;
-  const int64_t w_row = group * g.w_group_stride + g.w_group_offset + within;
-  return {reinterpret_cast<const uint4*>(g.w + w_row * g.k),
-          g.x + group * g.x_group_stride};
-}
-
 // acc[i] += 8 weights of chunk c8 . sequence b0 + i's inputs, i < nb. NB is
 // a compile-time bound so that a batch of one issues one product, not
 // kGemvBatchChunk predicated ones.
@@ -59,14 +53,6 @@ __device__ __forceinline__ void AccumulateChunk(const uint4& packed,
   for (int i = 0; i < NB; ++i) {
     if (i < nb) acc[i] += Dot8(wf, row.x + (b0 + i) * g.x_stride + c8 * 8);
   }
-}
-
-// Where output row r of sequence b goes (Bf16Gemv's segments).
-__device__ __forceinline__ float* OutputOf(const Bf16Gemv& g, int r, int b) {
-  if (g.segments == 0) return g.y + b * g.y_stride + r;
-  int s = 0, begin = 0;
-  while (s + 1 < g.segments && r >= g.seg_end[s]) begin = g.seg_end[s++];
-  return g.seg_y[s] + b * g.seg_y_stride[s] + (r - begin);
 }
 
 // Block = kWarpsPerBlock / ks rows x ks parts of K: warp (row, part) sums
@@ -263,6 +249,9 @@ GpuStatus LaunchGemvBf16(const Bf16Gemv& given, cudaStream_t stream) {
                     std::to_string(Bf16Gemv::kMaxSegments) + " segments");
   }
   if (g.rows_per_x == 0) g.rows_per_x = g.rows;
+  if (g.batch >= kGemvMmaMinBatch && GemvBf16MmaFits(g)) {
+    return LaunchGemvBf16Mma(g, stream);
+  }
   if (g.batch >= 8) return LaunchGemvBf16Nb<8>(g, stream);
   if (g.batch >= 4) return LaunchGemvBf16Nb<4>(g, stream);
   if (g.batch >= 2) return LaunchGemvBf16Nb<2>(g, stream);

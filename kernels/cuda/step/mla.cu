@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/cuda/overlap_launch.cuh"
+#include "kernels/cuda/step/index_scores_mma.cuh"
 #include "kernels/cuda/step/mla.cuh"
 #include "kernels/cuda/step/reduce.cuh"
 #include "kernels/model/kv_fp8_format.h"
@@ -665,6 +666,7 @@ GpuStatus LaunchIndexerScores(const IndexerScores& s, cudaStream_t stream) {
                 "that is a multiple of 16, got " +
                     std::to_string(s.heads) + " x " + std::to_string(s.dim));
   }
+  if (IndexerScoresMmaFits(s)) return LaunchIndexerScoresMma(s, stream);
   const int per_block = kScoreBlock / kScoreLanes;
   const int blocks = (s.context + 1 + per_block - 1) / per_block;
   const size_t smem =

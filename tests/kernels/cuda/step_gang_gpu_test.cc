@@ -233,7 +233,10 @@ TEST(StepGangGpuTest, AWorldOneNcclGangRunsTheSameStep) {
   auto comm = CreateGangComm(setup, alone, &error);
   ASSERT_NE(comm, nullptr) << error;
   StepRunOptions o;
-  o.backend = "fused_gemv";
+  // A backend that combines the experts in a fixed order: with fused_gemv's
+  // float atomics two runs of one step differ in the last bits, and where
+  // that tips an indexer or router near-tie, by more (1.4e-4, device run 56).
+  o.backend = "grouped_mma";
   o.cuda_graph = true;
   o.warmup = 1;
   o.iterations = 3;
@@ -243,13 +246,12 @@ TEST(StepGangGpuTest, AWorldOneNcclGangRunsTheSameStep) {
   const StepRunResult ganged = RunDecodeStep(p, o);
   ASSERT_EQ(plain.status, RunStatus::kOk) << plain.message;
   ASSERT_EQ(ganged.status, RunStatus::kOk) << ganged.message;
-  // The step itself is not bitwise repeatable (the MoE backend combines
-  // experts with atomics): equal to float rounding, the same tokens.
-  EXPECT_LT(RelL2(ganged.logits, plain.logits.data(), plain.logits.size()),
-            1e-5);
-  EXPECT_LT(RelL2(ganged.timed_logits, plain.timed_logits.data(),
+  // A world-1 sum is the identity: the same bits.
+  EXPECT_EQ(RelL2(ganged.logits, plain.logits.data(), plain.logits.size()),
+            0.0);
+  EXPECT_EQ(RelL2(ganged.timed_logits, plain.timed_logits.data(),
                   plain.timed_logits.size()),
-            1e-5);
+            0.0);
   EXPECT_EQ(ganged.next_tokens, plain.next_tokens);
   EXPECT_EQ(ganged.collectives_per_step, 9);
   EXPECT_GT(ganged.comm_us, 0);

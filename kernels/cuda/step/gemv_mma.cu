@@ -1,0 +1,192 @@
+#include <cstdint>
+
+#include "kernels/cuda/overlap_launch.cuh"
+#include "kernels/cuda/step/gemv_mma.cuh"
+#include "kernels/cuda/step/gemv_rows.cuh"
+
+namespace moetune::gpu {
+namespace {
+
+using gemv_detail::GemvRow;
+using gemv_detail::OutputOf;
+using gemv_detail::RowOf;
+
+constexpr int kMmaWarps = 8;
+constexpr int kTileRows = 16;  // rows a warp (mma's M)
+constexpr int kChunkK = 32;    // K of one 16-byte load by each of 4 lanes
+constexpr int kMmaUnroll = 4;  // chunks of weights in flight a warp
+constexpr int kMmaTargetWarps = 2048;
+
+__device__ __forceinline__ void MmaBf16(float (&d)[4], uint32_t a0, uint32_t a1,
+                                        uint32_t a2, uint32_t a3, uint32_t b0,
+                                        uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// (x0, x1), x0 at the lower k, as three BF16 pairs with x = hi + mid + lo
+// to 2^-27 of x: each part takes the bits the one before rounded off (the
+// subtractions are exact). Two parts leave 2^-18, which device run 56
+// measured as up to 2.5e-6 of a row's products' magnitude: 30x a float
+// sum's error.
+__device__ __forceinline__ uint32_t PackBf16(float x0, float x1, float* r0,
+                                             float* r1) {
+  uint32_t p;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(p) : "f"(x1), "f"(x0));
+  *r0 = x0 - __uint_as_float(p << 16);
+  *r1 = x1 - __uint_as_float(p & 0xffff0000u);
+  return p;
+}
+__device__ __forceinline__ void SplitBf16(float x0, float x1, uint32_t* hi,
+                                          uint32_t* mid, uint32_t* lo) {
+  float r0, r1;
+  *hi = PackBf16(x0, x1, &r0, &r1);
+  *mid = PackBf16(r0, r1, &r0, &r1);
+  *lo = PackBf16(r0, r1, &r0, &r1);
+}
+
+// One 32-K chunk. Lane (g, c) loaded rows g and g + 8's eight weights at K
+// 8c..8c+7 of the chunk (one 16-byte load each); mma's k order is permuted
+// the same way for A and B (a sum does not care), so B is the same eight K
+// of sequence g of each n-tile: mma 1 takes K 8c+0..3, mma 2 K 8c+4..7.
+// The chunk's four products go to a fresh accumulator that is then added in
+// float: accumulated in the tensor cores over a whole row (~400 mma at K =
+// 6144) the sums were off by enough to fail three tiny-model step tests,
+// which the CUDA-core GEMV's outputs perturbed by 1e-5 also failed and by
+// 1e-6 did not (device run 55); the GEMV test bounds the error.
+template <int NT>
+__device__ __forceinline__ void MmaChunk(const uint4& wa, const uint4& wb,
+                                         const float* const (&xb)[NT],
+                                         int k_off, float (&acc)[NT][4]) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const float4 v0 = __ldg(reinterpret_cast<const float4*>(xb[nt] + k_off));
+    const float4 v1 =
+        __ldg(reinterpret_cast<const float4*>(xb[nt] + k_off) + 1);
+    uint32_t h[4], m[4], l[4];
+    SplitBf16(v0.x, v0.y, &h[0], &m[0], &l[0]);
+    SplitBf16(v0.z, v0.w, &h[1], &m[1], &l[1]);
+    SplitBf16(v1.x, v1.y, &h[2], &m[2], &l[2]);
+    SplitBf16(v1.z, v1.w, &h[3], &m[3], &l[3]);
+    float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    MmaBf16(part, wa.x, wb.x, wa.y, wb.y, l[0], l[1]);
+    MmaBf16(part, wa.z, wb.z, wa.w, wb.w, l[2], l[3]);
+    MmaBf16(part, wa.x, wb.x, wa.y, wb.y, m[0], m[1]);
+    MmaBf16(part, wa.z, wb.z, wa.w, wb.w, m[2], m[3]);
+    MmaBf16(part, wa.x, wb.x, wa.y, wb.y, h[0], h[1]);
+    MmaBf16(part, wa.z, wb.z, wa.w, wb.w, h[2], h[3]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[nt][e] += part[e];
+  }
+}
+
+// The ks parts of each tile of the block meet in shared memory; each output
+// is written once, consecutive threads writing consecutive rows.
+template <int NT>
+__device__ void StoreTiles(const Bf16Gemv& g,
+                           float (*partial)[kTileRows][8 * NT],
+                           int tiles_per_block, int ks, int b0) {
+  constexpr int kPerTile = kTileRows * 8 * NT;
+  for (int i = threadIdx.x; i < tiles_per_block * kPerTile; i += blockDim.x) {
+    const int tib = i / kPerTile, rem = i % kPerTile;
+    const int col = rem / kTileRows, rr = rem % kTileRows;
+    const int r = (blockIdx.x * tiles_per_block + tib) * kTileRows + rr;
+    if (r >= g.rows || b0 + col >= g.batch) continue;
+    float sum = 0.0f;
+    for (int p = 0; p < ks; ++p) sum += partial[tib * ks + p][rr][col];
+    *OutputOf(g, r, b0 + col) = sum;
+  }
+}
+
+// Block = kMmaWarps / ks tiles of 16 rows x ks parts of K; warp (tile,
+// part) sums every ks-th 32-K chunk of its rows, kMmaUnroll chunks of
+// weights in flight, for 8 * NT sequences a pass (more passes re-read the
+// rows, from L2).
+template <int NT>
+__global__ void __launch_bounds__(kMmaWarps * 32, 2)
+    GemvBf16MmaKernel(Bf16Gemv g, int ks) {
+  __shared__ float partial[kMmaWarps][kTileRows][8 * NT];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int gq = lane >> 2, c = lane & 3;
+  const int tiles_per_block = kMmaWarps / ks;
+  const int r0 = (blockIdx.x * tiles_per_block + warp / ks) * kTileRows;
+  const int part = warp % ks;
+  const bool live = r0 < g.rows;
+  const int last = g.rows - 1;
+  const GemvRow ra = RowOf(g, min(r0 + gq, last));
+  const GemvRow rb = RowOf(g, min(r0 + gq + 8, last));
+  const int chunks = g.k / kChunkK;
+  EnterAfterPriorKernels();
+  for (int b0 = 0; b0 < g.batch; b0 += 8 * NT) {
+    float acc[NT][4] = {};
+    const float* xb[NT];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      // Past the batch: the last sequence (valid memory; unused columns).
+      const int b = min(b0 + nt * 8 + gq, g.batch - 1);
+      xb[nt] = ra.x + b * g.x_stride + 8 * c;
+    }
+    for (int kc0 = part; live && kc0 < chunks; kc0 += ks * kMmaUnroll) {
+      uint4 wa[kMmaUnroll], wb[kMmaUnroll];
+#pragma unroll
+      for (int u = 0; u < kMmaUnroll; ++u) {
+        const int kc = kc0 + ks * u;
+        if (kc < chunks) {
+          wa[u] = __ldg(ra.w + kc * 4 + c);
+          wb[u] = __ldg(rb.w + kc * 4 + c);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kMmaUnroll; ++u) {
+        const int kc = kc0 + ks * u;
+        if (kc < chunks) MmaChunk<NT>(wa[u], wb[u], xb, kc * kChunkK, acc);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        partial[warp][gq + (e >= 2 ? 8 : 0)][nt * 8 + 2 * c + (e & 1)] =
+            acc[nt][e];
+      }
+    }
+    __syncthreads();
+    StoreTiles<NT>(g, partial, tiles_per_block, ks, b0);
+    __syncthreads();
+  }
+}
+
+template <int NT>
+GpuStatus LaunchNt(const Bf16Gemv& g, cudaStream_t stream) {
+  const int tiles = (g.rows + kTileRows - 1) / kTileRows;
+  const int chunks = g.k / kChunkK;
+  int ks = 1;
+  while (ks < kMmaWarps && tiles * ks < kMmaTargetWarps &&
+         chunks >= 8 * ks * 2) {
+    ks *= 2;
+  }
+  const int tiles_per_block = kMmaWarps / ks;
+  const int blocks = (tiles + tiles_per_block - 1) / tiles_per_block;
+  return LaunchOverlapped(GemvBf16MmaKernel<NT>, blocks, 32 * kMmaWarps, 0,
+                          stream, g, ks);
+}
+
+}  // namespace
+
+bool GemvBf16MmaFits(const Bf16Gemv& g) {
+  const bool one_group = g.rows_per_x == 0 || g.rows_per_x >= g.rows;
+  const auto aligned = [](int64_t floats) { return floats % 4 == 0; };
+  return g.k % kChunkK == 0 && (one_group || g.rows_per_x % kTileRows == 0) &&
+         reinterpret_cast<uintptr_t>(g.x) % 16 == 0 && aligned(g.x_stride) &&
+         aligned(g.x_group_stride);
+}
+
+GpuStatus LaunchGemvBf16Mma(const Bf16Gemv& g, cudaStream_t stream) {
+  if (g.batch <= 8) return LaunchNt<1>(g, stream);
+  if (g.batch <= 16) return LaunchNt<2>(g, stream);
+  return LaunchNt<4>(g, stream);
+}
+
+}  // namespace moetune::gpu

@@ -1,0 +1,198 @@
+// kernels/cuda/step/gemv.cuh: the step's BF16 GEMV -- the CUDA-core kernel
+// (batches below the tensor-core one's, shapes it does not take) and the
+// tensor-core one (gemv_mma.cuh) -- against a CPU evaluation in double, for
+// plain, strided, segmented and per-head (W_UV) products, ragged rows and
+// batches that fill a pass of 32 sequences partly and over. Skips without
+// a device.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cuda/moe_gpu.h"
+#include "tests/kernels/cuda/step_kernels_runner.h"
+
+namespace moetune::gpu::testing {
+namespace {
+
+#define SKIP_WITHOUT_GPU() \
+  if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device"
+
+// Deterministic values in [-1, 1).
+class Values {
+ public:
+  explicit Values(uint64_t seed) : state_(seed) {}
+  float Next() {
+    state_ = state_ * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>(static_cast<int32_t>(state_ >> 40) - (1 << 23)) /
+           8388608.0f;
+  }
+
+ private:
+  uint64_t state_;
+};
+
+uint16_t ToBf16(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+double FromBf16(uint16_t v) {
+  const uint32_t bits = uint32_t{v} << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Host data: W [w_rows][k] BF16 and x of x_len floats, with an input scale
+// that varies (the BF16 split of the inputs tried on large values too).
+struct Case {
+  GemvShape shape;
+  int w_rows = 0;     // 0 = rows
+  int64_t x_len = 0;  // 0 = batch * x_stride
+};
+
+// y[b][r] of the GEMV's formula in double, and the sum of |products| (the
+// scale an error is measured against).
+void Expected(const GemvShape& s, const std::vector<uint16_t>& w,
+              const std::vector<float>& x, int r, int b, double* want,
+              double* magnitude) {
+  const int rpx = s.rows_per_x ? s.rows_per_x : s.rows;
+  const int group = r / rpx;
+  const int64_t w_row = group * s.w_group_stride + s.w_group_offset + r % rpx;
+  const float* xr = x.data() + group * s.x_group_stride + b * s.x_stride;
+  double sum = 0, mag = 0;
+  for (int i = 0; i < s.k; ++i) {
+    const double p = FromBf16(w[w_row * s.k + i]) * xr[i];
+    sum += p;
+    mag += std::fabs(p);
+  }
+  *want = sum;
+  *magnitude = mag;
+}
+
+// Runs the GEMV and checks every output to 2e-7 of its products' magnitude
+// (a float sum's own error, 3e-8 at k = 6144; inputs split into two BF16
+// parts reached 2.5e-6), printing the worst and the mean signed error, so a
+// bias shows.
+void ExpectMatches(const Case& c) {
+  const GemvShape& s = c.shape;
+  SCOPED_TRACE(::testing::Message()
+               << "rows " << s.rows << " k " << s.k << " batch " << s.batch);
+  Values v(1234u + s.rows * 7 + s.batch);
+  std::vector<uint16_t> w(static_cast<size_t>(c.w_rows ? c.w_rows : s.rows) *
+                          s.k);
+  for (auto& e : w) e = ToBf16(v.Next() * 0.05f);
+  std::vector<float> x(c.x_len ? c.x_len : s.batch * s.x_stride);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = v.Next() * (i % 97 == 0 ? 300.0f : 2.0f);
+  }
+  std::vector<std::vector<float>> y;
+  ASSERT_EQ(RunGemvBf16(s, w, x, &y), "");
+  int first = 0, bad = 0;
+  double worst = 0, signed_sum = 0;
+  for (const std::vector<float>& out : y) {
+    const int rows = static_cast<int>(out.size()) / s.batch;
+    for (int b = 0; b < s.batch; ++b) {
+      for (int r = 0; r < rows; ++r) {
+        double want, mag;
+        Expected(s, w, x, first + r, b, &want, &mag);
+        const double got = out[static_cast<size_t>(b) * rows + r];
+        worst = std::max(worst, std::fabs(got - want) / (mag + 1e-30));
+        signed_sum += (got - want) / (mag + 1e-30);
+        if (std::fabs(got - want) > 2e-7 * mag + 1e-30 && ++bad <= 5) {
+          ADD_FAILURE() << "row " << first + r << " sequence " << b << ": "
+                        << got << " want " << want << " (magnitude " << mag
+                        << ")";
+        }
+      }
+    }
+    first += rows;
+  }
+  EXPECT_EQ(first, s.rows);
+  EXPECT_EQ(bad, 0);
+  std::printf(
+      "gemv rows %d k %d batch %d: worst error %.2e, mean %.2e of "
+      "the magnitude\n",
+      s.rows, s.k, s.batch, worst,
+      signed_sum / (static_cast<double>(s.rows) * s.batch));
+}
+
+Case Plain(int rows, int k, int batch) {
+  Case c;
+  c.shape.rows = rows;
+  c.shape.k = k;
+  c.shape.batch = batch;
+  c.shape.x_stride = k;
+  return c;
+}
+
+// Batches on both sides of the tensor-core GEMV's first batch and of its
+// passes of 8, 16 and 32 sequences; rows not a multiple of 16.
+TEST(GemvGpuTest, PlainProductsMatchADoubleEvaluation) {
+  SKIP_WITHOUT_GPU();
+  ASSERT_TRUE(TensorCoresTake(Plain(300, 6144, 8).shape));
+  for (int batch : {1, TensorCoreMinBatch(), 3, 8, 9, 16, 17, 32, 37}) {
+    ExpectMatches(Plain(300, 6144, batch));
+  }
+  // Few rows and a long K (split over K in one block), and many rows.
+  ExpectMatches(Plain(40, 2048, 8));
+  ExpectMatches(Plain(4100, 512, 5));
+}
+
+// Inputs further apart than k (a strided view of a wider buffer).
+TEST(GemvGpuTest, StridedInputsMatch) {
+  SKIP_WITHOUT_GPU();
+  Case c = Plain(64, 1024, 6);
+  c.shape.x_stride = 1536;
+  ExpectMatches(c);
+}
+
+// One launch writing three matrices' rows to their own outputs.
+TEST(GemvGpuTest, SegmentsGoToTheirOwnOutputs) {
+  SKIP_WITHOUT_GPU();
+  for (int batch : {1, 4, 20}) {
+    Case c = Plain(100 + 37 + 163, 1024, batch);
+    c.shape.segments = {100, 37, 163};
+    ExpectMatches(c);
+  }
+}
+
+// W_UV's shape: 4 heads, each 64 rows of every other 64-row block of W,
+// each reading its own head's input.
+TEST(GemvGpuTest, PerHeadProductsReadTheirOwnInputs) {
+  SKIP_WITHOUT_GPU();
+  for (int batch : {1, 8, 32}) {
+    Case c = Plain(256, 512, batch);
+    c.shape.rows_per_x = 64;
+    c.shape.w_group_stride = 128;
+    c.shape.w_group_offset = 64;
+    c.shape.x_group_stride = 512;
+    c.shape.x_stride = 4 * 512;
+    c.w_rows = 512;
+    ASSERT_TRUE(TensorCoresTake(c.shape));
+    ExpectMatches(c);
+  }
+}
+
+// Shapes the tensor-core GEMV does not take run on the CUDA-core one.
+TEST(GemvGpuTest, ShapesTheTensorCoresDoNotTakeStillMatch) {
+  SKIP_WITHOUT_GPU();
+  const Case short_k = Plain(32, 40, 8);
+  EXPECT_FALSE(TensorCoresTake(short_k.shape));
+  ExpectMatches(short_k);
+  Case heads = Plain(48, 64, 8);
+  heads.shape.rows_per_x = 24;  // a 16-row tile would straddle two inputs
+  heads.shape.w_group_stride = 24;
+  heads.shape.x_group_stride = 64;
+  heads.shape.x_stride = 2 * 64;
+  EXPECT_FALSE(TensorCoresTake(heads.shape));
+  ExpectMatches(heads);
+}
+
+}  // namespace
+}  // namespace moetune::gpu::testing

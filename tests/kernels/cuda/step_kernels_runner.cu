@@ -1,0 +1,145 @@
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/step/gemv.cuh"
+#include "kernels/cuda/step/gemv_mma.cuh"
+#include "kernels/cuda/step/index_scores_mma.cuh"
+#include "kernels/cuda/step/mla.cuh"
+#include "tests/kernels/cuda/step_kernels_runner.h"
+
+namespace moetune::gpu::testing {
+namespace {
+
+Bf16Gemv ToGemv(const GemvShape& s) {
+  Bf16Gemv g;
+  g.k = s.k;
+  g.rows_per_x = s.rows_per_x;
+  g.w_group_stride = s.w_group_stride;
+  g.w_group_offset = s.w_group_offset;
+  g.x_stride = s.x_stride;
+  g.x_group_stride = s.x_group_stride;
+  g.batch = s.batch;
+  g.rows = s.rows;
+  return g;
+}
+
+// Device buffers freed when the run ends, however it ends.
+class DeviceBuffers {
+ public:
+  ~DeviceBuffers() {
+    for (void* p : owned_) cudaFree(p);
+  }
+  template <class T>
+  T* Alloc(size_t n) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, n * sizeof(T)) != cudaSuccess) return nullptr;
+    owned_.push_back(p);
+    return static_cast<T*>(p);
+  }
+
+ private:
+  std::vector<void*> owned_;
+};
+
+template <class T>
+T* Copied(DeviceBuffers& buffers, const std::vector<T>& host) {
+  T* d = buffers.Alloc<T>(host.size());
+  if (d != nullptr) {
+    cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  return d;
+}
+
+IndexerScores ToScores(const ScoresShape& shape) {
+  IndexerScores s;
+  s.heads = shape.heads;
+  s.dim = shape.dim;
+  s.context = shape.context;
+  s.batch = shape.batch;
+  s.key_stride = shape.key_stride;
+  s.w_scale = shape.w_scale;
+  s.dot_scale = shape.dot_scale;
+  return s;
+}
+
+}  // namespace
+
+std::string RunIndexerScores(const ScoresShape& shape,
+                             const std::vector<float>& q,
+                             const std::vector<float>& w,
+                             const std::vector<uint8_t>& keys,
+                             const std::vector<float>& new_key,
+                             std::vector<float>* scores) {
+  DeviceBuffers buffers;
+  IndexerScores s = ToScores(shape);
+  s.q = Copied(buffers, q);
+  s.w = Copied(buffers, w);
+  s.keys = Copied(buffers, keys);
+  s.new_key = Copied(buffers, new_key);
+  const size_t n = static_cast<size_t>(shape.batch) * (shape.context + 1);
+  s.scores = buffers.Alloc<float>(n);
+  if (!s.q || !s.w || !s.keys || !s.new_key || !s.scores) {
+    return "cudaMalloc failed";
+  }
+  const GpuStatus launched = LaunchIndexerScores(s, nullptr);
+  if (!launched.ok()) return launched.message;
+  if (cudaDeviceSynchronize() != cudaSuccess) return "the scores failed";
+  scores->resize(n);
+  cudaMemcpy(scores->data(), s.scores, n * sizeof(float),
+             cudaMemcpyDeviceToHost);
+  return "";
+}
+
+bool TensorCoreScoresTake(const ScoresShape& shape) {
+  IndexerScores s = ToScores(shape);
+  s.q = reinterpret_cast<const float*>(uintptr_t{256});  // aligned
+  s.keys = reinterpret_cast<const uint8_t*>(uintptr_t{256});
+  return IndexerScoresMmaFits(s);
+}
+
+std::string RunGemvBf16(const GemvShape& shape, const std::vector<uint16_t>& w,
+                        const std::vector<float>& x,
+                        std::vector<std::vector<float>>* y) {
+  DeviceBuffers buffers;
+  uint16_t* dw = buffers.Alloc<uint16_t>(w.size());
+  float* dx = buffers.Alloc<float>(x.size());
+  if (dw == nullptr || dx == nullptr) return "cudaMalloc failed";
+  cudaMemcpy(dw, w.data(), w.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice);
+  Bf16Gemv g = ToGemv(shape);
+  g.w = dw;
+  g.x = dx;
+  const std::vector<int> rows =
+      shape.segments.empty() ? std::vector<int>{shape.rows} : shape.segments;
+  std::vector<float*> outs;
+  if (!shape.segments.empty()) g.rows = 0;
+  for (int r : rows) {
+    outs.push_back(buffers.Alloc<float>(static_cast<size_t>(r) * shape.batch));
+    if (outs.back() == nullptr) return "cudaMalloc failed";
+    if (shape.segments.empty()) {
+      g.y = outs.back();
+      g.y_stride = r;
+    } else {
+      AddGemvSegment(&g, r, outs.back(), r);
+    }
+  }
+  const GpuStatus launched = LaunchGemvBf16(g, nullptr);
+  if (!launched.ok()) return launched.message;
+  if (cudaDeviceSynchronize() != cudaSuccess) return "the GEMV failed";
+  y->clear();
+  for (size_t s = 0; s < rows.size(); ++s) {
+    y->emplace_back(static_cast<size_t>(rows[s]) * shape.batch);
+    cudaMemcpy(y->back().data(), outs[s], y->back().size() * 4,
+               cudaMemcpyDeviceToHost);
+  }
+  return "";
+}
+
+bool TensorCoresTake(const GemvShape& shape) {
+  Bf16Gemv g = ToGemv(shape);
+  g.x = reinterpret_cast<const float*>(uintptr_t{256});  // aligned
+  return GemvBf16MmaFits(g);
+}
+
+int TensorCoreMinBatch() { return kGemvMmaMinBatch; }
+
+}  // namespace moetune::gpu::testing

@@ -1,0 +1,51 @@
+// Test support: runs step kernels on host data -- the BF16 GEMV
+// (kernels/cuda/step/gemv.cuh) and the indexer's scores (mla.cuh) -- for
+// gemv_gpu_test.cc and index_scores_gpu_test.cc, which are plain C++ (the
+// kernels' headers hold device code).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moetune::gpu::testing {
+
+// A Bf16Gemv's shape (kernels/cuda/step/gemv.cuh names each field); the
+// rows split into `segments` outputs ({} = one output of every row).
+struct GemvShape {
+  int rows = 0, k = 0, batch = 1;
+  int rows_per_x = 0;
+  int64_t w_group_stride = 0, w_group_offset = 0;
+  int64_t x_stride = 0, x_group_stride = 0;
+  std::vector<int> segments;
+};
+
+// Copies w and x to the device, launches LaunchGemvBf16, and returns each
+// segment's output ([batch][segment rows]); "" or the failure.
+std::string RunGemvBf16(const GemvShape& shape, const std::vector<uint16_t>& w,
+                        const std::vector<float>& x,
+                        std::vector<std::vector<float>>* y);
+
+// Whether the tensor-core GEMV takes the shape (16-byte aligned inputs
+// assumed), and the batch from which LaunchGemvBf16 uses it.
+bool TensorCoresTake(const GemvShape& shape);
+int TensorCoreMinBatch();
+
+// The indexer's scores (mla.cuh IndexerScores: q [batch][heads][dim], w
+// [batch][heads], keys [batch][key_stride][dim] E4M3 bytes, new_key
+// [batch][dim]) into *scores [batch][context + 1]; "" or the failure.
+struct ScoresShape {
+  int heads = 0, dim = 0, context = 0, batch = 1, key_stride = 0;
+  float w_scale = 1, dot_scale = 1;
+};
+std::string RunIndexerScores(const ScoresShape& shape,
+                             const std::vector<float>& q,
+                             const std::vector<float>& w,
+                             const std::vector<uint8_t>& keys,
+                             const std::vector<float>& new_key,
+                             std::vector<float>* scores);
+
+// Whether the tensor-core scores kernel takes the shape (aligned buffers).
+bool TensorCoreScoresTake(const ScoresShape& shape);
+
+}  // namespace moetune::gpu::testing
