@@ -3,6 +3,7 @@
 #include "kernels/cuda/overlap_launch.cuh"
 #include "kernels/cuda/step/gemv_mma.cuh"
 #include "kernels/cuda/step/gemv_rows.cuh"
+#include "kernels/cuda/step/mma_bf16.cuh"
 
 namespace moetune::gpu {
 namespace {
@@ -17,41 +18,11 @@ constexpr int kChunkK = 32;    // K of one 16-byte load by each of 4 lanes
 constexpr int kMmaUnroll = 4;  // chunks of weights in flight a warp
 constexpr int kMmaTargetWarps = 2048;
 
-__device__ __forceinline__ void MmaBf16(float (&d)[4], uint32_t a0, uint32_t a1,
-                                        uint32_t a2, uint32_t a3, uint32_t b0,
-                                        uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// (x0, x1), x0 at the lower k, as three BF16 pairs with x = hi + mid + lo
-// to 2^-27 of x: each part takes the bits the one before rounded off (the
-// subtractions are exact). Two parts leave 2^-18, which device run 56
-// measured as up to 2.5e-6 of a row's products' magnitude: 30x a float
-// sum's error.
-__device__ __forceinline__ uint32_t PackBf16(float x0, float x1, float* r0,
-                                             float* r1) {
-  uint32_t p;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(p) : "f"(x1), "f"(x0));
-  *r0 = x0 - __uint_as_float(p << 16);
-  *r1 = x1 - __uint_as_float(p & 0xffff0000u);
-  return p;
-}
-__device__ __forceinline__ void SplitBf16(float x0, float x1, uint32_t* hi,
-                                          uint32_t* mid, uint32_t* lo) {
-  float r0, r1;
-  *hi = PackBf16(x0, x1, &r0, &r1);
-  *mid = PackBf16(r0, r1, &r0, &r1);
-  *lo = PackBf16(r0, r1, &r0, &r1);
-}
-
 // One 32-K chunk. Lane (g, c) loaded rows g and g + 8's eight weights at K
 // 8c..8c+7 of the chunk (one 16-byte load each); mma's k order is permuted
 // the same way for A and B (a sum does not care), so B is the same eight K
 // of sequence g of each n-tile: mma 1 takes K 8c+0..3, mma 2 K 8c+4..7.
-// The chunk's four products go to a fresh accumulator that is then added in
+// The chunk's products go to a fresh accumulator that is then added in
 // float: accumulated in the tensor cores over a whole row (~400 mma at K =
 // 6144) the sums were off by enough to fail three tiny-model step tests,
 // which the CUDA-core GEMV's outputs perturbed by 1e-5 also failed and by

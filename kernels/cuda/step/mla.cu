@@ -7,6 +7,7 @@
 #include "kernels/cuda/overlap_launch.cuh"
 #include "kernels/cuda/step/index_scores_mma.cuh"
 #include "kernels/cuda/step/mla.cuh"
+#include "kernels/cuda/step/mla_mma.cuh"
 #include "kernels/cuda/step/reduce.cuh"
 #include "kernels/model/kv_fp8_format.h"
 #include "kernels/model/nvfp4_format.h"
@@ -714,6 +715,8 @@ GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
     MG_RETURN_IF_ERROR(LaunchOverlapped(SparseAttentionSplitKernel<true>, grid,
                                         kAttentionThreads, smem, stream, a,
                                         hg));
+  } else if (SparseAttentionMmaFits(a)) {
+    MG_RETURN_IF_ERROR(LaunchSparseAttentionSplitMma(a, hg, grid, stream));
   } else {
     MG_RETURN_IF_ERROR(AllowSplitSharedMemory<false>(smem));
     MG_RETURN_IF_ERROR(LaunchOverlapped(SparseAttentionSplitKernel<false>, grid,

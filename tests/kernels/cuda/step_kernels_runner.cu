@@ -4,6 +4,7 @@
 #include "kernels/cuda/step/gemv_mma.cuh"
 #include "kernels/cuda/step/index_scores_mma.cuh"
 #include "kernels/cuda/step/mla.cuh"
+#include "kernels/cuda/step/mla_mma.cuh"
 #include "tests/kernels/cuda/step_kernels_runner.h"
 
 namespace moetune::gpu::testing {
@@ -87,6 +88,55 @@ std::string RunIndexerScores(const ScoresShape& shape,
   cudaMemcpy(scores->data(), s.scores, n * sizeof(float),
              cudaMemcpyDeviceToHost);
   return "";
+}
+
+std::string RunSparseAttention(const AttentionShape& shape,
+                               const AttentionData& data,
+                               std::vector<float>* out_lat) {
+  DeviceBuffers buffers;
+  SparseAttention a;
+  a.heads = shape.heads;
+  a.kv_lora = shape.kv_lora;
+  a.rope = shape.rope;
+  a.context = shape.context;
+  a.batch = shape.batch;
+  a.k = shape.k;
+  a.cache_stride = shape.cache_stride;
+  a.scale = shape.scale;
+  a.q_lat = Copied(buffers, data.q_lat);
+  a.q = Copied(buffers, data.q_rope);  // rope part at offset 0
+  a.q_head_stride = shape.rope;
+  a.q_stride = static_cast<int64_t>(shape.heads) * shape.rope;
+  a.latent = Copied(buffers, data.latent);
+  a.new_entry = Copied(buffers, data.new_entry);
+  a.kept = Copied(buffers, data.kept);
+  a.kept_n = Copied(buffers, data.kept_n);
+  const size_t out_n =
+      static_cast<size_t>(shape.batch) * shape.heads * shape.kv_lora;
+  a.out_lat = buffers.Alloc<float>(out_n);
+  a.partial = buffers.Alloc<float>(
+      static_cast<size_t>(shape.batch) * shape.heads *
+      SparseAttentionSplits(shape.k) * (shape.kv_lora + 2));
+  if (!a.q_lat || !a.q || !a.latent || !a.new_entry || !a.kept || !a.kept_n ||
+      !a.out_lat || !a.partial) {
+    return "cudaMalloc failed";
+  }
+  int sm_count = 0;
+  cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0);
+  const GpuStatus launched = LaunchSparseAttention(a, sm_count, nullptr);
+  if (!launched.ok()) return launched.message;
+  if (cudaDeviceSynchronize() != cudaSuccess) return "the attention failed";
+  out_lat->resize(out_n);
+  cudaMemcpy(out_lat->data(), a.out_lat, out_n * sizeof(float),
+             cudaMemcpyDeviceToHost);
+  return "";
+}
+
+bool TensorCoreAttentionTakes(const AttentionShape& shape) {
+  SparseAttention a;
+  a.kv_lora = shape.kv_lora;
+  a.rope = shape.rope;
+  return SparseAttentionMmaFits(a);
 }
 
 bool TensorCoreScoresTake(const ScoresShape& shape) {

@@ -1,7 +1,7 @@
 // Test support: runs step kernels on host data -- the BF16 GEMV
-// (kernels/cuda/step/gemv.cuh) and the indexer's scores (mla.cuh) -- for
-// gemv_gpu_test.cc and index_scores_gpu_test.cc, which are plain C++ (the
-// kernels' headers hold device code).
+// (kernels/cuda/step/gemv.cuh), the indexer's scores and sparse MLA over
+// the BF16 cache (mla.cuh) -- for the *_gpu_test.cc files next to it, which
+// are plain C++ (the kernels' headers hold device code).
 #pragma once
 
 #include <cstdint>
@@ -47,5 +47,27 @@ std::string RunIndexerScores(const ScoresShape& shape,
 
 // Whether the tensor-core scores kernel takes the shape (aligned buffers).
 bool TensorCoreScoresTake(const ScoresShape& shape);
+
+// Sparse MLA (mla.cuh SparseAttention, BF16 cache) on host data:
+// q_lat [batch][heads][kv_lora], q_rope [batch][heads][rope], latent
+// [batch][cache_stride][kv_lora + rope] BF16 bits, new_entry
+// [batch][kv_lora + rope], kept [batch][k] with kept_n [batch]; into
+// *out_lat [batch][heads][kv_lora]; "" or the failure.
+struct AttentionShape {
+  int heads = 0, kv_lora = 0, rope = 0, context = 0, batch = 1, k = 0;
+  int cache_stride = 0;
+  float scale = 1;
+};
+struct AttentionData {
+  std::vector<float> q_lat, q_rope, new_entry;
+  std::vector<uint16_t> latent;
+  std::vector<int> kept, kept_n;
+};
+std::string RunSparseAttention(const AttentionShape& shape,
+                               const AttentionData& data,
+                               std::vector<float>* out_lat);
+
+// Whether the tensor-core split kernel takes the shape.
+bool TensorCoreAttentionTakes(const AttentionShape& shape);
 
 }  // namespace moetune::gpu::testing

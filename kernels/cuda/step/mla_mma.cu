@@ -1,0 +1,330 @@
+#include <atomic>
+#include <cstdint>
+
+#include "kernels/cuda/overlap_launch.cuh"
+#include "kernels/cuda/step/mla_mma.cuh"
+#include "kernels/cuda/step/mma_bf16.cuh"
+#include "kernels/cuda/step/reduce.cuh"
+
+namespace moetune::gpu {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kTokens = kAttentionTokens;  // 32: four n-tiles of 8
+constexpr int kTokenTiles = kTokens / 8;
+constexpr int kHalves = kWarps / kTokenTiles;  // the scores' K split
+constexpr int kParts = 3;                      // BF16 parts of a float
+constexpr int kRowPad = 8;  // BF16 a row: rows 16-byte aligned, and the 8
+                            // rows of an ldmatrix tile in different banks
+
+// The block's shared memory: the entries [kTokens][dim + kRowPad] BF16, the
+// queries as floats [kAttentionHeads][dim], and as A fragments
+// [dim / 16][kParts][32 lanes].
+struct Layout {
+  int dim, row, ksteps;
+  __host__ __device__ explicit Layout(int d)
+      : dim(d), row(d + kRowPad), ksteps(d / 16) {}
+  __host__ __device__ size_t EntryBytes() const {
+    return sizeof(uint16_t) * kTokens * row;
+  }
+  __host__ __device__ size_t QueryBytes() const {
+    return sizeof(float) * kAttentionHeads * dim;
+  }
+  __host__ __device__ size_t Bytes() const {
+    return EntryBytes() + QueryBytes() + sizeof(uint2) * ksteps * kParts * 32;
+  }
+};
+
+__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// B fragments of two 8x8 BF16 tiles; lanes 0-7 and 8-15 give the rows.
+__device__ __forceinline__ void LoadB(const uint16_t* row, uint32_t* b0,
+                                      uint32_t* b1) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(*b0), "=r"(*b1)
+               : "r"(SharedAddress(row)));
+}
+__device__ __forceinline__ void LoadBTransposed(const uint16_t* row,
+                                                uint32_t* b0, uint32_t* b1) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+      : "=r"(*b0), "=r"(*b1)
+      : "r"(SharedAddress(row)));
+}
+
+// Query element d of head h (the latent part, then the rope part).
+__device__ __forceinline__ float QueryAt(const SparseAttention& a, int b, int h,
+                                         int d) {
+  return d < a.kv_lora
+             ? a.q_lat[(static_cast<int64_t>(b) * a.heads + h) * a.kv_lora + d]
+             : a.q[b * a.q_stride + h * a.q_head_stride + a.rope_offset + d -
+                   a.kv_lora];
+}
+
+// The split's kept entries as BF16 rows (the new token's row and rows past
+// the split zero: their products must be 0, not NaN) and the group's
+// queries as floats: every load of a thread in flight at once (one trip to
+// memory; loops of dependent loads were this kernel's cost).
+constexpr int kEntryLoads = 10;  // 16-byte entry loads a thread
+constexpr int kQueryLoads = 18;  // query floats a thread
+
+__device__ void StageEntries(const SparseAttention& a, int b, int tokens,
+                             const int* kept_s, const Layout& l,
+                             uint16_t* entry) {
+  const int vectors = l.dim / 8, total = kTokens * vectors;
+  const uint16_t* cache =
+      a.latent + static_cast<int64_t>(b) * a.cache_stride * l.dim;
+  for (int base = threadIdx.x; base < total; base += kEntryLoads * blockDim.x) {
+    uint4 raw[kEntryLoads];
+#pragma unroll
+    for (int u = 0; u < kEntryLoads; ++u) {
+      const int i = base + u * blockDim.x, t = i / vectors;
+      const bool live = i < total && t < tokens && kept_s[t] < a.context;
+      raw[u] = live ? *reinterpret_cast<const uint4*>(
+                          cache + static_cast<int64_t>(kept_s[t]) * l.dim +
+                          (i % vectors) * 8)
+                    : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kEntryLoads; ++u) {
+      const int i = base + u * blockDim.x;
+      if (i < total) {
+        *reinterpret_cast<uint4*>(entry + (i / vectors) * l.row +
+                                  (i % vectors) * 8) = raw[u];
+      }
+    }
+  }
+}
+
+__device__ void StageQueries(const SparseAttention& a, int b, int h0, int hg,
+                             const Layout& l, float* q) {
+  const int total = hg * l.dim;
+  for (int base = threadIdx.x; base < total; base += kQueryLoads * blockDim.x) {
+    float x[kQueryLoads];
+#pragma unroll
+    for (int u = 0; u < kQueryLoads; ++u) {
+      const int i = base + u * blockDim.x;
+      x[u] = i < total ? QueryAt(a, b, h0 + i / l.dim, i % l.dim) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kQueryLoads; ++u) {
+      const int i = base + u * blockDim.x;
+      if (i < total) q[i] = x[u];
+    }
+  }
+}
+
+// The queries as mma A fragments (rows = heads; heads past hg, and rows
+// 8-15, zero): for k-step j and lane (g, c), dims 16j + 2c, +1 (a0) and
+// 16j + 2c + 8, +9 (a2) of head g, in three BF16 parts.
+__device__ void QueryFragments(const float* q, int hg, const Layout& l,
+                               uint2* qf) {
+  for (int i = threadIdx.x; i < l.ksteps * 32; i += blockDim.x) {
+    const int j = i / 32, lane = i % 32, g = lane / 4, c = lane % 4;
+    const float* x = q + g * l.dim + 16 * j + 2 * c;
+    const bool live = g < hg;
+    uint32_t a0[kParts], a2[kParts];
+    SplitBf16(live ? x[0] : 0.0f, live ? x[1] : 0.0f, &a0[0], &a0[1], &a0[2]);
+    SplitBf16(live ? x[8] : 0.0f, live ? x[9] : 0.0f, &a2[0], &a2[1], &a2[2]);
+    for (int p = 0; p < kParts; ++p) {
+      qf[(j * kParts + p) * 32 + lane] = make_uint2(a0[p], a2[p]);
+    }
+  }
+}
+
+// Warp w's scores: heads (rows g) x tokens of tile w % 4 over its half of
+// the dims, into s[w / 4][h][t]. Products of 4 k-steps at a time into a
+// fresh accumulator added in float (the tensor cores' own accumulation over
+// ~100 products loses more: gemv_mma.cu).
+__device__ void Scores(const uint16_t* entry, const uint2* qf, const Layout& l,
+                       int hg, float* s, int warp, int lane) {
+  const int g = lane / 4, c = lane % 4, tile = warp % kTokenTiles;
+  const int half_k = warp / kTokenTiles;
+  const int per_half = (l.ksteps + kHalves - 1) / kHalves;
+  const int j_begin = half_k * per_half;
+  const int j_end = min(l.ksteps, j_begin + per_half);
+  const uint16_t* rows =
+      entry + (8 * tile + lane % 8) * l.row + 8 * ((lane / 8) % 2);
+  float sum[2] = {0.0f, 0.0f};
+  for (int j0 = j_begin; j0 < j_end; j0 += 4) {
+    float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int j = j0; j < j0 + 4 && j < j_end; ++j) {
+      uint32_t b0, b1;
+      LoadB(rows + 16 * j, &b0, &b1);
+#pragma unroll
+      for (int q = 0; q < kParts; ++q) {
+        const uint2 f = qf[(j * kParts + q) * 32 + lane];
+        MmaBf16(part, f.x, 0u, f.y, 0u, b0, b1);
+      }
+    }
+    sum[0] += part[0];
+    sum[1] += part[1];
+  }
+  if (g < hg) {
+    float* dst =
+        s + (half_k * kAttentionHeads + g) * kTokens + 8 * tile + 2 * c;
+    dst[0] = sum[0];
+    dst[1] = sum[1];
+  }
+}
+
+// The new token's score for head `warp` in float, from the staged queries,
+// into the first half's sums (the second's zeroed).
+__device__ void FreshScore(const SparseAttention& a, int b, const float* q,
+                           const Layout& l, int hg, int fresh_t, float* s,
+                           int warp, int lane) {
+  if (warp >= hg) return;
+  const float* e = a.new_entry + static_cast<int64_t>(b) * l.dim;
+  float dot = 0.0f;
+#pragma unroll 6
+  for (int d = lane; d < l.dim; d += 32) dot += q[warp * l.dim + d] * e[d];
+  dot = WarpSum(dot);
+  if (lane == 0) {
+    s[warp * kTokens + fresh_t] = dot;
+    for (int k = 1; k < kHalves; ++k) {
+      s[(k * kAttentionHeads + warp) * kTokens + fresh_t] = 0.0f;
+    }
+  }
+}
+
+// Softmax pieces of head `warp`: the halves' sums scaled; p (the first
+// half's rows) becomes e^(s - m), 0 past the split; the partial row gets m
+// and the sum.
+__device__ void Softmax(float* s, int hg, int tokens, float scale,
+                        float* part_of_head0, int64_t head_stride, int warp,
+                        int lane) {
+  if (warp >= hg) return;
+  float x = 0.0f;
+  for (int k = 0; k < kHalves; ++k) {
+    x += s[(k * kAttentionHeads + warp) * kTokens + lane];
+  }
+  x = lane < tokens ? x * scale : -INFINITY;
+  const float m = WarpMax(x);
+  const float e = lane < tokens ? expf(x - m) : 0.0f;
+  s[warp * kTokens + lane] = e;
+  const float sum = WarpSum(e);
+  if (lane == 0) {
+    part_of_head0[warp * head_stride] = tokens > 0 ? m : -INFINITY;
+    part_of_head0[warp * head_stride + 1] = sum;
+  }
+}
+
+// Warp w's values: heads (rows g) x latent dims of n-tiles w, w + 8, ...:
+// sum over the 32 tokens (two k-steps) of p x entry, the probabilities in
+// three BF16 parts; then the new token's p x its float entry.
+__device__ void Values(const SparseAttention& a, int b, const uint16_t* entry,
+                       const float* p, const Layout& l, int hg, int fresh_t,
+                       float* part_of_head0, int64_t head_stride, int warp,
+                       int lane) {
+  const int g = lane / 4, c = lane % 4;
+  uint32_t af[2][kParts][2];  // [k-step][part][a0, a2]
+#pragma unroll
+  for (int kk = 0; kk < 2; ++kk) {
+    const float* ph = p + g * kTokens + 16 * kk + 2 * c;
+    const bool live = g < hg;
+    uint32_t x[kParts], y[kParts];
+    SplitBf16(live ? ph[0] : 0.0f, live ? ph[1] : 0.0f, &x[0], &x[1], &x[2]);
+    SplitBf16(live ? ph[8] : 0.0f, live ? ph[9] : 0.0f, &y[0], &y[1], &y[2]);
+#pragma unroll
+    for (int q = 0; q < kParts; ++q) {
+      af[kk][q][0] = x[q];
+      af[kk][q][1] = y[q];
+    }
+  }
+  const float* fresh = a.new_entry + static_cast<int64_t>(b) * l.dim;
+  const float p_fresh =
+      fresh_t >= 0 && g < hg ? p[g * kTokens + fresh_t] : 0.0f;
+  const int r = lane % 8, half = (lane / 8) % 2;
+  for (int nt = warp; nt < a.kv_lora / 8; nt += kWarps) {
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      uint32_t b0, b1;
+      LoadBTransposed(entry + (16 * kk + 8 * half + r) * l.row + 8 * nt, &b0,
+                      &b1);
+#pragma unroll
+      for (int q = 0; q < kParts; ++q) {
+        MmaBf16(acc, af[kk][q][0], 0u, af[kk][q][1], 0u, b0, b1);
+      }
+    }
+    if (g < hg) {
+      const int d = 8 * nt + 2 * c;
+      float* dst = part_of_head0 + g * head_stride + 2 + d;
+      dst[0] = acc[0] + p_fresh * fresh[d];
+      dst[1] = acc[1] + p_fresh * fresh[d + 1];
+    }
+  }
+}
+
+// Block (split x head group, sequence), as SparseAttentionSplitKernel.
+__global__ void __launch_bounds__(kWarps * 32)
+    SparseAttentionSplitMmaKernel(SparseAttention a, int hg) {
+  EnterAfterPriorKernels();
+  extern __shared__ uint4 shared4[];
+  __shared__ int kept_s[kTokens];
+  __shared__ float s[kHalves * kAttentionHeads * kTokens];
+  __shared__ int fresh_s;
+  const Layout l(a.kv_lora + a.rope);
+  uint8_t* smem = reinterpret_cast<uint8_t*>(shared4);
+  uint16_t* entry = reinterpret_cast<uint16_t*>(smem);
+  float* q = reinterpret_cast<float*>(smem + l.EntryBytes());
+  uint2* qf = reinterpret_cast<uint2*>(smem + l.EntryBytes() + l.QueryBytes());
+  const int groups = a.heads / hg, b = blockIdx.y;
+  const int split = blockIdx.x / groups, h0 = (blockIdx.x % groups) * hg;
+  const int splits = gridDim.x / groups;
+  const int first = split * kTokens;
+  const int tokens = max(0, min(kTokens, a.kept_n[b] - first));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x < kTokens) {
+    const int t = threadIdx.x;
+    kept_s[t] =
+        t < tokens ? a.kept[static_cast<int64_t>(b) * a.k + first + t] : 0;
+  }
+  if (threadIdx.x == 0) fresh_s = -1;
+  __syncthreads();
+  if (threadIdx.x < tokens && kept_s[threadIdx.x] == a.context) {
+    fresh_s = threadIdx.x;
+  }
+  StageEntries(a, b, tokens, kept_s, l, entry);
+  StageQueries(a, b, h0, hg, l, q);
+  __syncthreads();
+  QueryFragments(q, hg, l, qf);
+  __syncthreads();
+  Scores(entry, qf, l, hg, s, warp, lane);
+  __syncthreads();
+  const int fresh_t = fresh_s;
+  if (fresh_t >= 0) FreshScore(a, b, q, l, hg, fresh_t, s, warp, lane);
+  __syncthreads();
+  const int64_t head_stride = static_cast<int64_t>(splits) * (a.kv_lora + 2);
+  float* part =
+      a.partial + ((static_cast<int64_t>(b) * a.heads + h0) * splits + split) *
+                      (a.kv_lora + 2);
+  Softmax(s, hg, tokens, a.scale, part, head_stride, warp, lane);
+  __syncthreads();
+  Values(a, b, entry, s, l, hg, fresh_t, part, head_stride, warp, lane);
+}
+
+}  // namespace
+
+bool SparseAttentionMmaFits(const SparseAttention& a) {
+  return a.latent_fp8 == nullptr && (a.kv_lora + a.rope) % 16 == 0 &&
+         a.kv_lora % 32 == 0 && kAttentionTokens == kTokens;
+}
+
+GpuStatus LaunchSparseAttentionSplitMma(const SparseAttention& a, int hg,
+                                        dim3 grid, cudaStream_t stream) {
+  const size_t smem = Layout(a.kv_lora + a.rope).Bytes();
+  static std::atomic<size_t> allowed{48 * 1024};
+  if (smem > allowed.load()) {
+    MG_CUDA(cudaFuncSetAttribute(SparseAttentionSplitMmaKernel,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(smem)));
+    allowed = smem;
+  }
+  return LaunchOverlapped(SparseAttentionSplitMmaKernel, grid, kWarps * 32,
+                          smem, stream, a, hg);
+}
+
+}  // namespace moetune::gpu

@@ -1,0 +1,31 @@
+// The split kernel of sparse MLA (mla.cuh SparseAttention) on tensor cores,
+// for the BF16 latent cache: at 32 sequences the CUDA-core kernel spent
+// ~200 us a layer reading its float rows from shared memory for every
+// (head, token) product (kernels/cuda/step/PERF.md). Here a block stages
+// its 32 kept entries as they are (BF16) and eight warps compute the scores
+// (query x entries) and the weighted values (probabilities x entries) with
+// mma.sync; the float sides (queries, probabilities) in three BF16 parts,
+// so the products keep float accuracy. The new token's entry is this step's
+// float, not a BF16 one: its score and value are summed in float. Writes
+// the same partials as the CUDA-core kernel, for the same combine.
+// Launch-only; not thread-safe.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/step/mla.cuh"
+
+namespace moetune::gpu {
+
+// Whether the tensor-core split kernel takes a: the BF16 cache, kv_lora +
+// rope a multiple of 16, kv_lora of 32, at most kAttentionHeads heads a
+// block.
+bool SparseAttentionMmaFits(const SparseAttention& a);
+
+// The split kernel for hg heads a block over grid (splits x head groups,
+// batch), as mla.cu's.
+GpuStatus LaunchSparseAttentionSplitMma(const SparseAttention& a, int hg,
+                                        dim3 grid, cudaStream_t stream);
+
+}  // namespace moetune::gpu

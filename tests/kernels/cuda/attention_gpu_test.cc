@@ -1,0 +1,179 @@
+// kernels/cuda/step/mla.cuh LaunchSparseAttention over the BF16 latent
+// cache (the tensor-core split kernel, mla_mma.cuh, and the combine) against
+// a CPU evaluation in double: GLM-5's rank of 8 heads x (512 + 64) at 2048
+// kept tokens of 3000 with the new token among them or not, splits that end
+// inside a block's 32 tokens, the tiny model's dims, one head a rank.
+// Skips without a device.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cuda/moe_gpu.h"
+#include "tests/kernels/cuda/step_kernels_runner.h"
+
+namespace moetune::gpu::testing {
+namespace {
+
+#define SKIP_WITHOUT_GPU() \
+  if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device"
+
+// Deterministic values in [-1, 1).
+class Values {
+ public:
+  explicit Values(uint64_t seed) : state_(seed) {}
+  float Next() {
+    state_ = state_ * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>(static_cast<int32_t>(state_ >> 40) - (1 << 23)) /
+           8388608.0f;
+  }
+
+ private:
+  uint64_t state_;
+};
+
+uint16_t ToBf16(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+double FromBf16(uint16_t v) {
+  const uint32_t bits = uint32_t{v} << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// kept_n ascending distinct tokens of [0, context], the new token (index
+// context) among them when `with_new`.
+std::vector<int> Kept(int context, int kept_n, bool with_new, Values& v) {
+  std::vector<int> all;
+  for (int t = 0; t < context; ++t) all.push_back(t);
+  for (size_t i = all.size(); i > 1; --i) {  // Fisher-Yates
+    const size_t j = static_cast<size_t>((v.Next() + 1.0f) * 0.5f * i) % i;
+    std::swap(all[i - 1], all[j]);
+  }
+  std::vector<int> kept(all.begin(),
+                        all.begin() + (kept_n - (with_new ? 1 : 0)));
+  if (with_new) kept.push_back(context);
+  std::sort(kept.begin(), kept.end());
+  return kept;
+}
+
+void ExpectAttentionMatches(const AttentionShape& sh,
+                            const std::vector<int>& kept_per_seq,
+                            bool with_new) {
+  SCOPED_TRACE(::testing::Message()
+               << "heads " << sh.heads << " " << sh.kv_lora << " + " << sh.rope
+               << " context " << sh.context << " batch " << sh.batch);
+  const int dim = sh.kv_lora + sh.rope;
+  Values v(99u + sh.context + sh.heads);
+  AttentionData d;
+  for (int i = 0; i < sh.batch * sh.heads * sh.kv_lora; ++i) {
+    d.q_lat.push_back(v.Next() * 0.3f);
+  }
+  for (int i = 0; i < sh.batch * sh.heads * sh.rope; ++i) {
+    d.q_rope.push_back(v.Next() * 0.3f);
+  }
+  for (int64_t i = 0; i < int64_t{sh.batch} * sh.cache_stride * dim; ++i) {
+    d.latent.push_back(ToBf16(v.Next() * 2.0f));
+  }
+  for (int i = 0; i < sh.batch * dim; ++i) d.new_entry.push_back(v.Next());
+  d.kept.assign(static_cast<size_t>(sh.batch) * sh.k, 0);
+  for (int b = 0; b < sh.batch; ++b) {
+    const std::vector<int> kept =
+        Kept(sh.context, kept_per_seq[b], with_new, v);
+    std::copy(kept.begin(), kept.end(), d.kept.begin() + b * sh.k);
+    d.kept_n.push_back(static_cast<int>(kept.size()));
+  }
+  std::vector<float> got;
+  ASSERT_EQ(RunSparseAttention(sh, d, &got), "");
+  double worst = 0;
+  int bad = 0;
+  for (int b = 0; b < sh.batch; ++b) {
+    for (int h = 0; h < sh.heads; ++h) {
+      auto entry = [&](int t, int j) {
+        return t == sh.context
+                   ? double{d.new_entry[b * dim + j]}
+                   : FromBf16(
+                         d.latent[(int64_t{b} * sh.cache_stride + t) * dim +
+                                  j]);
+      };
+      auto query = [&](int j) {
+        return j < sh.kv_lora
+                   ? double{d.q_lat[(b * sh.heads + h) * sh.kv_lora + j]}
+                   : double{d.q_rope[(b * sh.heads + h) * sh.rope + j -
+                                     sh.kv_lora]};
+      };
+      std::vector<double> s;
+      for (int i = 0; i < d.kept_n[b]; ++i) {
+        double dot = 0;
+        for (int j = 0; j < dim; ++j)
+          dot += query(j) * entry(d.kept[b * sh.k + i], j);
+        s.push_back(dot * sh.scale);
+      }
+      const double m = *std::max_element(s.begin(), s.end());
+      double sum = 0;
+      for (double& x : s) sum += (x = std::exp(x - m));
+      for (int j = 0; j < sh.kv_lora; ++j) {
+        double want = 0, mag = 0;
+        for (size_t i = 0; i < s.size(); ++i) {
+          const double e = entry(d.kept[b * sh.k + i], j);
+          want += s[i] / sum * e;
+          mag += s[i] / sum * std::fabs(e);
+        }
+        const double g =
+            got[(static_cast<size_t>(b) * sh.heads + h) * sh.kv_lora + j];
+        worst = std::max(worst, std::fabs(g - want) / (mag + 1e-30));
+        if (std::fabs(g - want) > 1e-5 * mag + 1e-30 && ++bad <= 5) {
+          ADD_FAILURE() << "sequence " << b << " head " << h << " column " << j
+                        << ": " << g << " want " << want;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  std::printf(
+      "attention heads %d dims %d + %d context %d: worst error %.2e "
+      "of the magnitude\n",
+      sh.heads, sh.kv_lora, sh.rope, sh.context, worst);
+}
+
+AttentionShape Shape(int heads, int kv_lora, int rope, int context, int batch,
+                     int k) {
+  AttentionShape s;
+  s.heads = heads;
+  s.kv_lora = kv_lora;
+  s.rope = rope;
+  s.context = context;
+  s.batch = batch;
+  s.k = k;
+  s.cache_stride = context + 2;
+  s.scale = 1.0f / std::sqrt(static_cast<float>(192));
+  return s;
+}
+
+// A GLM-5 rank of world 8: 8 heads, 512 latent + 64 rope dims.
+TEST(AttentionGpuTest, Glm5RankMatchesADoubleEvaluation) {
+  SKIP_WITHOUT_GPU();
+  const AttentionShape sh = Shape(8, 512, 64, 3000, 2, 2048);
+  ASSERT_TRUE(TensorCoreAttentionTakes(sh));
+  ExpectAttentionMatches(sh, {2048, 2000}, true);  // the new token kept
+  ExpectAttentionMatches(sh, {2048, 77}, false);   // not kept
+  ExpectAttentionMatches(Shape(8, 512, 64, 40, 3, 2048), {41, 41, 41}, true);
+}
+
+// The tiny model's dims; one head a rank (TP64's shape).
+TEST(AttentionGpuTest, OtherShapesMatch) {
+  SKIP_WITHOUT_GPU();
+  ExpectAttentionMatches(Shape(4, 64, 16, 30, 2, 16), {16, 9}, true);
+  ExpectAttentionMatches(Shape(1, 512, 64, 500, 1, 2048), {501}, true);
+  ExpectAttentionMatches(Shape(8, 512, 64, 0, 1, 2048), {1}, true);
+}
+
+}  // namespace
+}  // namespace moetune::gpu::testing
