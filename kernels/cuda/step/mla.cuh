@@ -67,7 +67,17 @@ struct SparseAttention {
   float* out_lat = nullptr;  // [batch][heads][kv_lora]
   // [batch][heads][SparseAttentionSplits(k)][kv_lora + 2] scratch.
   float* partial = nullptr;
+  // Scratch of the tensor-core path over the BF16 cache (mla_mma.cuh), or
+  // null (each split block then makes its own): the queries' mma fragments,
+  // SparseAttentionQueryFrags(batch, heads, kv_lora + rope) elements, and
+  // the new token's dot products [batch][heads], made once a (sequence,
+  // head group) before the splits.
+  uint2* query_frags = nullptr;
+  float* fresh_dots = nullptr;
 };
+inline size_t SparseAttentionQueryFrags(int batch, int heads, int dim) {
+  return static_cast<size_t>(batch) * heads * (dim / 16) * 3 * 32;
+}
 inline constexpr int kAttentionTokens = 32;
 inline constexpr int kAttentionHeads = 8;
 inline int SparseAttentionSplits(int k) {

@@ -14,6 +14,13 @@ constexpr int kTokens = kAttentionTokens;  // 32: four n-tiles of 8
 constexpr int kTokenTiles = kTokens / 8;
 constexpr int kHalves = kWarps / kTokenTiles;  // the scores' K split
 constexpr int kParts = 3;                      // BF16 parts of a float
+// The batch from which the queries' fragments are made once before the
+// split blocks (MlaQueryKernel) rather than by each block. Device run 62
+// (TP8, context 4096, graph on; always made before against never): batch 1
+// 8.78 -> 9.01 ms, 8 17.11 -> 17.33, 32 42.10 -> 39.14 (a launch a layer
+// more against the query work of 64 split blocks a sequence, which grows
+// with the waves of blocks). 16: between the two measured, not measured.
+constexpr int kPrebuiltQueriesFromBatch = 16;
 constexpr int kRowPad = 8;  // BF16 a row: rows 16-byte aligned, and the 8
                             // rows of an ldmatrix tile in different banks
 
@@ -30,8 +37,12 @@ struct Layout {
   __host__ __device__ size_t QueryBytes() const {
     return sizeof(float) * kAttentionHeads * dim;
   }
-  __host__ __device__ size_t Bytes() const {
-    return EntryBytes() + QueryBytes() + sizeof(uint2) * ksteps * kParts * 32;
+  __host__ __device__ size_t FragBytes() const {
+    return sizeof(uint2) * ksteps * kParts * 32;
+  }
+  // With the fragments made before (prebuilt) the block holds no floats.
+  __host__ __device__ size_t Bytes(bool prebuilt) const {
+    return EntryBytes() + FragBytes() + (prebuilt ? 0 : QueryBytes());
   }
 };
 
@@ -134,6 +145,28 @@ __device__ void QueryFragments(const float* q, int hg, const Layout& l,
   }
 }
 
+// The group's fragments made by MlaQueryKernel, into shared memory: every
+// 16-byte load of a thread in flight.
+constexpr int kFragLoads = 8;
+__device__ void CopyFragments(const uint2* src, const Layout& l, uint2* qf) {
+  const int total = static_cast<int>(l.FragBytes() / sizeof(uint4));
+  const uint4* from = reinterpret_cast<const uint4*>(src);
+  uint4* to = reinterpret_cast<uint4*>(qf);
+  for (int base = threadIdx.x; base < total; base += kFragLoads * blockDim.x) {
+    uint4 x[kFragLoads];
+#pragma unroll
+    for (int u = 0; u < kFragLoads; ++u) {
+      const int i = base + u * blockDim.x;
+      if (i < total) x[u] = from[i];
+    }
+#pragma unroll
+    for (int u = 0; u < kFragLoads; ++u) {
+      const int i = base + u * blockDim.x;
+      if (i < total) to[i] = x[u];
+    }
+  }
+}
+
 // Warp w's scores: heads (rows g) x tokens of tile w % 4 over its half of
 // the dims, into s[w / 4][h][t]. Products of 4 k-steps at a time into a
 // fresh accumulator added in float (the tensor cores' own accumulation over
@@ -170,17 +203,23 @@ __device__ void Scores(const uint16_t* entry, const uint2* qf, const Layout& l,
   }
 }
 
-// The new token's score for head `warp` in float, from the staged queries,
-// into the first half's sums (the second's zeroed).
-__device__ void FreshScore(const SparseAttention& a, int b, const float* q,
-                           const Layout& l, int hg, int fresh_t, float* s,
-                           int warp, int lane) {
-  if (warp >= hg) return;
+// The new token's score for head `warp` in float (made before, or from the
+// staged queries), into the first half's sums (the second's zeroed).
+__device__ float FreshDot(const SparseAttention& a, int b, const float* q,
+                          const Layout& l, int h, int lane) {
   const float* e = a.new_entry + static_cast<int64_t>(b) * l.dim;
   float dot = 0.0f;
 #pragma unroll 6
-  for (int d = lane; d < l.dim; d += 32) dot += q[warp * l.dim + d] * e[d];
-  dot = WarpSum(dot);
+  for (int d = lane; d < l.dim; d += 32) dot += q[h * l.dim + d] * e[d];
+  return WarpSum(dot);
+}
+
+__device__ void FreshScore(const SparseAttention& a, int b, int h0,
+                           const float* q, const Layout& l, int hg, int fresh_t,
+                           float* s, int warp, int lane) {
+  if (warp >= hg) return;
+  const float dot = q != nullptr ? FreshDot(a, b, q, l, warp, lane)
+                                 : a.fresh_dots[b * a.heads + h0 + warp];
   if (lane == 0) {
     s[warp * kTokens + fresh_t] = dot;
     for (int k = 1; k < kHalves; ++k) {
@@ -258,9 +297,34 @@ __device__ void Values(const SparseAttention& a, int b, const uint16_t* entry,
   }
 }
 
-// Block (split x head group, sequence), as SparseAttentionSplitKernel.
+// The queries of (head group, sequence) as the split blocks' fragments
+// and the new token's dot products: made once here instead of in each of a
+// sequence's 64 split blocks (device run 61: the splits' own query work
+// left them at 43 % of the SM's issue at batch 32).
 __global__ void __launch_bounds__(kWarps * 32)
-    SparseAttentionSplitMmaKernel(SparseAttention a, int hg) {
+    MlaQueryKernel(SparseAttention a, int hg) {
+  EnterAfterPriorKernels();
+  extern __shared__ float q[];  // [hg][dim]
+  const Layout l(a.kv_lora + a.rope);
+  const int group = blockIdx.x, b = blockIdx.y, h0 = group * hg;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  StageQueries(a, b, h0, hg, l, q);
+  __syncthreads();
+  const int groups = a.heads / hg;
+  QueryFragments(q, hg, l,
+                 a.query_frags + (static_cast<int64_t>(b) * groups + group) *
+                                     l.ksteps * kParts * 32);
+  if (warp < hg) {
+    const float dot = FreshDot(a, b, q, l, warp, lane);
+    if (lane == 0) a.fresh_dots[b * a.heads + h0 + warp] = dot;
+  }
+}
+
+// Block (split x head group, sequence), as SparseAttentionSplitKernel;
+// prebuilt: the fragments and new-token dots come from MlaQueryKernel (80
+// registers and 65 KB: three blocks an SM, two when the block makes them).
+__global__ void __launch_bounds__(kWarps * 32, 3)
+    SparseAttentionSplitMmaKernel(SparseAttention a, int hg, bool prebuilt) {
   EnterAfterPriorKernels();
   extern __shared__ uint4 shared4[];
   __shared__ int kept_s[kTokens];
@@ -269,10 +333,13 @@ __global__ void __launch_bounds__(kWarps * 32)
   const Layout l(a.kv_lora + a.rope);
   uint8_t* smem = reinterpret_cast<uint8_t*>(shared4);
   uint16_t* entry = reinterpret_cast<uint16_t*>(smem);
-  float* q = reinterpret_cast<float*>(smem + l.EntryBytes());
-  uint2* qf = reinterpret_cast<uint2*>(smem + l.EntryBytes() + l.QueryBytes());
-  const int groups = a.heads / hg, b = blockIdx.y;
-  const int split = blockIdx.x / groups, h0 = (blockIdx.x % groups) * hg;
+  uint2* qf = reinterpret_cast<uint2*>(smem + l.EntryBytes());
+  float* q =
+      prebuilt
+          ? nullptr
+          : reinterpret_cast<float*>(smem + l.EntryBytes() + l.FragBytes());
+  const int groups = a.heads / hg, b = blockIdx.y, group = blockIdx.x % groups;
+  const int split = blockIdx.x / groups, h0 = group * hg;
   const int splits = gridDim.x / groups;
   const int first = split * kTokens;
   const int tokens = max(0, min(kTokens, a.kept_n[b] - first));
@@ -288,14 +355,20 @@ __global__ void __launch_bounds__(kWarps * 32)
     fresh_s = threadIdx.x;
   }
   StageEntries(a, b, tokens, kept_s, l, entry);
-  StageQueries(a, b, h0, hg, l, q);
-  __syncthreads();
-  QueryFragments(q, hg, l, qf);
+  if (prebuilt) {
+    CopyFragments(a.query_frags + (static_cast<int64_t>(b) * groups + group) *
+                                      l.ksteps * kParts * 32,
+                  l, qf);
+  } else {
+    StageQueries(a, b, h0, hg, l, q);
+    __syncthreads();
+    QueryFragments(q, hg, l, qf);
+  }
   __syncthreads();
   Scores(entry, qf, l, hg, s, warp, lane);
   __syncthreads();
   const int fresh_t = fresh_s;
-  if (fresh_t >= 0) FreshScore(a, b, q, l, hg, fresh_t, s, warp, lane);
+  if (fresh_t >= 0) FreshScore(a, b, h0, q, l, hg, fresh_t, s, warp, lane);
   __syncthreads();
   const int64_t head_stride = static_cast<int64_t>(splits) * (a.kv_lora + 2);
   float* part =
@@ -315,7 +388,10 @@ bool SparseAttentionMmaFits(const SparseAttention& a) {
 
 GpuStatus LaunchSparseAttentionSplitMma(const SparseAttention& a, int hg,
                                         dim3 grid, cudaStream_t stream) {
-  const size_t smem = Layout(a.kv_lora + a.rope).Bytes();
+  const Layout l(a.kv_lora + a.rope);
+  const bool prebuilt = a.query_frags != nullptr && a.fresh_dots != nullptr &&
+                        a.batch >= kPrebuiltQueriesFromBatch;
+  const size_t smem = l.Bytes(prebuilt);
   static std::atomic<size_t> allowed{48 * 1024};
   if (smem > allowed.load()) {
     MG_CUDA(cudaFuncSetAttribute(SparseAttentionSplitMmaKernel,
@@ -323,8 +399,13 @@ GpuStatus LaunchSparseAttentionSplitMma(const SparseAttention& a, int hg,
                                  static_cast<int>(smem)));
     allowed = smem;
   }
+  if (prebuilt) {
+    MG_RETURN_IF_ERROR(
+        LaunchOverlapped(MlaQueryKernel, dim3(a.heads / hg, a.batch),
+                         kWarps * 32, l.QueryBytes(), stream, a, hg));
+  }
   return LaunchOverlapped(SparseAttentionSplitMmaKernel, grid, kWarps * 32,
-                          smem, stream, a, hg);
+                          smem, stream, a, hg, prebuilt);
 }
 
 }  // namespace moetune::gpu

@@ -41,6 +41,9 @@ void CarveStep(const StepProblem& p, const Launcher& launcher, Carver& c,
   b->o_lat = c.Take<float>(batch * g.heads * d.kv_lora);
   b->attn_partial = c.Take<float>(
       batch * g.heads * SparseAttentionSplits(d.index_topk) * (d.kv_lora + 2));
+  b->attn_query_frags =
+      c.Take<uint2>(SparseAttentionQueryFrags(p.batch, g.heads, g.latent_dim));
+  b->attn_fresh_dots = c.Take<float>(batch * g.heads);
   b->values = c.Take<float>(batch * g.heads * d.v_dim);
   b->block_out = c.Take<float>(batch * d.hidden);
   b->gu = c.Take<float>(batch * 2 * g.dense);
@@ -293,6 +296,8 @@ SparseAttention AttentionOf(const StepLaunch& s, int layer) {
   a.scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
   a.out_lat = b.o_lat;
   a.partial = b.attn_partial;
+  a.query_frags = b.attn_query_frags;
+  a.fresh_dots = b.attn_fresh_dots;
   return a;
 }
 

@@ -34,6 +34,8 @@ struct StepBuffers {
   int *kept = nullptr, *kept_n = nullptr;    // [batch][index_topk], [batch]
   float *q_lat = nullptr, *o_lat = nullptr;  // [batch][heads][kv_lora]
   float* attn_partial = nullptr;             // SparseAttention::partial
+  uint2* attn_query_frags = nullptr;         // SparseAttention::query_frags
+  float* attn_fresh_dots = nullptr;          // [batch][heads]
   float* values = nullptr;                   // [batch][heads * v_dim]
   float* block_out = nullptr;                // [batch][hidden]
   float *gu = nullptr, *act = nullptr;       // dense MLP [batch][2 * slice]

@@ -69,7 +69,8 @@ void ExpectAttentionMatches(const AttentionShape& sh,
                             bool with_new) {
   SCOPED_TRACE(::testing::Message()
                << "heads " << sh.heads << " " << sh.kv_lora << " + " << sh.rope
-               << " context " << sh.context << " batch " << sh.batch);
+               << " context " << sh.context << " batch " << sh.batch
+               << (sh.query_scratch ? " (queries made before)" : ""));
   const int dim = sh.kv_lora + sh.rope;
   Values v(99u + sh.context + sh.heads);
   AttentionData d;
@@ -157,14 +158,20 @@ AttentionShape Shape(int heads, int kv_lora, int rope, int context, int batch,
   return s;
 }
 
-// A GLM-5 rank of world 8: 8 heads, 512 latent + 64 rope dims.
+// A GLM-5 rank of world 8: 8 heads, 512 latent + 64 rope dims; the queries
+// made once before the splits, and by each split block.
 TEST(AttentionGpuTest, Glm5RankMatchesADoubleEvaluation) {
   SKIP_WITHOUT_GPU();
-  const AttentionShape sh = Shape(8, 512, 64, 3000, 2, 2048);
-  ASSERT_TRUE(TensorCoreAttentionTakes(sh));
-  ExpectAttentionMatches(sh, {2048, 2000}, true);  // the new token kept
-  ExpectAttentionMatches(sh, {2048, 77}, false);   // not kept
-  ExpectAttentionMatches(Shape(8, 512, 64, 40, 3, 2048), {41, 41, 41}, true);
+  for (bool scratch : {true, false}) {
+    AttentionShape sh = Shape(8, 512, 64, 3000, 2, 2048);
+    sh.query_scratch = scratch;
+    ASSERT_TRUE(TensorCoreAttentionTakes(sh));
+    ExpectAttentionMatches(sh, {2048, 2000}, true);  // the new token kept
+    ExpectAttentionMatches(sh, {2048, 77}, false);   // not kept
+    AttentionShape short_context = Shape(8, 512, 64, 40, 3, 2048);
+    short_context.query_scratch = scratch;
+    ExpectAttentionMatches(short_context, {41, 41, 41}, true);
+  }
 }
 
 // The tiny model's dims; one head a rank (TP64's shape).

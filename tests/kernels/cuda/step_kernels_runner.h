@@ -57,6 +57,9 @@ struct AttentionShape {
   int heads = 0, kv_lora = 0, rope = 0, context = 0, batch = 1, k = 0;
   int cache_stride = 0;
   float scale = 1;
+  // Give the kernel the scratch for queries made once before the splits
+  // (SparseAttention::query_frags); without, each split block makes them.
+  bool query_scratch = true;
 };
 struct AttentionData {
   std::vector<float> q_lat, q_rope, new_entry;
