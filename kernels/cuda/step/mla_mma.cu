@@ -14,13 +14,6 @@ constexpr int kTokens = kAttentionTokens;  // 32: four n-tiles of 8
 constexpr int kTokenTiles = kTokens / 8;
 constexpr int kHalves = kWarps / kTokenTiles;  // the scores' K split
 constexpr int kParts = 3;                      // BF16 parts of a float
-// The batch from which the queries' fragments are made once before the
-// split blocks (MlaQueryKernel) rather than by each block. Device run 62
-// (TP8, context 4096, graph on; always made before against never): batch 1
-// 8.78 -> 9.01 ms, 8 17.11 -> 17.33, 32 42.10 -> 39.14 (a launch a layer
-// more against the query work of 64 split blocks a sequence, which grows
-// with the waves of blocks). 16: between the two measured, not measured.
-constexpr int kPrebuiltQueriesFromBatch = 16;
 constexpr int kRowPad = 8;  // BF16 a row: rows 16-byte aligned, and the 8
                             // rows of an ldmatrix tile in different banks
 

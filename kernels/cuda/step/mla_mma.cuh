@@ -18,6 +18,14 @@
 
 namespace moetune::gpu {
 
+// The batch from which the queries' fragments are made once before the
+// split blocks (MlaQueryKernel) rather than by each block. Device run 62
+// (TP8, context 4096, graph on; always made before against never): batch 1
+// 8.78 -> 9.01 ms, 8 17.11 -> 17.33, 32 42.10 -> 39.14 (a launch a layer
+// more against the query work of 64 split blocks a sequence, which grows
+// with the waves of blocks). 16: between the two measured, not measured.
+inline constexpr int kPrebuiltQueriesFromBatch = 16;
+
 // Whether the tensor-core split kernel takes a: the BF16 cache, kv_lora +
 // rope a multiple of 16, kv_lora of 32, at most kAttentionHeads heads a
 // block.

@@ -174,6 +174,20 @@ TEST(AttentionGpuTest, Glm5RankMatchesADoubleEvaluation) {
   }
 }
 
+// Enough sequences for the queries to be made once before the split blocks
+// (with the scratch), and by each block (without).
+TEST(AttentionGpuTest, ManySequencesMatchWithTheQueriesMadeOnce) {
+  SKIP_WITHOUT_GPU();
+  const int batch = QueriesMadeBeforeFromBatch() + 1;
+  for (bool scratch : {true, false}) {
+    AttentionShape sh = Shape(8, 512, 64, 300, batch, 2048);
+    sh.query_scratch = scratch;
+    std::vector<int> kept(batch, 301);
+    kept[1] = 150;
+    ExpectAttentionMatches(sh, kept, true);
+  }
+}
+
 // The tiny model's dims; one head a rank (TP64's shape).
 TEST(AttentionGpuTest, OtherShapesMatch) {
   SKIP_WITHOUT_GPU();

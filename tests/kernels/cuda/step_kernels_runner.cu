@@ -121,6 +121,13 @@ std::string RunSparseAttention(const AttentionShape& shape,
       !a.out_lat || !a.partial) {
     return "cudaMalloc failed";
   }
+  if (shape.query_scratch) {
+    a.query_frags = buffers.Alloc<uint2>(SparseAttentionQueryFrags(
+        shape.batch, shape.heads, shape.kv_lora + shape.rope));
+    a.fresh_dots =
+        buffers.Alloc<float>(static_cast<size_t>(shape.batch) * shape.heads);
+    if (!a.query_frags || !a.fresh_dots) return "cudaMalloc failed";
+  }
   int sm_count = 0;
   cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0);
   const GpuStatus launched = LaunchSparseAttention(a, sm_count, nullptr);
@@ -138,6 +145,8 @@ bool TensorCoreAttentionTakes(const AttentionShape& shape) {
   a.rope = shape.rope;
   return SparseAttentionMmaFits(a);
 }
+
+int QueriesMadeBeforeFromBatch() { return kPrebuiltQueriesFromBatch; }
 
 bool TensorCoreScoresTake(const ScoresShape& shape) {
   IndexerScores s = ToScores(shape);

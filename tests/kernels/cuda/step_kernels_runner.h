@@ -70,7 +70,9 @@ std::string RunSparseAttention(const AttentionShape& shape,
                                const AttentionData& data,
                                std::vector<float>* out_lat);
 
-// Whether the tensor-core split kernel takes the shape.
+// Whether the tensor-core split kernel takes the shape, and the batch from
+// which it uses query_scratch.
 bool TensorCoreAttentionTakes(const AttentionShape& shape);
+int QueriesMadeBeforeFromBatch();
 
 }  // namespace moetune::gpu::testing
