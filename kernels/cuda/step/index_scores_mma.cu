@@ -1,11 +1,10 @@
-#include <cuda_fp16.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "kernels/cuda/overlap_launch.cuh"
 #include "kernels/cuda/step/index_scores_mma.cuh"
+#include "kernels/cuda/step/mma_parts.cuh"
 
 namespace moetune::gpu {
 namespace {
@@ -15,15 +14,6 @@ constexpr int kWarpTokens = 16;  // mma's M
 constexpr int kBlockTokens = kWarps * kWarpTokens;
 constexpr int kHeadTiles = kMaxIndexHeads / 8;  // mma's N = 8 heads
 
-__device__ __forceinline__ void MmaF16(float (&d)[4], uint32_t a0, uint32_t a1,
-                                       uint32_t a2, uint32_t a3, uint32_t b0,
-                                       uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // Two E4M3 bytes (the lower one at the lower dim) to two FP16 (exact).
 __device__ __forceinline__ uint32_t E4m3x2ToHalf2(uint32_t bytes) {
   uint32_t out;
@@ -31,19 +21,6 @@ __device__ __forceinline__ uint32_t E4m3x2ToHalf2(uint32_t bytes) {
       : "=r"(out)
       : "h"(static_cast<uint16_t>(bytes)));
   return out;
-}
-
-// (x0, x1), x0 at the lower dim, as FP16 pairs hi and lo, x = hi + lo.
-__device__ __forceinline__ void SplitHalf(float x0, float x1, uint32_t* hi,
-                                          uint32_t* lo) {
-  uint32_t h, l;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(h) : "f"(x1), "f"(x0));
-  const float2 hf = __half22float2(*reinterpret_cast<const __half2*>(&h));
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n"
-      : "=r"(l)
-      : "f"(x1 - hf.y), "f"(x0 - hf.x));
-  *hi = h;
-  *lo = l;
 }
 
 // The dims lane c feeds mma k-step j: mma's k order is permuted alike for

@@ -3,7 +3,7 @@
 
 #include "kernels/cuda/overlap_launch.cuh"
 #include "kernels/cuda/step/mla_mma.cuh"
-#include "kernels/cuda/step/mma_bf16.cuh"
+#include "kernels/cuda/step/mma_parts.cuh"
 #include "kernels/cuda/step/reduce.cuh"
 
 namespace moetune::gpu {

@@ -13,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/moe_gpu.h"
+#include "tests/kernels/cuda/host_values.h"
 #include "tests/kernels/cuda/step_kernels_runner.h"
 
 namespace moetune::gpu::testing {
@@ -20,33 +21,6 @@ namespace {
 
 #define SKIP_WITHOUT_GPU() \
   if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device"
-
-// Deterministic values in [-1, 1).
-class Values {
- public:
-  explicit Values(uint64_t seed) : state_(seed) {}
-  float Next() {
-    state_ = state_ * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<float>(static_cast<int32_t>(state_ >> 40) - (1 << 23)) /
-           8388608.0f;
-  }
-
- private:
-  uint64_t state_;
-};
-
-uint16_t ToBf16(float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, 4);
-  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
-double FromBf16(uint16_t v) {
-  const uint32_t bits = uint32_t{v} << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 // Host data: W [w_rows][k] BF16 and x of x_len floats, with an input scale
 // that varies (the BF16 split of the inputs tried on large values too).

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/moe_gpu.h"
 #include "kernels/model/nvfp4_format.h"
+#include "tests/kernels/cuda/host_values.h"
 #include "tests/kernels/cuda/step_kernels_runner.h"
 
 namespace moetune::gpu::testing {
@@ -20,25 +21,10 @@ namespace {
 #define SKIP_WITHOUT_GPU() \
   if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device"
 
-// Deterministic values in [-1, 1).
-class Values {
- public:
-  explicit Values(uint64_t seed) : state_(seed) {}
-  float Next() {
-    state_ = state_ * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<float>(static_cast<int32_t>(state_ >> 40) - (1 << 23)) /
-           8388608.0f;
-  }
-  uint8_t Byte() { return static_cast<uint8_t>((Next() + 1.0f) * 127.99f); }
-
- private:
-  uint64_t state_;
-};
-
-// E4M3 byte -> value; 0x7f / 0xff (NaN) never drawn.
+// A finite E4M3 byte: 0x7f / 0xff (NaN) never drawn.
 uint8_t FiniteE4m3(Values& v) {
   for (;;) {
-    const uint8_t b = v.Byte();
+    const uint8_t b = static_cast<uint8_t>((v.Next() + 1.0f) * 127.99f);
     if ((b & 0x7f) != 0x7f) return b;
   }
 }
