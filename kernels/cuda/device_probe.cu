@@ -1,7 +1,6 @@
 // QueryDevice, DeviceCount, PeerOrdinals, CompiledArchs,
 // MeasureReadBandwidthGBps, NcclVersion and ProbeMoeBackend
 // (kernels/cuda/moe_gpu.h).
-#include <cublas_v2.h>
 #include <nccl.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <vector>
 
 #include "kernels/backends/registry.h"
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/device_probe.cuh"
 #include "kernels/cuda/launcher.cuh"
 #include "kernels/cuda/moe_gpu.h"
@@ -163,13 +163,18 @@ BackendAvailability CheckLoads(const backends::BackendDescriptor& backend,
     result = {false, std::string("kernel image does not load: ") +
                          cudaGetErrorString(e)};
   } else if (backend.gpu.cublas) {
+    std::string error;
+    const CublasApi* api = Cublas(&error);
     cublasHandle_t handle = nullptr;
-    const cublasStatus_t s = cublasCreate(&handle);
-    if (s != CUBLAS_STATUS_SUCCESS) {
+    const cublasStatus_t s =
+        api != nullptr ? api->create(&handle) : CUBLAS_STATUS_NOT_INITIALIZED;
+    if (api == nullptr) {
+      result = {false, "cuBLAS unavailable: " + error};
+    } else if (s != CUBLAS_STATUS_SUCCESS) {
       result = {false,
-                std::string("cuBLAS unavailable: ") + cublasGetStatusName(s)};
+                std::string("cuBLAS unavailable: ") + api->status_name(s)};
     } else {
-      cublasDestroy(handle);
+      api->destroy(handle);
       result.reason += "; cuBLAS handle created";
     }
   }

@@ -2,6 +2,7 @@
 #include <utility>
 
 #include "kernels/cuda/chain_budget.h"
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/run_buffers.cuh"
 #include "kernels/cuda/run_context.cuh"
 
@@ -18,7 +19,8 @@ std::unique_ptr<Context>& ContextSlot() {
 }  // namespace
 
 Context::~Context() {
-  if (cublas != nullptr) cublasDestroy(cublas);
+  // A handle exists only where Cublas() loaded the library.
+  if (cublas != nullptr) Cublas(nullptr)->destroy(cublas);
   if (stream != nullptr) cudaStreamDestroy(stream);
 }
 
@@ -42,11 +44,14 @@ GpuStatus GetContext(int device, Context** out) {
 
 GpuStatus EnsureCublas(Context* ctx) {
   if (ctx->cublas != nullptr) return OkStatus();
-  const cublasStatus_t s = cublasCreate(&ctx->cublas);
+  std::string error;
+  const CublasApi* api = Cublas(&error);
+  if (api == nullptr) return Fail(RunStatus::kCannotImplement, error);
+  const cublasStatus_t s = api->create(&ctx->cublas);
   if (s != CUBLAS_STATUS_SUCCESS) {
     ctx->cublas = nullptr;
     return Fail(RunStatus::kCudaError,
-                std::string("cublasCreate: ") + cublasGetStatusName(s));
+                std::string("cublasCreate: ") + api->status_name(s));
   }
   return OkStatus();
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/backends/registry.h"
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/launcher.cuh"
 #include "kernels/cuda/router.cuh"
 #include "kernels/cuda/tiled_nvfp4.h"
@@ -95,9 +96,9 @@ __global__ void SiluMulKernel(const float* g, __nv_bfloat16* h, const int* meta,
 }
 
 GpuStatus CublasFailure(cublasStatus_t s, const char* what) {
-  return Fail(
-      RunStatus::kCudaError,
-      std::string("cuBLAS ") + cublasGetStatusName(s) + " from " + what);
+  return Fail(RunStatus::kCudaError, std::string("cuBLAS ") +
+                                         Cublas(nullptr)->status_name(s) +
+                                         " from " + what);
 }
 
 #define MG_CUBLAS(expr)                                                     \
@@ -150,10 +151,10 @@ GpuStatus Dequantize(const LayerArgs& a, const Workspace& ws, int slots,
 GpuStatus Gemm(const LayerArgs& a, int m, int n, int k, float alpha,
                const __nv_bfloat16* w, const __nv_bfloat16* in, float* out) {
   const float beta = 0.0f;
-  MG_CUBLAS(cublasGemmEx(static_cast<cublasHandle_t>(a.cublas), CUBLAS_OP_T,
-                         CUBLAS_OP_N, m, n, k, &alpha, w, CUDA_R_16BF, k, in,
-                         CUDA_R_16BF, k, &beta, out, CUDA_R_32F, m,
-                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  MG_CUBLAS(Cublas(nullptr)->gemm_ex(
+      static_cast<cublasHandle_t>(a.cublas), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k,
+      &alpha, w, CUDA_R_16BF, k, in, CUDA_R_16BF, k, &beta, out, CUDA_R_32F, m,
+      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   return OkStatus();
 }
 
@@ -196,7 +197,8 @@ GpuStatus Launch(const LayerArgs& a, void* workspace, cudaStream_t stream) {
   MG_RETURN_IF_ERROR(Dequantize(a, ws, routing.slots, stream));
   MG_RETURN_IF_ERROR(LaunchGatherRows(
       a, a.buf.x_bf16, reinterpret_cast<uint16_t*>(ws.xg), stream));
-  MG_CUBLAS(cublasSetStream(static_cast<cublasHandle_t>(a.cublas), stream));
+  MG_CUBLAS(Cublas(nullptr)->set_stream(static_cast<cublasHandle_t>(a.cublas),
+                                        stream));
   MG_RETURN_IF_ERROR(ExpertGemms(a, ws, routing, stream));
   return LaunchCombine(a, ws.yd, true, stream);
 }
