@@ -97,26 +97,29 @@ bool StepSplits(const model::ModelConfig& preset, int tp, int ep) {
   return ref::ValidateStepShard(preset, ref::Shard{tp, ep, 0}).ok();
 }
 
-// Appends backend x tile x (tp, ep) x cuda_graph x allreduce x
-// communication for one backend, keeping
-// what its descriptor can run at this batch (and, for a whole step, the
-// layouts the step can be split in).
+// Appends backend x (tp, ep) x tile x cuda_graph x allreduce x
+// communication for one backend, keeping what its descriptor can run at
+// this batch (and, for a whole step, the layouts the step can be split in).
+// The layout varies slower than the tile: a warm trial process keeps the
+// shard it generated (weights and caches) only while the layout and the
+// backend's weight format stay, so a layout a tile made it again and again.
 void AppendBackendConfigs(const backends::BackendDescriptor& backend,
                           const v1::SearchSpace& space,
                           const model::ModelConfig& preset, int batch,
                           bool whole_step,
                           std::vector<v1::TrialConfig>& configs) {
-  for (const std::optional<backends::Tile>& tile : TilesFor(backend, space)) {
-    for (int tp : space.tp()) {
-      const backends::LayerShape shape{preset.hidden,
-                                       preset.moe_intermediate / tp, batch};
-      if (!backend.CanImplement(shape, tile.value_or(backends::Tile{}))
-               .empty()) {
-        continue;
-      }
-      for (int ep : space.ep()) {
-        if (space.world_size() != 0 && tp * ep != space.world_size()) continue;
-        if (whole_step && !StepSplits(preset, tp, ep)) continue;
+  for (int tp : space.tp()) {
+    const backends::LayerShape shape{preset.hidden,
+                                     preset.moe_intermediate / tp, batch};
+    for (int ep : space.ep()) {
+      if (space.world_size() != 0 && tp * ep != space.world_size()) continue;
+      if (whole_step && !StepSplits(preset, tp, ep)) continue;
+      for (const std::optional<backends::Tile>& tile :
+           TilesFor(backend, space)) {
+        if (!backend.CanImplement(shape, tile.value_or(backends::Tile{}))
+                 .empty()) {
+          continue;
+        }
         for (bool graph : GraphModesFor(backend, space)) {
           for (const CommChoice& comm : CommChoicesFor(space, tp, ep)) {
             configs.push_back(MakeConfig(backend, tile, tp, ep, graph, comm));

@@ -2,6 +2,7 @@
 // only the points each backend's descriptor can run.
 #include "tuner/sweep_plan.h"
 
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -182,6 +183,40 @@ TEST(SweepPlanTest, CpuTileMustDivideThePresetDims) {
                              Row{"cpu_blocked", "16x256", 1, 1, false}));
 }
 
+// A warm trial process keeps its shard while the backend and the layout
+// stay: each (backend, tp, ep) of a workload is one run of trials, its
+// tiles and graph modes inside it.
+TEST(SweepPlanTest, EachLayoutOfABackendIsOneRunOfTrials) {
+  const v1::SweepSpec spec = TinyLayerSpec(R"pb(
+    space {
+      moe_backends: "cpu_blocked"
+      moe_backends: "cpu_reference"
+      tiles { block_n: 4 block_k: 64 }
+      tiles { block_n: 8 block_k: 128 }
+      tp: 1
+      tp: 2
+      ep: 1
+      ep: 2
+      cuda_graph: false
+      cuda_graph: true
+    }
+  )pb");
+  const std::vector<v1::Trial> trials = Expand(spec);
+  ASSERT_GT(trials.size(), 8u);
+  std::set<std::string> finished;
+  std::string current;
+  for (const v1::Trial& t : trials) {
+    const v1::TrialConfig& c = t.config();
+    const std::string layout = t.workload_hash() + " " + c.moe_backend() + " " +
+                               std::to_string(c.tp()) + "x" +
+                               std::to_string(c.ep());
+    if (layout == current) continue;
+    EXPECT_TRUE(finished.insert(current).second || current.empty()) << current;
+    EXPECT_EQ(finished.count(layout), 0u) << layout << " comes back";
+    current = layout;
+  }
+}
+
 TEST(SweepPlanTest, TileFitIsCheckedAtEachTp) {
   const v1::SweepSpec spec = TinyLayerSpec(R"pb(
     space {
@@ -200,10 +235,11 @@ TEST(SweepPlanTest, TileFitIsCheckedAtEachTp) {
   // cpu_blocked 8x128: 128 divides only 128 -> tp 1 (not at tp 2 or 4).
   // fused_gemv 32x256: slices 128 and 64 are multiples of 64 and 32 divides
   // 2 x slice and 256; the 32-element slice is not a multiple of 64 -> tp 1, 2.
+  // A backend's layouts vary slower than its tiles (a shard per layout).
   EXPECT_THAT(Rows(Expand(spec)),
               ::testing::ElementsAre(Row{"cpu_blocked", "4x64", 1, 1, false},
-                                     Row{"cpu_blocked", "4x64", 2, 1, false},
                                      Row{"cpu_blocked", "8x128", 1, 1, false},
+                                     Row{"cpu_blocked", "4x64", 2, 1, false},
                                      Row{"fused_gemv", "32x256", 1, 1, false},
                                      Row{"fused_gemv", "32x256", 2, 1, false}));
 }
