@@ -38,13 +38,9 @@ std::vector<int> Kept(int context, int kept_n, bool with_new, Values& v) {
   return kept;
 }
 
-void ExpectAttentionMatches(const AttentionShape& sh,
-                            const std::vector<int>& kept_per_seq,
-                            bool with_new) {
-  SCOPED_TRACE(::testing::Message()
-               << "heads " << sh.heads << " " << sh.kv_lora << " + " << sh.rope
-               << " context " << sh.context << " batch " << sh.batch
-               << (sh.query_scratch ? " (queries made before)" : ""));
+// Random queries, cache, new entry and kept lists for the shape.
+AttentionData MakeData(const AttentionShape& sh,
+                       const std::vector<int>& kept_per_seq, bool with_new) {
   const int dim = sh.kv_lora + sh.rope;
   Values v(99u + sh.context + sh.heads);
   AttentionData d;
@@ -65,48 +61,73 @@ void ExpectAttentionMatches(const AttentionShape& sh,
     std::copy(kept.begin(), kept.end(), d.kept.begin() + b * sh.k);
     d.kept_n.push_back(static_cast<int>(kept.size()));
   }
+  return d;
+}
+
+// Head h of sequence b in double: each output column's value and the
+// magnitude of its terms (sum over tokens of p |entry|).
+void Expected(const AttentionShape& sh, const AttentionData& d, int b, int h,
+              std::vector<double>* want, std::vector<double>* mag) {
+  const int dim = sh.kv_lora + sh.rope;
+  auto entry = [&](int t, int j) {
+    return t == sh.context
+               ? double{d.new_entry[b * dim + j]}
+               : FromBf16(
+                     d.latent[(int64_t{b} * sh.cache_stride + t) * dim + j]);
+  };
+  auto query = [&](int j) {
+    return j < sh.kv_lora
+               ? double{d.q_lat[(b * sh.heads + h) * sh.kv_lora + j]}
+               : double{
+                     d.q_rope[(b * sh.heads + h) * sh.rope + j - sh.kv_lora]};
+  };
+  const int* kept = d.kept.data() + b * sh.k;
+  std::vector<double> p;
+  for (int i = 0; i < d.kept_n[b]; ++i) {
+    double dot = 0;
+    for (int j = 0; j < dim; ++j) dot += query(j) * entry(kept[i], j);
+    p.push_back(dot * sh.scale);
+  }
+  const double m = *std::max_element(p.begin(), p.end());
+  double sum = 0;
+  for (double& x : p) sum += (x = std::exp(x - m));
+  want->assign(sh.kv_lora, 0.0);
+  mag->assign(sh.kv_lora, 0.0);
+  for (int j = 0; j < sh.kv_lora; ++j) {
+    for (size_t i = 0; i < p.size(); ++i) {
+      const double e = entry(kept[i], j);
+      (*want)[j] += p[i] / sum * e;
+      (*mag)[j] += p[i] / sum * std::fabs(e);
+    }
+  }
+}
+
+// Runs the attention and checks every output to 1e-5 of its terms'
+// magnitude, printing the worst error.
+void ExpectAttentionMatches(const AttentionShape& sh,
+                            const std::vector<int>& kept_per_seq,
+                            bool with_new) {
+  SCOPED_TRACE(::testing::Message()
+               << "heads " << sh.heads << " " << sh.kv_lora << " + " << sh.rope
+               << " context " << sh.context << " batch " << sh.batch
+               << (sh.query_scratch ? " (queries made before)" : ""));
+  const AttentionData d = MakeData(sh, kept_per_seq, with_new);
   std::vector<float> got;
   ASSERT_EQ(RunSparseAttention(sh, d, &got), "");
   double worst = 0;
   int bad = 0;
+  std::vector<double> want, mag;
   for (int b = 0; b < sh.batch; ++b) {
     for (int h = 0; h < sh.heads; ++h) {
-      auto entry = [&](int t, int j) {
-        return t == sh.context
-                   ? double{d.new_entry[b * dim + j]}
-                   : FromBf16(
-                         d.latent[(int64_t{b} * sh.cache_stride + t) * dim +
-                                  j]);
-      };
-      auto query = [&](int j) {
-        return j < sh.kv_lora
-                   ? double{d.q_lat[(b * sh.heads + h) * sh.kv_lora + j]}
-                   : double{d.q_rope[(b * sh.heads + h) * sh.rope + j -
-                                     sh.kv_lora]};
-      };
-      std::vector<double> s;
-      for (int i = 0; i < d.kept_n[b]; ++i) {
-        double dot = 0;
-        for (int j = 0; j < dim; ++j)
-          dot += query(j) * entry(d.kept[b * sh.k + i], j);
-        s.push_back(dot * sh.scale);
-      }
-      const double m = *std::max_element(s.begin(), s.end());
-      double sum = 0;
-      for (double& x : s) sum += (x = std::exp(x - m));
+      Expected(sh, d, b, h, &want, &mag);
+      const float* g =
+          got.data() + (static_cast<size_t>(b) * sh.heads + h) * sh.kv_lora;
       for (int j = 0; j < sh.kv_lora; ++j) {
-        double want = 0, mag = 0;
-        for (size_t i = 0; i < s.size(); ++i) {
-          const double e = entry(d.kept[b * sh.k + i], j);
-          want += s[i] / sum * e;
-          mag += s[i] / sum * std::fabs(e);
-        }
-        const double g =
-            got[(static_cast<size_t>(b) * sh.heads + h) * sh.kv_lora + j];
-        worst = std::max(worst, std::fabs(g - want) / (mag + 1e-30));
-        if (std::fabs(g - want) > 1e-5 * mag + 1e-30 && ++bad <= 5) {
+        const double err = std::fabs(g[j] - want[j]);
+        worst = std::max(worst, err / (mag[j] + 1e-30));
+        if (err > 1e-5 * mag[j] + 1e-30 && ++bad <= 5) {
           ADD_FAILURE() << "sequence " << b << " head " << h << " column " << j
-                        << ": " << g << " want " << want;
+                        << ": " << g[j] << " want " << want[j];
         }
       }
     }

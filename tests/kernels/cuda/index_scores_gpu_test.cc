@@ -29,50 +29,68 @@ uint8_t FiniteE4m3(Values& v) {
   }
 }
 
+// The scores' inputs (ScoresShape's layouts), with queries whose scale
+// varies so that the FP16 split is tried on large values too.
+struct ScoresData {
+  std::vector<float> q, w, fresh;
+  std::vector<uint8_t> keys;
+};
+
+ScoresData MakeData(const ScoresShape& sh) {
+  Values v(77u + sh.dim + sh.context);
+  ScoresData d;
+  d.q.resize(static_cast<size_t>(sh.batch) * sh.heads * sh.dim);
+  for (size_t i = 0; i < d.q.size(); ++i) {
+    d.q[i] = v.Next() * (i % 61 == 0 ? 40.0f : 1.5f);
+  }
+  d.w.resize(static_cast<size_t>(sh.batch) * sh.heads);
+  for (float& x : d.w) x = v.Next();
+  d.keys.resize(static_cast<size_t>(sh.batch) * sh.key_stride * sh.dim);
+  for (uint8_t& k : d.keys) k = FiniteE4m3(v);
+  d.fresh.resize(static_cast<size_t>(sh.batch) * sh.dim);
+  for (float& x : d.fresh) x = v.Next();
+  return d;
+}
+
+// Token t's score of sequence b in double, and the magnitude of its terms
+// (sum over heads of |w| x the dot product's |terms|).
+void Expected(const ScoresShape& sh, const ScoresData& d, int b, int t,
+              double* want, double* mag) {
+  *want = *mag = 0;
+  for (int h = 0; h < sh.heads; ++h) {
+    const float* qh =
+        d.q.data() + (static_cast<size_t>(b) * sh.heads + h) * sh.dim;
+    double dot = 0, dot_mag = 0;
+    for (int i = 0; i < sh.dim; ++i) {
+      const size_t at =
+          (static_cast<size_t>(b) * sh.key_stride + t) * sh.dim + i;
+      const double k = t < sh.context
+                           ? nvfp4::E4M3ToFloat(d.keys[at])
+                           : d.fresh[static_cast<size_t>(b) * sh.dim + i];
+      dot += double{qh[i]} * k;
+      dot_mag += std::fabs(double{qh[i]} * k);
+    }
+    const double wh = double{d.w[b * sh.heads + h]} * sh.w_scale;
+    *want += wh * std::max(dot * sh.dot_scale, 0.0);
+    *mag += std::fabs(wh) * dot_mag * sh.dot_scale;
+  }
+}
+
 // Runs the scores and checks each against double to 1e-5 of its terms'
-// magnitude (sum over heads of |w| |q . k| terms' absolute values).
+// magnitude, printing the worst error.
 void ExpectScoresMatch(const ScoresShape& sh) {
   SCOPED_TRACE(::testing::Message()
                << "heads " << sh.heads << " dim " << sh.dim << " context "
                << sh.context << " batch " << sh.batch);
-  Values v(77u + sh.dim + sh.context);
-  std::vector<float> q(static_cast<size_t>(sh.batch) * sh.heads * sh.dim);
-  for (size_t i = 0; i < q.size(); ++i) {
-    q[i] = v.Next() * (i % 61 == 0 ? 40.0f : 1.5f);
-  }
-  std::vector<float> w(static_cast<size_t>(sh.batch) * sh.heads);
-  for (float& x : w) x = v.Next();
-  std::vector<uint8_t> keys(static_cast<size_t>(sh.batch) * sh.key_stride *
-                            sh.dim);
-  for (uint8_t& k : keys) k = FiniteE4m3(v);
-  std::vector<float> fresh(static_cast<size_t>(sh.batch) * sh.dim);
-  for (float& x : fresh) x = v.Next();
+  const ScoresData d = MakeData(sh);
   std::vector<float> got;
-  ASSERT_EQ(RunIndexerScores(sh, q, w, keys, fresh, &got), "");
+  ASSERT_EQ(RunIndexerScores(sh, d.q, d.w, d.keys, d.fresh, &got), "");
   double worst = 0;
   int bad = 0;
   for (int b = 0; b < sh.batch; ++b) {
     for (int t = 0; t <= sh.context; ++t) {
-      double want = 0, mag = 0;
-      for (int h = 0; h < sh.heads; ++h) {
-        const float* qh =
-            q.data() + (static_cast<size_t>(b) * sh.heads + h) * sh.dim;
-        double dot = 0, dot_mag = 0;
-        for (int d = 0; d < sh.dim; ++d) {
-          const double k =
-              t < sh.context
-                  ? nvfp4::E4M3ToFloat(
-                        keys[(static_cast<size_t>(b) * sh.key_stride + t) *
-                                 sh.dim +
-                             d])
-                  : fresh[static_cast<size_t>(b) * sh.dim + d];
-          dot += double{qh[d]} * k;
-          dot_mag += std::fabs(double{qh[d]} * k);
-        }
-        const double wh = double{w[b * sh.heads + h]} * sh.w_scale;
-        want += wh * std::max(dot * sh.dot_scale, 0.0);
-        mag += std::fabs(wh) * dot_mag * sh.dot_scale;
-      }
+      double want, mag;
+      Expected(sh, d, b, t, &want, &mag);
       const double g = got[static_cast<size_t>(b) * (sh.context + 1) + t];
       worst = std::max(worst, std::fabs(g - want) / (mag + 1e-30));
       if (std::fabs(g - want) > 1e-5 * mag + 1e-30 && ++bad <= 5) {
