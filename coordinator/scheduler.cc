@@ -56,6 +56,7 @@ Scheduler::Scheduler(db::Store* store, WorkerRegistry* registry,
       registry_(registry),
       clock_(clock),
       options_(options),
+      unavailable_grace_ms_(options.unavailable_grace_ms),
       started_ms_(clock->NowUnixMs()) {}
 
 absl::StatusOr<std::optional<v1::SubmitSweepResponse>>
@@ -318,13 +319,25 @@ absl::Status Scheduler::MarkUnavailableTrials() {
     for (const v1::Trial& trial : queued) {
       const int64_t waiting_since =
           std::max(trial.updated_at_unix_ms(), started_ms_);
-      if (now - waiting_since < options_.unavailable_grace_ms) continue;
+      if (now - waiting_since < unavailable_grace_ms_) continue;
       RETURN_IF_ERROR(EndWithoutResult(
           trial, v1::UNAVAILABLE,
           absl::StrCat(backend, " unavailable: ", reason), now));
     }
   }
   return absl::OkStatus();
+}
+
+bool Scheduler::HasLiveWorker(const std::string& name) const {
+  for (const std::string& id : registry_->IdsNamed(name)) {
+    if (registry_->IsAlive(id)) return true;
+  }
+  return false;
+}
+
+void Scheduler::NoMoreWorkersExpected() {
+  absl::MutexLock lock(&mu_);
+  unavailable_grace_ms_ = 0;
 }
 
 // Only the holder of the trial's current lease decides it: a report from

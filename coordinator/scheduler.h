@@ -87,6 +87,12 @@ class Scheduler {
   // UNAVAILABLE when no host has enough live GPU workers with its backend
   // for its gang (GangShortfall says why).
   absl::Status MarkUnavailableTrials();
+  // Whether a live registration carries `name`.
+  bool HasLiveWorker(const std::string& name) const;
+  // Every worker that will ever serve this coordinator has registered (an
+  // embedded cluster's, all up; nothing else can reach it): trials none of
+  // them can run end UNAVAILABLE at the next tick, not after the grace.
+  void NoMoreWorkersExpected();
   // After a coordinator restart: lets each RUNNING sweep's strategy pick up
   // from what the database holds (finished trials never run again; missing
   // proposals are added; a sweep with nothing left is finished).
@@ -196,6 +202,8 @@ class Scheduler {
   DeviceBandwidths bandwidths_;
   const Clock* clock_;
   const SchedulerOptions options_;
+  // options_.unavailable_grace_ms until NoMoreWorkersExpected.
+  int64_t unavailable_grace_ms_ ABSL_GUARDED_BY(mu_);
   const int64_t started_ms_;  // when this coordinator started
   absl::Mutex mu_;            // serialises acquire/report/expire decisions
   std::map<int64_t, std::shared_ptr<const tuner::SweepPlan>> plans_

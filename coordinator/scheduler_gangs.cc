@@ -233,7 +233,7 @@ absl::Status Scheduler::MarkGangTrialsOf(int64_t sweep_id) {
     const int world = GangWorld(trial.config());
     const int64_t waiting_since =
         std::max(trial.updated_at_unix_ms(), started_ms_);
-    if (world == 0 || now - waiting_since < options_.unavailable_grace_ms) {
+    if (world == 0 || now - waiting_since < unavailable_grace_ms_) {
       continue;
     }
     const std::string& backend = trial.config().moe_backend();

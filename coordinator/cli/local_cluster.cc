@@ -115,9 +115,21 @@ absl::Status LocalCluster::CheckWorkers(std::vector<std::string>* exited_now) {
     exits.push_back(absl::StrCat(worker.name, " (", DescribeExit(*worker.exit),
                                  "; log ", worker.log, ")"));
   }
+  if (!all_registered_ && running && exits.empty()) {
+    all_registered_ =
+        std::all_of(workers_.begin(), workers_.end(), [this](const Worker& w) {
+          return server_->scheduler()->HasLiveWorker(w.name);
+        });
+    if (all_registered_) server_->scheduler()->NoMoreWorkersExpected();
+  }
   if (running || workers_.empty()) return absl::OkStatus();
   return absl::UnavailableError(absl::StrCat(
       "every embedded worker has exited: ", absl::StrJoin(exits, ", ")));
+}
+
+bool LocalCluster::all_workers_registered() {
+  absl::MutexLock lock(&mu_);
+  return all_registered_;
 }
 
 bool LocalCluster::any_worker_exited() {

@@ -184,6 +184,22 @@ TEST_F(SchedulerTest, AfterTheGraceNoLiveWorkerMeansUnavailable) {
   EXPECT_EQ(OnlyTrial().state(), v1::UNAVAILABLE);
 }
 
+// An embedded cluster whose workers are all up expects no other: trials
+// none of them can run end UNAVAILABLE without waiting the grace.
+TEST_F(SchedulerTest, WithNoMoreWorkersExpectedTheGraceIsNotWaited) {
+  Scheduler patient(store_.get(), registry_.get(), &clock_,
+                    SchedulerOptions{1000, 100, /*unavailable_grace_ms=*/500});
+  const Registered cpu = RegisterCpuWorker("host:cpu", &patient);
+  EXPECT_TRUE(patient.HasLiveWorker("host:cpu"));
+  EXPECT_FALSE(patient.HasLiveWorker("host:0"));
+  ASSERT_TRUE(patient.Submit(Spec({"fused_gemv"})).ok());
+  ASSERT_TRUE(patient.MarkUnavailableTrials().ok());
+  EXPECT_EQ(OnlyTrial().state(), v1::QUEUED);  // inside the grace
+  patient.NoMoreWorkersExpected();
+  ASSERT_TRUE(patient.MarkUnavailableTrials().ok());
+  EXPECT_EQ(OnlyTrial().state(), v1::UNAVAILABLE);
+}
+
 TEST_F(SchedulerTest, ATrialWaitsForTheWorkerThatCanRunIt) {
   const Registered cpu = RegisterCpuWorker("host:cpu");
   const Registered gpu = Register(GpuRequest());

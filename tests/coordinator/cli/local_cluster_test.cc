@@ -224,6 +224,20 @@ class LocalClusterWorkersTest : public ::testing::Test {
     return granted.trial();
   }
 
+  // Registers a worker called `name` at the cluster's coordinator, as the
+  // embedded worker of that name does once it has probed.
+  void RegisterAs(const std::string& name) {
+    auto control = v1::WorkerControl::NewStub(grpc::CreateChannel(
+        WorkerAddress(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    v1::RegisterWorkerRequest registration;
+    registration.set_name(name);
+    *registration.mutable_probe() = coordinator::CpuWorkerProbe();
+    v1::RegisterWorkerResponse registered;
+    EXPECT_TRUE(
+        control->RegisterWorker(&context, registration, &registered).ok());
+  }
+
   // Cancels the sweep as `moetune sweep` does on Ctrl-C and when its
   // workers have all exited.
   static void CancelSweep(const LocalCluster& cluster, int64_t sweep_id) {
@@ -282,6 +296,36 @@ TEST_F(LocalClusterWorkersTest, UnavailableOnlyOnceEveryWorkerHasExited) {
   EXPECT_THAT(gone.message(), HasSubstr("; log " + launcher_.logs_[1] + ")"));
   cluster.reset();
   EXPECT_THAT(launcher_.signals_, IsEmpty());  // nothing left to stop
+}
+
+// Only once every embedded worker has registered does the cluster tell
+// its scheduler that no other worker will come (a worker of another name
+// does not count).
+TEST_F(LocalClusterWorkersTest, AllRegisteredOnlyOnceEveryWorkerIs) {
+  std::unique_ptr<LocalCluster> cluster = StartTwo();
+  ASSERT_NE(cluster, nullptr);
+  std::vector<std::string> exited;
+  ASSERT_TRUE(cluster->CheckWorkers(&exited).ok());
+  EXPECT_FALSE(cluster->all_workers_registered());
+  RegisterAs("local:0");
+  RegisterAs("elsewhere:0");
+  ASSERT_TRUE(cluster->CheckWorkers(&exited).ok());
+  EXPECT_FALSE(cluster->all_workers_registered());
+  RegisterAs("local:1");
+  ASSERT_TRUE(cluster->CheckWorkers(&exited).ok());
+  EXPECT_TRUE(cluster->all_workers_registered());
+}
+
+// A worker that exited before all registered: the grace stays (the dead
+// one might have run what the others cannot).
+TEST_F(LocalClusterWorkersTest, NotAllRegisteredWhenOneHasExited) {
+  std::unique_ptr<LocalCluster> cluster = StartTwo();
+  ASSERT_NE(cluster, nullptr);
+  RegisterAs("local:1");
+  launcher_.Exit(FakeLauncher::kFirstPid, ProcessExit{false, 1});
+  std::vector<std::string> exited;
+  ASSERT_TRUE(cluster->CheckWorkers(&exited).ok());
+  EXPECT_FALSE(cluster->all_workers_registered());
 }
 
 TEST_F(LocalClusterWorkersTest, StoppingSignalsOnlyTheWorkersStillRunning) {
