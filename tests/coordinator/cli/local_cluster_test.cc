@@ -186,6 +186,21 @@ class LocalClusterWorkersTest : public ::testing::Test {
     return "";
   }
 
+  // Registers a worker called `name` at the cluster's coordinator, as the
+  // embedded worker of that name does once it has probed.
+  v1::RegisterWorkerResponse RegisterAs(const std::string& name) {
+    auto control = v1::WorkerControl::NewStub(grpc::CreateChannel(
+        WorkerAddress(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    v1::RegisterWorkerRequest registration;
+    registration.set_name(name);
+    *registration.mutable_probe() = coordinator::CpuWorkerProbe();
+    v1::RegisterWorkerResponse registered;
+    EXPECT_TRUE(
+        control->RegisterWorker(&context, registration, &registered).ok());
+    return registered;
+  }
+
   // A sweep of one trial, submitted to `cluster` and leased to a worker
   // that registers as `name` (as the embedded worker of that name would).
   // Returns the trial as granted.
@@ -203,16 +218,9 @@ class LocalClusterWorkersTest : public ::testing::Test {
     spec.mutable_space()->add_moe_backends("cpu_reference");
     v1::SubmitSweepResponse submitted;
     EXPECT_TRUE(api->SubmitSweep(&submit_context, submit, &submitted).ok());
+    const v1::RegisterWorkerResponse registered = RegisterAs(name);
     auto control = v1::WorkerControl::NewStub(grpc::CreateChannel(
         WorkerAddress(), grpc::InsecureChannelCredentials()));
-    grpc::ClientContext register_context;
-    v1::RegisterWorkerRequest registration;
-    registration.set_name(name);
-    *registration.mutable_probe() = coordinator::CpuWorkerProbe();
-    v1::RegisterWorkerResponse registered;
-    EXPECT_TRUE(
-        control->RegisterWorker(&register_context, registration, &registered)
-            .ok());
     grpc::ClientContext acquire_context;
     v1::AcquireTrialRequest acquire;
     acquire.set_worker_id(registered.worker_id());
@@ -222,20 +230,6 @@ class LocalClusterWorkersTest : public ::testing::Test {
         control->AcquireTrial(&acquire_context, acquire, &granted).ok());
     EXPECT_TRUE(granted.granted());
     return granted.trial();
-  }
-
-  // Registers a worker called `name` at the cluster's coordinator, as the
-  // embedded worker of that name does once it has probed.
-  void RegisterAs(const std::string& name) {
-    auto control = v1::WorkerControl::NewStub(grpc::CreateChannel(
-        WorkerAddress(), grpc::InsecureChannelCredentials()));
-    grpc::ClientContext context;
-    v1::RegisterWorkerRequest registration;
-    registration.set_name(name);
-    *registration.mutable_probe() = coordinator::CpuWorkerProbe();
-    v1::RegisterWorkerResponse registered;
-    EXPECT_TRUE(
-        control->RegisterWorker(&context, registration, &registered).ok());
   }
 
   // Cancels the sweep as `moetune sweep` does on Ctrl-C and when its
