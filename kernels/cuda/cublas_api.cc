@@ -25,10 +25,15 @@ Loaded Load() {
   const std::string name = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
   void* library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
-    // Not on the loader's path: the toolkit's own directory.
+    // Not on the loader's path: the toolkit's own directory (this build's,
+    // then the usual ones of a GPU host).
     const std::string first = dlerror();
-    const std::string path = std::string(MOETUNE_CUDA_LIBRARY_DIR) + "/" + name;
-    library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    for (const char* dir : {MOETUNE_CUDA_LIBRARY_DIR, "/usr/local/cuda/lib64",
+                            "/usr/local/cuda/lib"}) {
+      library = dlopen((std::string(dir) + "/" + name).c_str(),
+                       RTLD_NOW | RTLD_LOCAL);
+      if (library != nullptr) break;
+    }
     if (library == nullptr) {
       out.error = "cannot load " + name + ": " + first;
       return out;
