@@ -9,6 +9,7 @@
 #include "kernels/cuda/step/mla.cuh"
 #include "kernels/cuda/step/mla_mma.cuh"
 #include "kernels/cuda/step/reduce.cuh"
+#include "kernels/cuda/step/shared_memory_limit.cuh"
 #include "kernels/model/kv_fp8_format.h"
 #include "kernels/model/nvfp4_format.h"
 
@@ -632,21 +633,6 @@ __global__ void SparseAttentionCombineKernel(SparseAttention a, int splits) {
   if (group != 0 || j >= a.kv_lora) return;
   for (int g = 1; g < kCombineGroups; ++g) acc += sums[g][col];
   a.out_lat[(static_cast<int64_t>(b) * a.heads + h) * a.kv_lora + j] = acc / l;
-}
-
-// Raises a kernel's dynamic shared memory limit to `smem` once it is asked
-// for more than *allowed (the kernel's own record: the attribute is the
-// kernel's).
-template <typename Kernel>
-GpuStatus AllowSharedMemory(Kernel kernel, size_t smem,
-                            std::atomic<size_t>* allowed) {
-  if (smem > allowed->load()) {
-    MG_CUDA(cudaFuncSetAttribute(kernel,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(smem)));
-    *allowed = smem;
-  }
-  return OkStatus();
 }
 
 // Raises the split kernel's dynamic shared memory limit once to the largest

@@ -5,6 +5,7 @@
 #include "kernels/cuda/step/mla_mma.cuh"
 #include "kernels/cuda/step/mma_parts.cuh"
 #include "kernels/cuda/step/reduce.cuh"
+#include "kernels/cuda/step/shared_memory_limit.cuh"
 
 namespace moetune::gpu {
 namespace {
@@ -386,12 +387,8 @@ GpuStatus LaunchSparseAttentionSplitMma(const SparseAttention& a, int hg,
                         a.batch >= kPrebuiltQueriesFromBatch;
   const size_t smem = l.Bytes(prebuilt);
   static std::atomic<size_t> allowed{48 * 1024};
-  if (smem > allowed.load()) {
-    MG_CUDA(cudaFuncSetAttribute(SparseAttentionSplitMmaKernel,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(smem)));
-    allowed = smem;
-  }
+  MG_RETURN_IF_ERROR(
+      AllowSharedMemory(SparseAttentionSplitMmaKernel, smem, &allowed));
   if (prebuilt) {
     MG_RETURN_IF_ERROR(
         LaunchOverlapped(MlaQueryKernel, dim3(a.heads / hg, a.batch),
