@@ -33,10 +33,20 @@ struct RoutingSpec {
 // choice is shared by all heads). Each sharded block's output is the rank's
 // partial sum (a vocabulary slice for lm_head) standing in for the
 // collective after it.
+//
+// With dp_attention (data-parallel attention, TrialConfig.attention "dp")
+// the rest of the step is whole on every rank instead, and rank r decodes
+// its own batch / (tp * ep) sequences (OwnBatch, FirstOwnSequence); the MoE
+// layers still run the tp x ep split above, over every rank's tokens: an
+// all-gather of the ranks' MoE inputs before, a reduce-scatter of the
+// partial outputs after (each rank its own tokens' sums). Without peers the
+// other ranks' tokens are synthetic MoE inputs and the rank's partial sums
+// stand in for the reduce-scatter.
 struct Shard {
   int tp = 1;
   int ep = 1;
   int rank = 0;
+  bool dp_attention = false;
 };
 
 // What the steps before this one of a multi-step decode (decode_step.h
@@ -111,23 +121,34 @@ inline bool OwnsShared(const model::ModelConfig& c, const Shard& s) {
 }
 // The decode step's world-wide split (ValidateStepShard checks it).
 inline int World(const Shard& s) { return s.tp * s.ep; }
+// The ranks that split attention, the dense MLP and lm_head (1 under
+// data-parallel attention), and this rank's part among them.
+inline int SplitWorld(const Shard& s) { return s.dp_attention ? 1 : World(s); }
+inline int SplitRank(const Shard& s) { return s.dp_attention ? 0 : s.rank; }
+// The sequences this rank decodes of a step's batch, and its first.
+inline int OwnBatch(const Shard& s, int batch) {
+  return s.dp_attention ? batch / World(s) : batch;
+}
+inline int FirstOwnSequence(const Shard& s, int batch) {
+  return s.dp_attention ? s.rank * OwnBatch(s, batch) : 0;
+}
 inline int HeadsPerRank(const model::ModelConfig& c, const Shard& s) {
-  return c.num_heads / World(s);
+  return c.num_heads / SplitWorld(s);
 }
 inline int HeadBegin(const model::ModelConfig& c, const Shard& s) {
-  return s.rank * HeadsPerRank(c, s);
+  return SplitRank(s) * HeadsPerRank(c, s);
 }
 inline int DenseSlice(const model::ModelConfig& c, const Shard& s) {
-  return c.dense_intermediate / World(s);
+  return c.dense_intermediate / SplitWorld(s);
 }
 inline int DenseBegin(const model::ModelConfig& c, const Shard& s) {
-  return s.rank * DenseSlice(c, s);
+  return SplitRank(s) * DenseSlice(c, s);
 }
 inline int VocabSlice(const model::ModelConfig& c, const Shard& s) {
-  return c.vocab / World(s);
+  return c.vocab / SplitWorld(s);
 }
 inline int VocabBegin(const model::ModelConfig& c, const Shard& s) {
-  return s.rank * VocabSlice(c, s);
+  return SplitRank(s) * VocabSlice(c, s);
 }
 
 // Width of this rank's slice of an expert's intermediate dim, and its start.
