@@ -132,20 +132,25 @@ absl::StatusOr<std::vector<float>> Decode(const StepSpec& spec,
     return absl::InvalidArgumentError(
         absl::StrCat("first_sequence: must be >= 0, got ", first_sequence));
   }
-  const model::ModelConfig& c = spec.config;
-  const Bf16TensorDesc embedding = Bf16Desc(spec, 0, weights::kEmbedding);
-  std::vector<float> h(static_cast<size_t>(spec.batch) * c.hidden);
-  for (int b = 0; b < spec.batch; ++b) {
-    const int token = TokenId(spec, first_sequence + b);
+  // Under data-parallel attention the rank decodes its own sequences only
+  // (the MoE layers' other tokens change none of its outputs).
+  StepSpec own = spec;
+  own.batch = OwnBatch(spec.shard, spec.batch);
+  first_sequence += FirstOwnSequence(spec.shard, spec.batch);
+  const model::ModelConfig& c = own.config;
+  const Bf16TensorDesc embedding = Bf16Desc(own, 0, weights::kEmbedding);
+  std::vector<float> h(static_cast<size_t>(own.batch) * c.hidden);
+  for (int b = 0; b < own.batch; ++b) {
+    const int token = TokenId(own, first_sequence + b);
     for (int i = 0; i < c.hidden; ++i) {
       h[static_cast<size_t>(b) * c.hidden + i] = embedding.Weight(token, i);
     }
   }
-  if (trace != nullptr) trace->layers.assign(spec.layers, LayerTrace{});
-  for (int layer = 0; layer < spec.layers; ++layer) {
-    RETURN_IF_ERROR(DecoderLayer(spec, layer, first_sequence, moe, h, trace));
+  if (trace != nullptr) trace->layers.assign(own.layers, LayerTrace{});
+  for (int layer = 0; layer < own.layers; ++layer) {
+    RETURN_IF_ERROR(DecoderLayer(own, layer, first_sequence, moe, h, trace));
   }
-  return Logits(spec, h);
+  return Logits(own, h);
 }
 
 }  // namespace

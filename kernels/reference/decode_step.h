@@ -33,14 +33,17 @@ using MoeFn =
 MoeFn Bf16InputReferenceMoe(const StepSpec& spec);
 
 // Logits [spec.batch][VocabSlice] of sequences 0 .. batch-1 (the whole
-// vocabulary for the trivial shard). A null `moe` uses MoeLayerReference.
+// vocabulary for the trivial shard); under data-parallel attention
+// [OwnBatch][vocab] of the rank's own sequences (FirstOwnSequence on). A
+// null `moe` uses MoeLayerReference.
 // INVALID_ARGUMENT for a bad spec or a shard the step cannot split
 // (ValidateStepShard); a failing MoeFn's status is returned.
 absl::StatusOr<std::vector<float>> DecodeStep(const StepSpec& spec,
                                               const MoeFn& moe);
 
 // The same for sequences first_sequence .. first_sequence + batch - 1, so a
-// batch row can be recomputed alone.
+// batch row can be recomputed alone (under data-parallel attention, counted
+// from the rank's first own sequence).
 absl::StatusOr<std::vector<float>> DecodeSequences(const StepSpec& spec,
                                                    int first_sequence,
                                                    const MoeFn& moe);

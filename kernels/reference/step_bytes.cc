@@ -69,15 +69,17 @@ int64_t LatentEntryBytes(const StepSpec& spec) {
   return kBf16 * (c.kv_lora_rank + c.qk_rope_dim);
 }
 
-// Per layer, all sequences: FP8 keys of every past token, latent entries
-// (BF16, or FP8 with scales and a BF16 rope key) of min(index_topk, context)
-// kept past tokens (one fewer when the new token is among the kept: its entry
-// is computed, not read; the count does not know that before running).
+// Per layer, the sequences the rank decodes (OwnBatch): FP8 keys of every past
+// token, latent entries (BF16, or FP8 with scales and a BF16 rope key) of
+// min(index_topk, context) kept past tokens (one fewer when the new token is
+// among the kept: its entry is computed, not read; the count does not know that
+// before running).
 void CacheBytes(const StepSpec& spec, StepBytes* bytes) {
   const model::ModelConfig& c = spec.config;
   const int64_t kept_past = std::min(c.index_topk, spec.context);
-  bytes->index_keys += int64_t{spec.batch} * spec.context * c.index_head_dim;
-  bytes->kv_cache += int64_t{spec.batch} * kept_past * LatentEntryBytes(spec);
+  const int64_t own = OwnBatch(spec.shard, spec.batch);
+  bytes->index_keys += own * spec.context * c.index_head_dim;
+  bytes->kv_cache += own * kept_past * LatentEntryBytes(spec);
 }
 
 }  // namespace
@@ -121,7 +123,8 @@ StepBytes DecodeStepByteBreakdown(const StepSpec& spec,
   const int64_t vocab = VocabSlice(c, spec.shard);
   bytes.lm_head = MatrixBytes(spec.quantization.lm_head, vocab, c.hidden) +
                   kBf16 * c.hidden;
-  bytes.activations = kBf16 * int64_t{spec.batch} * (c.hidden + vocab);
+  bytes.activations =
+      kBf16 * int64_t{OwnBatch(spec.shard, spec.batch)} * (c.hidden + vocab);
   return bytes;
 }
 

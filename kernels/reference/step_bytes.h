@@ -34,7 +34,7 @@ struct StepBytes {
   // or FP8 (kv_lora bytes, an FP32 scale per 128, BF16 rope).
   int64_t kv_cache = 0;
   int64_t index_keys = 0;  // FP8 indexer keys of every past token
-  // BF16 embedding rows of the step's tokens and its logits slice.
+  // BF16 embedding rows of the tokens the rank decodes and its logits slice.
   int64_t activations = 0;
 
   int64_t Total() const;

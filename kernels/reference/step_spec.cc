@@ -37,7 +37,7 @@ absl::Status ValidateShard(const model::ModelConfig& config,
 absl::Status ValidateStepShard(const model::ModelConfig& config,
                                const Shard& shard) {
   RETURN_IF_ERROR(ValidateShard(config, shard));
-  const int world = World(shard);
+  const int world = SplitWorld(shard);
   if (config.num_heads % world != 0 || config.vocab % world != 0 ||
       config.dense_intermediate % (16 * world) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -54,7 +54,7 @@ absl::Status ValidateStepFormats(const StepSpec& spec) {
     return absl::OkStatus();
   }
   const model::ModelConfig& c = spec.config;
-  const int o_columns = c.num_heads / World(spec.shard) * c.v_head_dim;
+  const int o_columns = HeadsPerRank(c, spec.shard) * c.v_head_dim;
   for (int k : {c.hidden, c.q_lora_rank, c.kv_lora_rank, o_columns}) {
     if (k % 16 == 0) continue;
     return absl::InvalidArgumentError(absl::StrCat(
@@ -112,7 +112,15 @@ absl::Status ValidateStepSpec(const StepSpec& spec) {
         absl::StrCat("step.context: must be >= 0, got ", spec.context));
   }
   RETURN_IF_ERROR(ValidateRouting(spec.config, spec.routing));
-  return ValidateShard(spec.config, spec.shard);
+  RETURN_IF_ERROR(ValidateShard(spec.config, spec.shard));
+  const int world = World(spec.shard);
+  if (spec.shard.dp_attention && spec.batch % world != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step.batch: data-parallel attention gives each of the tp * ep = ",
+        world, " ranks batch / ", world, " sequences; ", spec.batch,
+        " is not a multiple of ", world));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace moetune::ref

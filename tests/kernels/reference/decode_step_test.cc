@@ -222,6 +222,63 @@ TEST(DecodeStepTest, AShardedStepGivesItsVocabularySlice) {
   EXPECT_EQ(logits->size(), 2u * 256);
 }
 
+// Data-parallel attention: rank r of tp 1 x ep 2 decodes sequences 2r and
+// 2r + 1 of a batch of 4 with attention, the dense MLP and lm_head whole.
+// Given the whole MoE layer (what the reduce-scatter hands it), its logits
+// are the world-1 step's rows of those sequences, bit for bit; with its own
+// experts' partial sums (no peers) they are not.
+TEST(DecodeStepTest, DataParallelRanksDecodeTheirOwnSequencesWhole) {
+  const StepSpec whole = TinySpec(4, 8);
+  const std::vector<float> all = *DecodeStep(whole, nullptr);
+  const MoeFn combined = [&whole](int layer, const float* x, int batch,
+                                  float* y) {
+    MoeLayerReference(whole, layer, x, batch, y);
+    return absl::OkStatus();
+  };
+  const size_t vocab = whole.config.vocab;
+  for (int rank = 0; rank < 2; ++rank) {
+    StepSpec dp = whole;
+    dp.shard = {1, 2, rank, true};
+    const auto logits = DecodeStep(dp, combined);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    EXPECT_EQ(*logits, std::vector<float>(all.begin() + rank * 2 * vocab,
+                                          all.begin() + (rank + 1) * 2 * vocab))
+        << "rank " << rank;
+    const auto partial = DecodeStep(dp, nullptr);
+    ASSERT_TRUE(partial.ok()) << partial.status();
+    EXPECT_EQ(partial->size(), 2 * vocab);
+    EXPECT_NE(*partial, *logits);
+  }
+}
+
+TEST(DecodeStepTest, DataParallelBatchMustSplitEvenly) {
+  StepSpec spec = TinySpec(3, 8);
+  spec.shard = {1, 2, 0, true};
+  const auto logits = DecodeStep(spec, nullptr);
+  EXPECT_EQ(logits.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(logits.status().message().find("step.batch"), std::string::npos)
+      << logits.status();
+}
+
+// A data-parallel rank reads the whole attention, dense MLP and lm_head,
+// and the caches of its own sequences only.
+TEST(DecodeStepTest, DataParallelBytesAreWholeWeightsAndOwnCaches) {
+  StepSpec one = TinySpec(2, 40);
+  one.layers = 2;
+  StepSpec dp = TinySpec(4, 40);
+  dp.layers = 2;
+  dp.shard = {1, 2, 1, true};
+  const StepBytes a = DecodeStepByteBreakdown(one, {});
+  const StepBytes b = DecodeStepByteBreakdown(dp, {});
+  EXPECT_EQ(b.attention, a.attention);
+  EXPECT_EQ(b.indexer, a.indexer);
+  EXPECT_EQ(b.dense, a.dense);
+  EXPECT_EQ(b.lm_head, a.lm_head);
+  EXPECT_EQ(b.kv_cache, a.kv_cache);
+  EXPECT_EQ(b.index_keys, a.index_keys);
+  EXPECT_EQ(b.activations, a.activations);
+}
+
 // Several steps in a row: the first is the plain step; each later one
 // decodes the tokens the one before chose, over caches that hold the
 // tokens before it in their formats.
