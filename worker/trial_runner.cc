@@ -37,9 +37,22 @@ ref::RoutingSpec ResolveRouting(const v1::Routing& routing) {
   return spec;
 }
 
+// Under data-parallel attention a gang's rank computes the whole model's
+// step of its own sequences: the unsharded reference of those.
+std::vector<float> DataParallelGangReference(const TrialInputs& in, bool gpu) {
+  ref::StepSpec whole = in.step;
+  whole.shard = ref::Shard{};
+  whole.batch = ref::OwnBatch(in.step.shard, in.step.batch);
+  absl::StatusOr<std::vector<float>> logits = ref::DecodeSequences(
+      whole, ref::FirstOwnSequence(in.step.shard, in.step.batch),
+      gpu ? ref::Bf16InputReferenceMoe(whole) : nullptr);
+  return logits.ok() ? *logits : std::vector<float>{};
+}
+
 // A gang computes the whole model's step, every rank its vocabulary slice
 // of the logits: the unsharded reference's slice of this rank.
 std::vector<float> GangReference(const TrialInputs& in, bool gpu) {
+  if (in.step.shard.dp_attention) return DataParallelGangReference(in, gpu);
   ref::StepSpec whole = in.step;
   whole.shard = ref::Shard{};
   absl::StatusOr<std::vector<float>> logits =

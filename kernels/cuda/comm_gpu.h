@@ -77,6 +77,15 @@ class GangComm {
   // cudaStream_t). Every rank calls the same sums in the same order.
   virtual RunStatus AllReduceSum(float* data, int64_t n, void* stream,
                                  std::string* error) = 0;
+  // Data-parallel attention's MoE dispatch and combine (NCCL only: a
+  // one-shot gang has no communicator and refuses them). AllGatherInPlace:
+  // rank r's `bytes_per_rank` bytes at buffer + r * bytes_per_rank go to
+  // every rank's same place. ReduceScatterSum: in [world][n] floats summed
+  // over the gang, rank r's row r into out [n].
+  virtual RunStatus AllGatherInPlace(void* buffer, int64_t bytes_per_rank,
+                                     void* stream, std::string* error) = 0;
+  virtual RunStatus ReduceScatterSum(const float* in, float* out, int64_t n,
+                                     void* stream, std::string* error) = 0;
   // After the stream's work: whether a collective failed (NCCL's
   // asynchronous error, or a one-shot peer that never arrived).
   virtual RunStatus Check(std::string* error) = 0;

@@ -71,7 +71,25 @@ struct StepProblem {
   // tokens' entries at position `context`, for the next step's context + 1.
   int prefilled = -1;
   int cache_tokens = 0;
+  // Data-parallel attention (kernels/reference/step_spec.h Shard): `batch`
+  // is this rank's own sequences, the first of them the step's sequence
+  // `first_sequence` (their tokens and caches); attention, the dense MLP
+  // and lm_head are whole; each MoE layer runs over every rank's tokens
+  // (MoeTokens), this rank's at rows rank * batch: all-gathered before it,
+  // its output reduce-scattered after it with a gang. Without a gang the
+  // other rows hold `peer_moe_input` ([MoeTokens][hidden], BF16 values as
+  // floats; this rank's rows unused), standing in for the other ranks'
+  // tokens so the experts' load is the whole batch's, and the rank's
+  // partial sums stand in for the reduce-scatter.
+  bool dp_attention = false;
+  int first_sequence = 0;
+  std::vector<float> peer_moe_input;
 };
+inline int World(const StepProblem& p) { return p.shard.tp * p.shard.ep; }
+// The tokens each MoE layer computes.
+inline int MoeTokens(const StepProblem& p) {
+  return p.dp_attention ? p.batch * World(p) : p.batch;
+}
 inline int Prefilled(const StepProblem& p) {
   return p.prefilled < 0 ? p.context : p.prefilled;
 }
@@ -110,8 +128,11 @@ struct StepRunOptions {
   // over the gang (one all-reduce of every rank's partial: for EP the
   // combine of the experts' outputs, the batch being on every rank), and
   // after lm_head the ranks' best tokens are gathered (a sum of a [world]
-  // [batch] table of (value, token)). Every rank of the gang must run the
-  // same step with the same options at once. Null: no communication.
+  // [batch] table of (value, token)). Under data-parallel attention instead
+  // each MoE layer's BF16 input is all-gathered and its output
+  // reduce-scattered (StepProblem::dp_attention). Every rank of the gang
+  // must run the same step with the same options at once. Null: no
+  // communication.
   GangComm* comm = nullptr;
 };
 
@@ -119,8 +140,9 @@ struct StepRunResult {
   RunStatus status = RunStatus::kOk;
   std::string message;
   std::vector<double> samples_us;  // raw timed iterations (us a step)
-  // From an untimed run: [batch][vocab / world] this rank's logits slice;
-  // with compute_reference, [MoE layers][batch][hidden] each MoE layer's
+  // From an untimed run: [batch][vocab / world] this rank's logits slice
+  // (the whole vocabulary under data-parallel attention); with
+  // compute_reference, [MoE layers][MoeTokens][hidden] each MoE layer's
   // output and the trusted path's on the same input.
   std::vector<float> logits;
   std::vector<float> moe_output, moe_reference;

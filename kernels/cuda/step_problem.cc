@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/reference/model_weights.h"
+#include "kernels/reference/moe_reference.h"
 #include "kernels/reference/router.h"
 
 namespace moetune::gpu {
@@ -43,16 +44,35 @@ StepFormats StepFormatsOf(const ref::StepSpec& s) {
   return f;
 }
 
+namespace {
+
+// The other ranks' MoE inputs without a gang: the MoE layer region's
+// synthetic input of the whole batch (the first MoE layer's, for every
+// layer: each layer's router still sends it its own way), BF16 values.
+std::vector<float> PeerMoeInput(const ref::StepSpec& s) {
+  return ref::MoeLayerInput(s, s.config.num_dense_layers);
+}
+
+}  // namespace
+
 StepProblem MakeStepProblem(const ref::StepSpec& s) {
   StepProblem p;
   p.dims = StepDimsOf(s.config);
   p.formats = StepFormatsOf(s);
   p.seed = s.seed;
   p.layers = s.layers;
-  p.batch = s.batch;
+  p.batch = ref::OwnBatch(s.shard, s.batch);
+  p.first_sequence = ref::FirstOwnSequence(s.shard, s.batch);
   p.context = s.context;
   p.shard = {s.shard.tp, s.shard.ep, s.shard.rank};
-  for (int b = 0; b < s.batch; ++b) p.tokens.push_back(ref::TokenId(s, b));
+  p.dp_attention = s.shard.dp_attention;
+  for (int b = 0; b < p.batch; ++b) {
+    p.tokens.push_back(ref::TokenId(s, p.first_sequence + b));
+  }
+  if (p.dp_attention && ref::World(s.shard) > 1 &&
+      s.layers > s.config.num_dense_layers) {
+    p.peer_moe_input = PeerMoeInput(s);
+  }
   for (int layer = s.config.num_dense_layers; layer < s.layers; ++layer) {
     p.router_bias.push_back(ref::RouterBias(s, layer));
   }

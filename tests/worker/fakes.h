@@ -94,6 +94,14 @@ class FakeGpuApi final : public GpuApi {
     gpu::RunStatus AllReduceSum(float*, int64_t, void*, std::string*) override {
       return gpu::RunStatus::kOk;
     }
+    gpu::RunStatus AllGatherInPlace(void*, int64_t, void*,
+                                    std::string*) override {
+      return gpu::RunStatus::kOk;
+    }
+    gpu::RunStatus ReduceScatterSum(const float*, float*, int64_t, void*,
+                                    std::string*) override {
+      return gpu::RunStatus::kOk;
+    }
     gpu::RunStatus Check(std::string*) override { return gpu::RunStatus::kOk; }
     gpu::GangCommSetup setup;
   };

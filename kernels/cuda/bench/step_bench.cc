@@ -21,9 +21,12 @@
 // scheduled while the one before it finishes; StepRunOptions::
 // overlap_launches) or each after the previous has drained; both: side by
 // side.
-// A layout is tpN or epN: N ranks, the MoE split N ways by TP or by EP
-// (attention, the dense MLP and lm_head are split over the N ranks in
-// both). A configuration whose shard does not fit is reported, not run.
+// A layout is tpN, epN or dpN: N ranks, the MoE split N ways by TP or by
+// EP (attention, the dense MLP and lm_head are split over the N ranks in
+// both), or dpN: EP N ways under data-parallel attention (attention, dense
+// MLP and lm_head whole, each rank batch / N of the sequences, the MoE over
+// every rank's tokens). A configuration whose shard does not fit is
+// reported, not run.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -35,6 +38,7 @@
 #include "kernels/cuda/step_gpu.h"
 #include "kernels/cuda/step_problem.h"
 #include "kernels/reference/step_bytes.h"
+#include "kernels/reference/step_spec.h"
 
 namespace moetune::gpu {
 namespace {
@@ -93,12 +97,14 @@ bool ParseFlag(const std::string& arg, Flags* f) {
   return true;
 }
 
-// "tp8" -> {8, 1}, "ep8" -> {1, 8}; {0, 0} when malformed.
+// "tp8" -> {8, 1}, "ep8" -> {1, 8}, "dp8" -> {1, 8, dp attention}; {0, 0}
+// when malformed.
 ref::Shard LayoutShard(const std::string& layout, int rank) {
   const int n = layout.size() > 2 ? std::atoi(layout.c_str() + 2) : 0;
   if (n < 1) return {0, 0, 0};
   if (layout.rfind("tp", 0) == 0) return {n, 1, rank};
   if (layout.rfind("ep", 0) == 0) return {1, n, rank};
+  if (layout.rfind("dp", 0) == 0) return {1, n, rank, true};
   return {0, 0, 0};
 }
 
@@ -245,7 +251,9 @@ bool RunOne(const Flags& f, const ref::StepSpec& spec,
   const double error =
       WorstBlockError(r.moe_output, r.moe_reference,
                       static_cast<size_t>(spec.batch) * spec.config.hidden);
-  const bool ok = error < 2e-2 && r.next_tokens.size() == size_t(spec.batch);
+  const bool ok =
+      error < 2e-2 &&
+      r.next_tokens.size() == size_t(ref::OwnBatch(spec.shard, spec.batch));
   std::printf("%10.1f %9.1f %6.1f%% %7d %7.1f %7.1f %9.2e %s\n", median,
               floor_us, 100.0 * floor_us / median, r.kernels_per_step,
               r.weight_bytes / 1073741824.0, r.cache_bytes / 1073741824.0,
@@ -285,8 +293,8 @@ int Main(const Flags& f) {
   for (const std::string& layout : f.layouts) {
     if (LayoutShard(layout, f.rank).tp == 0) {
       std::fprintf(stderr,
-                   "--layouts: '%s' is not allowed; allowed: tpN or epN (N "
-                   "ranks, e.g. tp8)\n",
+                   "--layouts: '%s' is not allowed; allowed: tpN, epN or "
+                   "dpN (N ranks, e.g. tp8)\n",
                    layout.c_str());
       return 2;
     }
@@ -322,6 +330,12 @@ int Main(const Flags& f) {
         spec.context = context;
         spec.seed = 42;
         spec.shard = LayoutShard(layout, f.rank);
+        const absl::Status valid = ref::ValidateStepSpec(spec);
+        if (!valid.ok()) {  // e.g. a batch dpN cannot split
+          std::printf("%-5s batch %d ctx %d not run: %s\n", layout.c_str(),
+                      batch, context, std::string(valid.message()).c_str());
+          continue;
+        }
         all_ok = RunFormats(f, spec, layout, read_gbps) && all_ok;
       }
     }

@@ -91,6 +91,28 @@ class RankComm final : public GangComm {
                 "ncclAllReduce", error);
   }
 
+  RunStatus AllGatherInPlace(void* buffer, int64_t bytes_per_rank, void* stream,
+                             std::string* error) override {
+    if (!HasCommunicator("all-gather", error))
+      return RunStatus::kCannotImplement;
+    cudaSetDevice(device_);
+    char* base = static_cast<char*>(buffer);
+    return Nccl(
+        ncclAllGather(base + rank_ * bytes_per_rank, base, bytes_per_rank,
+                      ncclUint8, comm_, static_cast<cudaStream_t>(stream)),
+        "ncclAllGather", error);
+  }
+
+  RunStatus ReduceScatterSum(const float* in, float* out, int64_t n,
+                             void* stream, std::string* error) override {
+    if (!HasCommunicator("reduce-scatter", error))
+      return RunStatus::kCannotImplement;
+    cudaSetDevice(device_);
+    return Nccl(ncclReduceScatter(in, out, n, ncclFloat32, ncclSum, comm_,
+                                  static_cast<cudaStream_t>(stream)),
+                "ncclReduceScatter", error);
+  }
+
   RunStatus Check(std::string* error) override {
     if (comm_ != nullptr) {
       ncclResult_t state = ncclSuccess;
@@ -124,6 +146,14 @@ class RankComm final : public GangComm {
  private:
   // Blocking on a non-blocking communicator: enqueued calls may answer
   // "in progress" until NCCL has taken them.
+  bool HasCommunicator(const char* what, std::string* error) const {
+    if (comm_ != nullptr) return true;
+    *error = std::string(what) +
+             ": the one-shot gang has no NCCL communicator (allreduce nccl "
+             "runs data-parallel attention)";
+    return false;
+  }
+
   RunStatus Nccl(ncclResult_t result, const char* call, std::string* error) {
     if (result == ncclInProgress) {
       result =

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <initializer_list>
 #include <vector>
 
@@ -48,13 +49,14 @@ void CarveStep(const StepProblem& p, const Launcher& launcher, Carver& c,
   b->block_out = c.Take<float>(batch * d.hidden);
   b->gu = c.Take<float>(batch * 2 * g.dense);
   b->act = c.Take<float>(batch * g.dense);
-  b->moe_x = c.Take<float>(batch * d.hidden);
-  b->moe_y = c.Take<float>(batch * d.hidden);
+  const size_t moe_tokens = MoeTokens(p);
+  b->moe_x = c.Take<float>(moe_tokens * d.hidden);
+  b->moe_y = c.Take<float>(moe_tokens * d.hidden);
   b->logits = c.Take<float>(batch * g.vocab);
   b->next = c.Take<int>(batch);
-  b->best = c.Take<float>(batch * 2 * p.shard.tp * p.shard.ep);
+  b->best = c.Take<float>(batch * 2 * World(p));
   b->routed = c.Take<int>(std::max(1, MoeLayers(p)));
-  uint16_t* x_bf16 = c.Take<uint16_t>(batch * d.hidden);
+  uint16_t* x_bf16 = c.Take<uint16_t>(moe_tokens * d.hidden);
   CarveLayerBuffers(MakeGeometry(MoeLayerProblem(p, d.num_dense_layers)),
                     launcher, c, &b->moe);
   b->moe.x_bf16 = x_bf16;
@@ -63,6 +65,22 @@ void CarveStep(const StepProblem& p, const Launcher& launcher, Carver& c,
 GpuStatus Upload(void* dst, const void* src, size_t bytes) {
   if (bytes > 0) MG_CUDA(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
   return OkStatus();
+}
+
+// The other ranks' MoE inputs without a gang (StepProblem::peer_moe_input):
+// into the MoE input rows, as floats and as the BF16 the experts read (the
+// values are BF16 already: the top half of each float's bits).
+GpuStatus UploadPeerInputs(const StepProblem& p, const StepBuffers& b) {
+  const std::vector<float>& x = p.peer_moe_input;
+  std::vector<uint16_t> bits(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint32_t u;
+    std::memcpy(&u, &x[i], sizeof(u));
+    bits[i] = static_cast<uint16_t>(u >> 16);
+  }
+  MG_RETURN_IF_ERROR(Upload(b.moe_x, x.data(), x.size() * sizeof(float)));
+  return Upload(const_cast<uint16_t*>(b.moe.x_bf16), bits.data(),
+                bits.size() * sizeof(uint16_t));
 }
 
 // Weight rows of a GEMV over the batch: plain (one input for all rows).
@@ -127,9 +145,10 @@ GpuStatus Mark(const StepLaunch& s, const char* part, cudaStream_t stream) {
   } while (0)
 
 // Sums the block's output [batch][hidden] over the gang (no gang: the
-// rank's partial sum stays, standing in for the modelled collective).
+// rank's partial sum stays, standing in for the modelled collective). Under
+// data-parallel attention the blocks are whole: nothing to sum.
 GpuStatus SumOverGang(const StepLaunch& s, float* data, cudaStream_t stream) {
-  if (s.comm == nullptr) return OkStatus();
+  if (s.comm == nullptr || s.problem->dp_attention) return OkStatus();
   MG_RETURN_IF_ERROR(Mark(s, "comm/all_reduce", stream));
   std::string why;
   const int64_t n = int64_t{s.problem->batch} * s.problem->dims.hidden;
@@ -462,22 +481,63 @@ GpuStatus CheckMoe(const StepLaunch& s, int layer, cudaStream_t stream) {
   MG_RETURN_IF_ERROR(RunTrusted(MoeLayerProblem(*s.problem, layer), args.geo,
                                 b.moe_x, args.buf.bias, b.moe_y, stream));
   const size_t n =
-      static_cast<size_t>(s.problem->batch) * s.problem->dims.hidden;
+      static_cast<size_t>(MoeTokens(*s.problem)) * s.problem->dims.hidden;
   MG_RETURN_IF_ERROR(AppendDevice(args.buf.y, n, stream, s.moe_output));
   return AppendDevice(b.moe_y, n, stream, s.moe_reference);
 }
 
+// Data-parallel attention's dispatch: every rank's normed tokens into
+// every rank's MoE input rows (the BF16 the experts read; the floats too
+// when the layer is checked, for the trusted path).
+GpuStatus GatherMoeInputs(const StepLaunch& s, const LayerArgs& args,
+                          cudaStream_t stream) {
+  if (s.comm == nullptr) return OkStatus();
+  MG_RETURN_IF_ERROR(Mark(s, "comm/all_gather", stream));
+  const int64_t own = int64_t{s.problem->batch} * s.problem->dims.hidden;
+  std::string why;
+  RunStatus st = s.comm->AllGatherInPlace(
+      const_cast<uint16_t*>(args.buf.x_bf16), own * 2, stream, &why);
+  if (st == RunStatus::kOk && s.moe_output != nullptr) {
+    st = s.comm->AllGatherInPlace(s.buffers->moe_x, own * 4, stream, &why);
+  }
+  return st == RunStatus::kOk ? OkStatus() : Fail(st, why);
+}
+
+// Data-parallel attention's combine: the ranks' partial outputs of every
+// token summed, each rank its own rows (no gang: its own rows of its
+// partial sums stand in for them).
+GpuStatus CombineMoeOutputs(const StepLaunch& s, const LayerArgs& args,
+                            const float** residual, cudaStream_t stream) {
+  const int64_t own = int64_t{s.problem->batch} * s.problem->dims.hidden;
+  if (s.comm == nullptr) {
+    *residual = args.buf.y + s.problem->shard.rank * own;
+    return OkStatus();
+  }
+  MG_RETURN_IF_ERROR(Mark(s, "comm/reduce_scatter", stream));
+  std::string why;
+  const RunStatus st = s.comm->ReduceScatterSum(
+      args.buf.y, s.buffers->block_out, own, stream, &why);
+  if (st != RunStatus::kOk) return Fail(st, why);
+  *residual = s.buffers->block_out;
+  return OkStatus();
+}
+
 GpuStatus MoeMlp(const StepLaunch& s, int layer, const LayerParams& w,
                  const float** residual, cudaStream_t stream) {
-  const StepDims& d = s.problem->dims;
-  const int n = s.problem->batch, moe = layer - d.num_dense_layers;
+  const StepProblem& p = *s.problem;
+  const StepDims& d = p.dims;
+  const int n = p.batch, moe = layer - d.num_dense_layers;
   StepBuffers& b = *s.buffers;
   const LayerArgs& args = s.moe_args[moe];
+  // This rank's tokens' rows of the MoE input: all of them, or under
+  // data-parallel attention its part of every rank's.
+  const int64_t rows = p.dp_attention ? int64_t{p.shard.rank} * n : 0;
   NormOut out;
-  out.bf16 = const_cast<uint16_t*>(args.buf.x_bf16);
-  out.bf16_float = b.moe_x;
+  out.bf16 = const_cast<uint16_t*>(args.buf.x_bf16) + rows * d.hidden;
+  out.bf16_float = b.moe_x + rows * d.hidden;
   STEP_LAUNCH("moe/norm", LaunchAddRmsNorm(b.h, *residual, w.ffn_norm, d.hidden,
                                            d.rms_eps, n, out, stream));
+  if (p.dp_attention) MG_RETURN_IF_ERROR(GatherMoeInputs(s, args, stream));
   *residual = args.buf.y;
   STEP_LAUNCH("moe/layer", s.launcher->launch(args, b.workspace.get(), stream));
   if (s.record_routed) {
@@ -485,6 +545,7 @@ GpuStatus MoeMlp(const StepLaunch& s, int layer, const LayerParams& w,
                             sizeof(int), cudaMemcpyDeviceToDevice, stream));
   }
   if (s.moe_output != nullptr) MG_RETURN_IF_ERROR(CheckMoe(s, layer, stream));
+  if (p.dp_attention) return CombineMoeOutputs(s, args, residual, stream);
   return SumOverGang(s, args.buf.y, stream);
 }
 
@@ -512,7 +573,9 @@ GpuStatus Head(const StepLaunch& s, const float* residual,
 // the gang (exact: one non-zero term an entry), and each rank picks the
 // best (the lowest token on a tie, as one argmax over the whole row would).
 GpuStatus GatherBest(const StepLaunch& s, cudaStream_t stream) {
-  if (s.comm == nullptr) return OkStatus();
+  // Data-parallel attention: each rank's argmax is over the whole
+  // vocabulary of its own sequences already.
+  if (s.comm == nullptr || s.problem->dp_attention) return OkStatus();
   StepBuffers& b = *s.buffers;
   const int n = s.problem->batch;
   STEP_LAUNCH("comm/gather_best",
@@ -543,6 +606,7 @@ GpuStatus AllocStepBuffers(const StepProblem& p, const Launcher& launcher,
                             p.rope_cos.size() * sizeof(double)));
   MG_RETURN_IF_ERROR(Upload(b->rope_sin, p.rope_sin.data(),
                             p.rope_sin.size() * sizeof(double)));
+  MG_RETURN_IF_ERROR(UploadPeerInputs(p, *b));
   const size_t experts = p.dims.moe.num_experts;
   for (size_t l = 0; l < p.router_bias.size(); ++l) {
     MG_RETURN_IF_ERROR(Upload(b->router_bias + l * experts,
@@ -624,10 +688,29 @@ GpuStatus EnqueueStep(const StepLaunch& s, cudaStream_t stream) {
   return Mark(s, "end", stream);
 }
 
+namespace {
+
+// Data-parallel attention's collectives: an all-gather and a reduce-scatter
+// a MoE layer.
+GpuStatus EnqueueDataParallelCollectives(const StepLaunch& s,
+                                         cudaStream_t stream, int* count) {
+  for (const LayerArgs& args : s.moe_args) {
+    MG_RETURN_IF_ERROR(GatherMoeInputs(s, args, stream));
+    const float* residual = nullptr;
+    MG_RETURN_IF_ERROR(CombineMoeOutputs(s, args, &residual, stream));
+    *count += 2;
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 GpuStatus EnqueueCollectives(const StepLaunch& s, cudaStream_t stream,
                              int* count) {
   *count = 0;
   if (s.comm == nullptr) return OkStatus();
+  if (s.problem->dp_attention)
+    return EnqueueDataParallelCollectives(s, stream, count);
   StepBuffers& b = *s.buffers;
   for (int layer = 0; layer < s.problem->layers; ++layer) {
     MG_RETURN_IF_ERROR(SumOverGang(s, b.block_out, stream));

@@ -35,7 +35,7 @@ std::unique_ptr<StepWeights>& WeightsSlot() {
 // step's batch would see it.
 MoeProblem FirstMoeLayer(const StepProblem& p) {
   MoeProblem m = MoeLayerProblem(p, p.dims.num_dense_layers);
-  m.input.assign(static_cast<size_t>(p.batch) * p.dims.moe.hidden, 0.0f);
+  m.input.assign(static_cast<size_t>(MoeTokens(p)) * p.dims.moe.hidden, 0.0f);
   m.router_bias = p.router_bias.empty()
                       ? std::vector<float>(p.dims.moe.num_experts, 0.0f)
                       : p.router_bias.front();
@@ -57,7 +57,7 @@ MoeRunOptions MoeOptions(const StepRunOptions& o) {
 // What the kernels of the problem's formats need of its dims.
 GpuStatus CheckFormats(const StepProblem& p) {
   const StepDims& d = p.dims;
-  const int o_columns = d.heads / (p.shard.tp * p.shard.ep) * d.v_dim;
+  const int o_columns = MakeStepGeometry(p).heads * d.v_dim;
   if (p.formats.attention_nvfp4 &&
       (d.q_lora % 32 || d.kv_lora % 32 || o_columns % 32)) {
     return Fail(RunStatus::kCannotImplement,
@@ -77,9 +77,21 @@ GpuStatus CheckFormats(const StepProblem& p) {
   return OkStatus();
 }
 
+GpuStatus ValidateDataParallel(const StepProblem& p) {
+  if (!p.dp_attention) return OkStatus();
+  if (p.first_sequence != p.shard.rank * p.batch) {
+    return Bad("problem.first_sequence: rank * batch under dp_attention");
+  }
+  const size_t rows = static_cast<size_t>(MoeTokens(p)) * p.dims.hidden;
+  if (!p.peer_moe_input.empty() && p.peer_moe_input.size() != rows) {
+    return Bad("problem.peer_moe_input: empty or [batch * world][hidden]");
+  }
+  return OkStatus();
+}
+
 GpuStatus ValidateStep(const StepProblem& p) {
   const StepDims& d = p.dims;
-  const int world = p.shard.tp * p.shard.ep;
+  const int world = p.dp_attention ? 1 : World(p);
   if (p.layers < 1) return Bad("problem.layers: must be >= 1");
   if (p.context < 0) return Bad("problem.context: must be >= 0");
   if (Prefilled(p) > p.context) {
@@ -91,6 +103,7 @@ GpuStatus ValidateStep(const StepProblem& p) {
         "problem.shard: tp * ep must divide the heads, the vocabulary "
         "and the dense MLP (in blocks of 16)");
   }
+  MG_RETURN_IF_ERROR(ValidateDataParallel(p));
   if (d.index_heads > 32) return Bad("problem.dims.index_heads: at most 32");
   if (d.hidden % 32 || d.q_lora % 8 || d.kv_lora % 8 || d.v_dim % 8 ||
       d.rope % 8) {
@@ -153,10 +166,10 @@ GpuStatus EnsureShard(const StepProblem& p, Context* ctx, int device,
   std::unique_ptr<StepCaches>& c = CachesSlot();
   const StepWeightKey key = WeightKeyOf(p, device, layout);
   const bool weights_ok = w != nullptr && w->key == key;
-  const bool caches_ok = weights_ok && c != nullptr && c->weights == key &&
-                         c->batch == p.batch && c->prefilled == Prefilled(p) &&
-                         c->tokens == CacheTokens(p) &&
-                         c->kv_fp8 == p.formats.kv_fp8;
+  const bool caches_ok =
+      weights_ok && c != nullptr && c->weights == key && c->batch == p.batch &&
+      c->first_sequence == p.first_sequence && c->prefilled == Prefilled(p) &&
+      c->tokens == CacheTokens(p) && c->kv_fp8 == p.formats.kv_fp8;
   if (!caches_ok) c.reset();
   if (!weights_ok) {
     w.reset();
@@ -338,12 +351,18 @@ GpuStatus ProfileParts(StepLaunch s, Context* ctx, StepRunResult* r) {
 GpuStatus Prepare(const StepProblem& p, const StepRunOptions& o, Context** ctx,
                   const Launcher** launcher) {
   MG_RETURN_IF_ERROR(ValidateStep(p));
-  if (o.comm != nullptr && (o.comm->world() != p.shard.tp * p.shard.ep ||
-                            o.comm->rank() != p.shard.rank)) {
+  if (o.comm != nullptr && p.dp_attention &&
+      o.comm->impl() != AllReduceImpl::kNccl) {
+    return Fail(RunStatus::kCannotImplement,
+                "options.comm: data-parallel attention's all-gather and "
+                "reduce-scatter need the NCCL gang (allreduce nccl)");
+  }
+  if (o.comm != nullptr &&
+      (o.comm->world() != World(p) || o.comm->rank() != p.shard.rank)) {
     return Bad("options.comm: rank " + std::to_string(o.comm->rank()) +
                " of a gang of " + std::to_string(o.comm->world()) +
                " cannot run rank " + std::to_string(p.shard.rank) + " of " +
-               std::to_string(p.shard.tp * p.shard.ep));
+               std::to_string(World(p)));
   }
   if (o.append_to_caches && p.context >= CacheTokens(p)) {
     return Bad(
@@ -386,7 +405,7 @@ GpuStatus RunLocked(const StepProblem& p, const StepRunOptions& o,
   s.append = o.append_to_caches;
   s.cublas = ctx->cublas;
   s.comm = o.comm;
-  s.world = p.shard.tp * p.shard.ep;
+  s.world = World(p);
   SideStream side;
   MG_RETURN_IF_ERROR(side.Init());
   s.side = &side;

@@ -55,10 +55,10 @@ __global__ void FillNvfp4Kernel(Slice s, uint8_t* codes, uint8_t* scales) {
 
 // The synthetic tokens t < prefilled of each sequence's caches, rows
 // `stride` tokens apart.
-__global__ void FillCachesKernel(uint64_t seed, int layer, int batch,
-                                 int prefilled, int stride, int kv_lora,
-                                 int rope, int index_dim, uint16_t* latent,
-                                 uint8_t* keys) {
+__global__ void FillCachesKernel(uint64_t seed, int layer, int first_sequence,
+                                 int batch, int prefilled, int stride,
+                                 int kv_lora, int rope, int index_dim,
+                                 uint16_t* latent, uint8_t* keys) {
   const int dim = kv_lora + rope;
   const int64_t tokens = static_cast<int64_t>(batch) * prefilled;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -68,11 +68,13 @@ __global__ void FillCachesKernel(uint64_t seed, int layer, int batch,
     const int t = static_cast<int>(token % prefilled),
               d = static_cast<int>(i % dim);
     const int64_t row = static_cast<int64_t>(b) * stride + t;
-    const float v = cache::LatentValue(seed, layer, kv_lora, rope, b, t, d);
+    const int sequence = first_sequence + b;
+    const float v =
+        cache::LatentValue(seed, layer, kv_lora, rope, sequence, t, d);
     latent[row * dim + d] = static_cast<uint16_t>(__float_as_uint(v) >> 16);
     if (d < index_dim) {
       keys[row * index_dim + d] =
-          cache::IndexKeyByte(seed, layer, index_dim, b, t, d);
+          cache::IndexKeyByte(seed, layer, index_dim, sequence, t, d);
     }
   }
 }
@@ -111,7 +113,8 @@ __device__ void FillFp8Rope(const Fp8Token& k, const kvfp8::RowLayout& layout) {
 // The FP8 cache's synthetic tokens: one thread a (token, part), parts the
 // latent's groups of 128, then one part for the rope key and one for the
 // indexer key.
-__global__ void FillFp8CachesKernel(uint64_t seed, int layer, int batch,
+__global__ void FillFp8CachesKernel(uint64_t seed, int layer,
+                                    int first_sequence, int batch,
                                     int prefilled, int stride, int kv_lora,
                                     int rope, int index_dim, uint8_t* latent,
                                     uint8_t* keys) {
@@ -125,8 +128,9 @@ __global__ void FillFp8CachesKernel(uint64_t seed, int layer, int batch,
     const int b = static_cast<int>(token / prefilled);
     const int t = static_cast<int>(token % prefilled);
     const int64_t row = static_cast<int64_t>(b) * stride + t;
+    const int sequence = first_sequence + b;
     const Fp8Token k{
-        seed, layer, kv_lora, rope, b, t, latent + row * layout.bytes};
+        seed, layer, kv_lora, rope, sequence, t, latent + row * layout.bytes};
     if (part < groups) {
       FillFp8Group(k, part, layout);
     } else if (part == groups) {
@@ -134,7 +138,7 @@ __global__ void FillFp8CachesKernel(uint64_t seed, int layer, int batch,
     } else {
       for (int d = 0; d < index_dim; ++d) {
         keys[row * index_dim + d] =
-            cache::IndexKeyByte(seed, layer, index_dim, b, t, d);
+            cache::IndexKeyByte(seed, layer, index_dim, sequence, t, d);
       }
     }
   }
@@ -405,7 +409,7 @@ bool StepWeightKey::operator==(const StepWeightKey& o) const {
          shard.rank == o.shard.rank && layout == o.layout &&
          hidden == o.hidden && vocab == o.vocab && experts == o.experts &&
          attention_nvfp4 == o.attention_nvfp4 && dense_bf16 == o.dense_bf16 &&
-         lm_head_nvfp4 == o.lm_head_nvfp4;
+         lm_head_nvfp4 == o.lm_head_nvfp4 && dp_attention == o.dp_attention;
 }
 
 StepWeightKey WeightKeyOf(const StepProblem& p, int device,
@@ -422,6 +426,7 @@ StepWeightKey WeightKeyOf(const StepProblem& p, int device,
   k.attention_nvfp4 = p.formats.attention_nvfp4;
   k.dense_bf16 = p.formats.dense_bf16;
   k.lm_head_nvfp4 = p.formats.lm_head_nvfp4;
+  k.dp_attention = p.dp_attention;
   return k;
 }
 
@@ -443,7 +448,7 @@ MoeProblem MoeLayerProblem(const StepProblem& p, int layer) {
   m.dims = p.dims.moe;
   m.seed = p.seed;
   m.layer = layer;
-  m.batch = p.batch;
+  m.batch = MoeTokens(p);
   m.shard = p.shard;
   return m;
 }
@@ -451,8 +456,9 @@ MoeProblem MoeLayerProblem(const StepProblem& p, int layer) {
 StepGeometry MakeStepGeometry(const StepProblem& p) {
   const StepDims& d = p.dims;
   StepGeometry g;
-  g.world = p.shard.tp * p.shard.ep;
-  g.rank = p.shard.rank;
+  // Data-parallel attention: the split parts whole on every rank.
+  g.world = p.dp_attention ? 1 : World(p);
+  g.rank = p.dp_attention ? 0 : p.shard.rank;
   g.heads = d.heads / g.world;
   g.head_begin = g.rank * g.heads;
   g.dense = d.dense_inter / g.world;
@@ -510,14 +516,14 @@ GpuStatus FillCaches(const StepProblem& p, const StepCaches& c, int layer) {
     const int64_t parts =
         int64_t{p.batch} * prefilled * (kvfp8::Groups(d.kv_lora) + 2);
     FillFp8CachesKernel<<<FillGrid(parts), kFillThreads>>>(
-        p.seed, layer, p.batch, prefilled, CacheTokens(p), d.kv_lora, d.rope,
-        d.index_dim, c.latent_bytes(layer), c.keys(layer));
+        p.seed, layer, p.first_sequence, p.batch, prefilled, CacheTokens(p),
+        d.kv_lora, d.rope, d.index_dim, c.latent_bytes(layer), c.keys(layer));
   } else {
     const int64_t elements =
         int64_t{p.batch} * prefilled * (d.kv_lora + d.rope);
     FillCachesKernel<<<FillGrid(elements), kFillThreads>>>(
-        p.seed, layer, p.batch, prefilled, CacheTokens(p), d.kv_lora, d.rope,
-        d.index_dim, c.latent(layer), c.keys(layer));
+        p.seed, layer, p.first_sequence, p.batch, prefilled, CacheTokens(p),
+        d.kv_lora, d.rope, d.index_dim, c.latent(layer), c.keys(layer));
   }
   MG_CHECK_LAUNCH();
   return OkStatus();
@@ -541,6 +547,7 @@ GpuStatus GenerateStepCaches(const StepProblem& p, StepCaches* c) {
   MG_CUDA(cudaDeviceSynchronize());
   const int prefilled = Prefilled(p);
   c->batch = p.batch;
+  c->first_sequence = p.first_sequence;
   c->prefilled = prefilled;
   c->tokens = CacheTokens(p);
   c->bytes = c->layer_stride * p.layers;

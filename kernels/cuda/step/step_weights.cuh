@@ -71,6 +71,7 @@ struct StepWeightKey {
   int hidden = 0, vocab = 0, experts = 0;  // enough to tell presets apart
   // The weights' formats (StepFormats but the cache's).
   bool attention_nvfp4 = false, dense_bf16 = false, lm_head_nvfp4 = false;
+  bool dp_attention = false;  // whole attention, dense MLP and lm_head
   bool operator==(const StepWeightKey& o) const;
 };
 
@@ -84,15 +85,16 @@ struct StepWeights {
   int64_t bytes = 0;
 };
 
-// Every sequence's caches of every layer: latent rows [batch][tokens] of
-// latent_row_bytes each and keys [batch][tokens][index_dim] E4M3 a layer,
-// tokens = CacheTokens(p), the first Prefilled(p) of each synthetic. A BF16
-// latent row is [latent_dim] BF16; an FP8 one (kv_fp8) is
+// Every sequence's caches of every layer (the rank's own under
+// data-parallel attention, from sequence first_sequence on): latent rows
+// [batch][tokens] of latent_row_bytes each and keys [batch][tokens][index_dim]
+// E4M3 a layer, tokens = CacheTokens(p), the first Prefilled(p) of each
+// synthetic. A BF16 latent row is [latent_dim] BF16; an FP8 one (kv_fp8) is
 //   [kv_lora] E4M3 | [groups] FP32 scales, padded to 16 bytes | [rope] BF16
 // (kvfp8::RowLayout), so that every part starts 16-byte aligned.
 struct StepCaches {
   StepWeightKey weights;  // of the same weights' problem
-  int batch = 0, prefilled = 0, tokens = 0;
+  int batch = 0, first_sequence = 0, prefilled = 0, tokens = 0;
   bool kv_fp8 = false;
   int64_t latent_row_bytes = 0;
   DeviceBuffer buffer;

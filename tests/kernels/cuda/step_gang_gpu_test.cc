@@ -257,6 +257,52 @@ TEST(StepGangGpuTest, AWorldOneNcclGangRunsTheSameStep) {
   EXPECT_GT(ganged.comm_us, 0);
 }
 
+// Data-parallel attention through a world-1 NCCL gang: each MoE layer's
+// input all-gathered and output reduce-scattered (over one rank: copies),
+// the same bits as the step without communication; a one-shot gang has no
+// communicator for them and is refused.
+TEST(StepGangGpuTest, AWorldOneNcclGangRunsDataParallelAttention) {
+  SKIP_WITHOUT_GPU();
+  std::string id, error;
+  ASSERT_EQ(NewNcclId(&id, &error), RunStatus::kOk) << error;
+  GangCommSetup setup;
+  setup.nccl_id = id;
+  auto alone = [](const std::string&, const std::string& mine,
+                  std::vector<std::string>* all, std::string*) {
+    *all = {mine};
+    return true;
+  };
+  auto comm = CreateGangComm(setup, alone, &error);
+  ASSERT_NE(comm, nullptr) << error;
+  StepRunOptions o;
+  o.backend = "grouped_mma";  // a fixed combining order (see above)
+  o.cuda_graph = true;
+  o.warmup = 1;
+  o.iterations = 3;
+  const StepProblem p = MakeStepProblem(Spec({1, 1, 0, true}));
+  ASSERT_TRUE(p.dp_attention);
+  const StepRunResult plain = RunDecodeStep(p, o);
+  o.comm = comm.get();
+  const StepRunResult ganged = RunDecodeStep(p, o);
+  ASSERT_EQ(plain.status, RunStatus::kOk) << plain.message;
+  ASSERT_EQ(ganged.status, RunStatus::kOk) << ganged.message;
+  EXPECT_EQ(RelL2(ganged.logits, plain.logits.data(), plain.logits.size()),
+            0.0);
+  EXPECT_EQ(ganged.next_tokens, plain.next_tokens);
+  const int moe_layers = p.layers - p.dims.num_dense_layers;
+  EXPECT_EQ(ganged.collectives_per_step, 2 * moe_layers);
+  EXPECT_GT(ganged.comm_us, 0);
+
+  setup.impl = AllReduceImpl::kOneShot;
+  auto oneshot = CreateGangComm(setup, alone, &error);
+  ASSERT_NE(oneshot, nullptr) << error;
+  o.comm = oneshot.get();
+  const StepRunResult refused = RunDecodeStep(p, o);
+  EXPECT_EQ(refused.status, RunStatus::kCannotImplement);
+  EXPECT_NE(refused.message.find("allreduce nccl"), std::string::npos)
+      << refused.message;
+}
+
 TEST(StepGangGpuTest, AGangOfTheWrongSizeIsRefusedNamingIt) {
   SKIP_WITHOUT_GPU();
   std::string error;

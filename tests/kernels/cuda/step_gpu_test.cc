@@ -17,6 +17,8 @@
 #include "kernels/backends/registry.h"
 #include "kernels/cuda/step_problem.h"
 #include "kernels/reference/decode_step.h"
+#include "kernels/reference/model_weights.h"
+#include "kernels/reference/moe_reference.h"
 #include "kernels/reference/step_bytes.h"
 
 namespace moetune::gpu {
@@ -96,8 +98,9 @@ void ExpectMatchesReference(const ref::StepSpec& spec,
   EXPECT_LT(RelL2(r.timed_logits, *want), kTolerance)
       << o.backend << " graph " << o.cuda_graph << ": the timed iterations";
   const int first = ref::VocabBegin(spec.config, spec.shard);
-  EXPECT_EQ(r.next_tokens, ArgMax(r.logits, spec.batch, first)) << o.backend;
-  EXPECT_EQ(r.next_tokens, ArgMax(*want, spec.batch, first)) << o.backend;
+  const int rows = ref::OwnBatch(spec.shard, spec.batch);
+  EXPECT_EQ(r.next_tokens, ArgMax(r.logits, rows, first)) << o.backend;
+  EXPECT_EQ(r.next_tokens, ArgMax(*want, rows, first)) << o.backend;
   EXPECT_EQ(r.samples_us.size(), 2u);
   for (double us : r.samples_us) EXPECT_GT(us, 0);
 }
@@ -129,6 +132,42 @@ TEST(StepGpuTest, TinyShardedRanksMatchTheReferenceRank) {
     ExpectMatchesReference(Spec("tiny", 4, 2, 24, shard),
                            Options("fused_gemv", true));
   }
+}
+
+// Data-parallel attention without peers: the rank decodes its own
+// sequences with whole attention, dense MLP and lm_head, its MoE layers
+// running over every rank's tokens (the others' synthetic); its own rows
+// are its experts' partial sums, as the reference rank computes them.
+TEST(StepGpuTest, TinyDataParallelRanksMatchTheReferenceRank) {
+  SKIP_WITHOUT_GPU();
+  for (ref::Shard shard : {ref::Shard{1, 2, 1, true}, ref::Shard{2, 2, 2, true},
+                           ref::Shard{1, 1, 0, true}}) {
+    SCOPED_TRACE(::testing::Message() << "tp " << shard.tp << " ep " << shard.ep
+                                      << " rank " << shard.rank << " dp");
+    for (bool graph : {false, true}) {
+      ExpectMatchesReference(Spec("tiny", 4, 4, 24, shard),
+                             Options("fused_gemv", graph));
+    }
+  }
+}
+
+// The problem a data-parallel rank runs: its own sequences' tokens from its
+// first on, and the other ranks' MoE inputs for the rows that are not its.
+TEST(StepProblemTest, DataParallelRanksGetTheirOwnSequences) {
+  const ref::StepSpec spec = Spec("tiny", 4, 4, 24, ref::Shard{1, 2, 1, true});
+  const StepProblem p = MakeStepProblem(spec);
+  EXPECT_TRUE(p.dp_attention);
+  EXPECT_EQ(p.batch, 2);
+  EXPECT_EQ(p.first_sequence, 2);
+  EXPECT_EQ(MoeTokens(p), 4);
+  EXPECT_EQ(p.tokens,
+            (std::vector<int>{ref::TokenId(spec, 2), ref::TokenId(spec, 3)}));
+  EXPECT_EQ(p.peer_moe_input,
+            ref::MoeLayerInput(spec, spec.config.num_dense_layers));
+  const StepProblem alone =
+      MakeStepProblem(Spec("tiny", 4, 4, 24, ref::Shard{1, 1, 0, true}));
+  EXPECT_EQ(alone.batch, 4);
+  EXPECT_TRUE(alone.peer_moe_input.empty());
 }
 
 TEST(StepGpuTest, ShortContextsKeepEveryToken) {
