@@ -383,8 +383,12 @@ bool SparseAttentionMmaFits(const SparseAttention& a) {
 GpuStatus LaunchSparseAttentionSplitMma(const SparseAttention& a, int hg,
                                         dim3 grid, cudaStream_t stream) {
   const Layout l(a.kv_lora + a.rope);
-  const bool prebuilt = a.query_frags != nullptr && a.fresh_dots != nullptr &&
-                        a.batch >= kPrebuiltQueriesFromBatch;
+  // Counted in sequences of kAttentionHeads heads (a TP8 rank's): a
+  // data-parallel rank's 64 heads make 8 of them a sequence.
+  const bool prebuilt =
+      a.query_frags != nullptr && a.fresh_dots != nullptr &&
+      int64_t{a.batch} * a.heads >=
+          int64_t{kPrebuiltQueriesFromBatch} * kAttentionHeads;
   const size_t smem = l.Bytes(prebuilt);
   static std::atomic<size_t> allowed{48 * 1024};
   MG_RETURN_IF_ERROR(

@@ -24,6 +24,8 @@ namespace moetune::gpu {
 // 8.78 -> 9.01 ms, 8 17.11 -> 17.33, 32 42.10 -> 39.14 (a launch a layer
 // more against the query work of 64 split blocks a sequence, which grows
 // with the waves of blocks). 16: between the two measured, not measured.
+// Counted in sequences of kAttentionHeads heads (a TP8 rank's 8): a rank
+// with all 64 heads (data-parallel attention) makes them from batch 2.
 inline constexpr int kPrebuiltQueriesFromBatch = 16;
 
 // Whether the tensor-core split kernel takes a: the BF16 cache, kv_lora +

@@ -183,6 +183,21 @@ TEST(AttentionGpuTest, ManySequencesMatchWithTheQueriesMadeOnce) {
   }
 }
 
+// A data-parallel rank: all 64 heads, in groups of 8 (pairs of heads only
+// where a few heads leave the GPU empty), the queries made once from two
+// sequences on (with the scratch).
+TEST(AttentionGpuTest, AllSixtyFourHeadsMatch) {
+  SKIP_WITHOUT_GPU();
+  for (bool scratch : {true, false}) {
+    AttentionShape sh = Shape(64, 512, 64, 300, 3, 2048);
+    sh.query_scratch = scratch;
+    ExpectAttentionMatches(sh, {301, 150, 301}, true);
+    AttentionShape one = Shape(64, 512, 64, 3000, 1, 2048);
+    one.query_scratch = scratch;
+    ExpectAttentionMatches(one, {2048}, false);
+  }
+}
+
 // The tiny model's dims; one head a rank (TP64's shape).
 TEST(AttentionGpuTest, OtherShapesMatch) {
   SKIP_WITHOUT_GPU();
