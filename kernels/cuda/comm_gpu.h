@@ -57,7 +57,8 @@ struct GangCommSetup {
   std::string nccl_id;  // kNccl: NewNcclId's bytes from rank 0
   int timeout_ms = 60000;
   AllReduceImpl impl = AllReduceImpl::kNccl;
-  // The largest sum, in floats (the one-shot path's peer buffers).
+  // The largest message, in floats (the one-shot path's peer buffers): a
+  // sum's, or all ranks' parts of a reduce-scatter or all-gather.
   int64_t max_floats = int64_t{1} << 16;
 };
 
@@ -77,8 +78,9 @@ class GangComm {
   // cudaStream_t). Every rank calls the same sums in the same order.
   virtual RunStatus AllReduceSum(float* data, int64_t n, void* stream,
                                  std::string* error) = 0;
-  // Data-parallel attention's MoE dispatch and combine (NCCL only: a
-  // one-shot gang has no communicator and refuses them). AllGatherInPlace:
+  // Data-parallel attention's MoE dispatch and combine, by NCCL or by the
+  // one-shot kernel over peer memory (oneshot.cuh; then bytes_per_rank a
+  // multiple of 4 and the message within max_floats). AllGatherInPlace:
   // rank r's `bytes_per_rank` bytes at buffer + r * bytes_per_rank go to
   // every rank's same place. ReduceScatterSum: in [world][n] floats summed
   // over the gang, rank r's row r into out [n].

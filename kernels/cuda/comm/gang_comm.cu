@@ -93,23 +93,31 @@ class RankComm final : public GangComm {
 
   RunStatus AllGatherInPlace(void* buffer, int64_t bytes_per_rank, void* stream,
                              std::string* error) override {
-    if (!HasCommunicator("all-gather", error))
-      return RunStatus::kCannotImplement;
     cudaSetDevice(device_);
+    const auto s = static_cast<cudaStream_t>(stream);
+    if (impl_ == AllReduceImpl::kOneShot) {
+      if (bytes_per_rank % 4 != 0) {
+        *error = "one-shot all-gather: moves 4-byte words, got " +
+                 std::to_string(bytes_per_rank) + " bytes a rank";
+        return RunStatus::kBadProblem;
+      }
+      return OneShot(OneShotOp::kAllGather, buffer, buffer, bytes_per_rank / 4,
+                     s, error);
+    }
     char* base = static_cast<char*>(buffer);
-    return Nccl(
-        ncclAllGather(base + rank_ * bytes_per_rank, base, bytes_per_rank,
-                      ncclUint8, comm_, static_cast<cudaStream_t>(stream)),
-        "ncclAllGather", error);
+    return Nccl(ncclAllGather(base + rank_ * bytes_per_rank, base,
+                              bytes_per_rank, ncclUint8, comm_, s),
+                "ncclAllGather", error);
   }
 
   RunStatus ReduceScatterSum(const float* in, float* out, int64_t n,
                              void* stream, std::string* error) override {
-    if (!HasCommunicator("reduce-scatter", error))
-      return RunStatus::kCannotImplement;
     cudaSetDevice(device_);
-    return Nccl(ncclReduceScatter(in, out, n, ncclFloat32, ncclSum, comm_,
-                                  static_cast<cudaStream_t>(stream)),
+    const auto s = static_cast<cudaStream_t>(stream);
+    if (impl_ == AllReduceImpl::kOneShot) {
+      return OneShot(OneShotOp::kReduceScatter, in, out, n, s, error);
+    }
+    return Nccl(ncclReduceScatter(in, out, n, ncclFloat32, ncclSum, comm_, s),
                 "ncclReduceScatter", error);
   }
 
@@ -146,12 +154,19 @@ class RankComm final : public GangComm {
  private:
   // Blocking on a non-blocking communicator: enqueued calls may answer
   // "in progress" until NCCL has taken them.
-  bool HasCommunicator(const char* what, std::string* error) const {
-    if (comm_ != nullptr) return true;
-    *error = std::string(what) +
-             ": the one-shot gang has no NCCL communicator (allreduce nccl "
-             "runs data-parallel attention)";
-    return false;
+  RunStatus OneShot(OneShotOp op, const void* in, void* out, int64_t words,
+                    cudaStream_t stream, std::string* error) {
+    const cudaError_t e =
+        LaunchOneShot(oneshot_->args, op, in, out, words, stream);
+    if (e == cudaSuccess) return RunStatus::kOk;
+    *error =
+        std::string("one-shot ") +
+        (op == OneShotOp::kAllGather ? "all-gather: " : "reduce-scatter: ") +
+        cudaGetErrorString(e) +
+        (words * world_ > oneshot_->args.max_floats
+             ? " (message above the buffer)"
+             : "");
+    return RunStatus::kCudaError;
   }
 
   RunStatus Nccl(ncclResult_t result, const char* call, std::string* error) {

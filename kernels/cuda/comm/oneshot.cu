@@ -1,5 +1,6 @@
-// The one-shot all-reduce kernel (oneshot.cuh says how it synchronises;
-// oneshot_order.h, in what order it sums).
+// The one-shot kernel of the all-reduce, reduce-scatter and all-gather
+// (oneshot.cuh says how it synchronises; oneshot_order.h, in what order it
+// sums).
 #include "kernels/cuda/comm/oneshot.cuh"
 
 namespace moetune::gpu {
@@ -44,9 +45,12 @@ __device__ void Barrier(const OneShotArgs& a, uint32_t epoch) {
   __syncthreads();
 }
 
+// Block b takes elements [lo, hi) of every part (a part: the message, or
+// under kReduceScatter / kAllGather one rank's n words), so that after the
+// barrier of block b it reads only what block b of every peer wrote.
 __global__ void __launch_bounds__(kOneShotThreads)
-    OneShotAllReduceKernel(OneShotArgs a, const float* in, float* out,
-                           int64_t n) {
+    OneShotKernel(OneShotArgs a, const uint32_t* in, uint32_t* out, int64_t n,
+                  OneShotOp op) {
   __shared__ uint32_t epoch;
   if (threadIdx.x == 0) epoch = a.epochs[blockIdx.x] + 1;
   __syncthreads();
@@ -54,12 +58,29 @@ __global__ void __launch_bounds__(kOneShotThreads)
   const int64_t lo = blockIdx.x * per;
   const int64_t hi = lo + per < n ? lo + per : n;
   const int64_t parity = (epoch & 1) * a.max_floats;
-  float* mine = a.buffers[a.rank] + parity;
-  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) mine[i] = in[i];
+  uint32_t* mine = reinterpret_cast<uint32_t*>(a.buffers[a.rank] + parity);
+  // Parts copied in: all W under kReduceScatter; the own one under
+  // kAllGather (at its place); the message under kAllReduce.
+  const int first = op == OneShotOp::kAllGather ? a.rank : 0;
+  const int last = op == OneShotOp::kReduceScatter ? a.world - 1 : first;
+  for (int part = first; part <= last; ++part) {
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+      mine[part * n + i] = in[part * n + i];
+    }
+  }
   __syncthreads();
   Barrier(a, epoch);
   for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-    out[i] = OneShotRankOrderSum(a.buffers, a.world, parity + i);
+    if (op == OneShotOp::kAllGather) {
+      for (int p = 0; p < a.world; ++p) {
+        out[p * n + i] =
+            reinterpret_cast<const uint32_t*>(a.buffers[p] + parity)[p * n + i];
+      }
+      continue;
+    }
+    const int64_t at = op == OneShotOp::kReduceScatter ? a.rank * n + i : i;
+    out[i] =
+        __float_as_uint(OneShotRankOrderSum(a.buffers, a.world, parity + at));
   }
   if (threadIdx.x == 0) a.epochs[blockIdx.x] = epoch;
 }
@@ -75,15 +96,22 @@ int64_t OneShotPeerBytes(int64_t max_floats) {
          int64_t{kOneShotMaxRanks} * kOneShotBlocks * sizeof(uint32_t);
 }
 
-cudaError_t LaunchOneShotAllReduce(const OneShotArgs& args, const float* in,
-                                   float* out, int64_t n, cudaStream_t stream) {
-  if (n > args.max_floats || args.world > kOneShotMaxRanks || n < 0) {
+cudaError_t LaunchOneShot(const OneShotArgs& args, OneShotOp op, const void* in,
+                          void* out, int64_t n, cudaStream_t stream) {
+  const int64_t parts = op == OneShotOp::kAllReduce ? 1 : args.world;
+  if (n < 0 || n * parts > args.max_floats || args.world > kOneShotMaxRanks) {
     return cudaErrorInvalidValue;
   }
   if (n == 0) return cudaSuccess;
-  OneShotAllReduceKernel<<<kOneShotBlocks, kOneShotThreads, 0, stream>>>(
-      args, in, out, n);
+  OneShotKernel<<<kOneShotBlocks, kOneShotThreads, 0, stream>>>(
+      args, static_cast<const uint32_t*>(in), static_cast<uint32_t*>(out), n,
+      op);
   return cudaGetLastError();
+}
+
+cudaError_t LaunchOneShotAllReduce(const OneShotArgs& args, const float* in,
+                                   float* out, int64_t n, cudaStream_t stream) {
+  return LaunchOneShot(args, OneShotOp::kAllReduce, in, out, n, stream);
 }
 
 }  // namespace moetune::gpu

@@ -1,4 +1,5 @@
-// The one-shot all-reduce: one kernel in which every rank copies its input
+// The one-shot all-reduce (and reduce-scatter and all-gather, for
+// data-parallel attention): one kernel in which every rank copies its input
 // into its own peer-visible buffer, tells every peer so, waits for every
 // peer's word, and sums the ranks' buffers in rank order 0..W-1 (the same
 // order on every rank, so every rank gets bit-identical sums: the sum is
@@ -49,6 +50,17 @@ struct OneShotArgs {
 // max_floats. `in` and `out` may be the same buffer.
 cudaError_t LaunchOneShotAllReduce(const OneShotArgs& args, const float* in,
                                    float* out, int64_t n, cudaStream_t stream);
+
+// The same synchronisation for data-parallel attention's MoE dispatch and
+// combine, n 4-byte words a rank (world * n <= max_floats):
+//  - kReduceScatter: in [world][n] floats; out[i] = the rank-order sum of
+//    every rank's in[rank * n + i] (out apart from in);
+//  - kAllGather: rank r's words in[r * n .. (r + 1) * n) go to every rank's
+//    out at the same place (in and out the same buffer, or not), copied bit
+//    for bit (any data: BF16 pairs too).
+enum class OneShotOp { kAllReduce, kReduceScatter, kAllGather };
+cudaError_t LaunchOneShot(const OneShotArgs& args, OneShotOp op, const void* in,
+                          void* out, int64_t n, cudaStream_t stream);
 
 // Bytes of one rank's peer-visible allocation for max_floats, and where its
 // flags start in it.

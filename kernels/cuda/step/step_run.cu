@@ -351,12 +351,6 @@ GpuStatus ProfileParts(StepLaunch s, Context* ctx, StepRunResult* r) {
 GpuStatus Prepare(const StepProblem& p, const StepRunOptions& o, Context** ctx,
                   const Launcher** launcher) {
   MG_RETURN_IF_ERROR(ValidateStep(p));
-  if (o.comm != nullptr && p.dp_attention &&
-      o.comm->impl() != AllReduceImpl::kNccl) {
-    return Fail(RunStatus::kCannotImplement,
-                "options.comm: data-parallel attention's all-gather and "
-                "reduce-scatter need the NCCL gang (allreduce nccl)");
-  }
   if (o.comm != nullptr &&
       (o.comm->world() != World(p) || o.comm->rank() != p.shard.rank)) {
     return Bad("options.comm: rank " + std::to_string(o.comm->rank()) +

@@ -6,7 +6,10 @@
 // the one-shot all-reduce (NCCL refuses two ranks on one device), their
 // rendezvous a directory. Each rank's logits slice is checked against the
 // unsharded CPU reference's, and its tokens against the reference's argmax.
-// GPU cases skip without a device.
+// Data-parallel attention the same way: each rank its own sequences, the
+// MoE layers' inputs all-gathered and outputs reduce-scattered (one-shot
+// over processes; NCCL and one-shot at world 1). GPU cases skip without a
+// device.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,11 +46,11 @@ namespace fs = std::filesystem;
 constexpr double kTolerance = 2e-2;
 constexpr char kChildTest[] = "StepGangGpuTest.DISABLED_OneRankOfAGang";
 
-ref::StepSpec Spec(ref::Shard shard) {
+ref::StepSpec Spec(ref::Shard shard, int batch = 3) {
   ref::StepSpec spec;
   spec.config = *model::FindPreset("tiny");
   spec.layers = 4;
-  spec.batch = 3;
+  spec.batch = batch;
   spec.context = 40;
   spec.seed = 11;
   spec.shard = shard;
@@ -111,6 +114,8 @@ TEST(StepGangGpuTest, DISABLED_OneRankOfAGang) {
   const int tp = std::atoi(std::getenv("MOETUNE_GANG_TP"));
   const int ep = std::atoi(std::getenv("MOETUNE_GANG_EP"));
   const bool graph = std::string(std::getenv("MOETUNE_GANG_GRAPH")) == "1";
+  const bool dp = std::string(std::getenv("MOETUNE_GANG_DP")) == "1";
+  const int batch = std::atoi(std::getenv("MOETUNE_GANG_BATCH"));
   GangCommSetup setup;
   setup.rank = rank;
   setup.world = tp * ep;
@@ -126,11 +131,14 @@ TEST(StepGangGpuTest, DISABLED_OneRankOfAGang) {
   o.warmup = 2;
   o.iterations = 5;
   o.comm = comm.get();
-  const StepRunResult r =
-      RunDecodeStep(MakeStepProblem(Spec({tp, ep, rank})), o);
+  const StepProblem p = MakeStepProblem(Spec({tp, ep, rank, dp}, batch));
+  const StepRunResult r = RunDecodeStep(p, o);
   ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
   EXPECT_GT(r.comm_us, 0);
-  EXPECT_EQ(r.collectives_per_step, 2 * 4 + 1);
+  // tp attention: two sums a layer and the tokens' gather; dp: an
+  // all-gather and a reduce-scatter a MoE layer.
+  EXPECT_EQ(r.collectives_per_step,
+            dp ? 2 * (p.layers - p.dims.num_dense_layers) : 2 * p.layers + 1);
   std::string out(reinterpret_cast<const char*>(r.timed_logits.data()),
                   r.timed_logits.size() * sizeof(float));
   for (int token : r.next_tokens) out += std::to_string(token) + " ";
@@ -139,7 +147,8 @@ TEST(StepGangGpuTest, DISABLED_OneRankOfAGang) {
 
 // Spawns the gang's ranks (this test binary running the child test) and
 // waits for them; true if every rank exited 0.
-bool RunGang(const fs::path& dir, int tp, int ep, bool graph) {
+bool RunGang(const fs::path& dir, int tp, int ep, bool graph, bool dp = false,
+             int batch = 3) {
   std::vector<pid_t> pids;
   for (int rank = 0; rank < tp * ep; ++rank) {
     std::vector<std::string> env;
@@ -149,6 +158,8 @@ bool RunGang(const fs::path& dir, int tp, int ep, bool graph) {
     env.push_back("MOETUNE_GANG_TP=" + std::to_string(tp));
     env.push_back("MOETUNE_GANG_EP=" + std::to_string(ep));
     env.push_back(std::string("MOETUNE_GANG_GRAPH=") + (graph ? "1" : "0"));
+    env.push_back(std::string("MOETUNE_GANG_DP=") + (dp ? "1" : "0"));
+    env.push_back("MOETUNE_GANG_BATCH=" + std::to_string(batch));
     std::vector<std::string> args = {
         "/proc/self/exe", std::string("--gtest_filter=") + kChildTest,
         "--gtest_also_run_disabled_tests"};
@@ -216,6 +227,49 @@ TEST(StepGangGpuTest, GangsOfProcessesComputeTheWholeModel) {
   }
 }
 
+// Data-parallel attention: each rank decodes its own sequences of the
+// batch with the whole attention, its MoE layers over every rank's tokens
+// gathered, their partial outputs reduce-scattered back (one-shot kernel,
+// ranks as processes on one device): every rank's logits are the whole
+// model's of its own sequences.
+TEST(StepGangGpuTest, DataParallelGangsOfProcessesComputeTheWholeModel) {
+  SKIP_WITHOUT_GPU();
+  const ref::StepSpec whole = Spec({1, 1, 0}, 4);
+  const auto want = ref::DecodeStep(whole, ref::Bf16InputReferenceMoe(whole));
+  ASSERT_TRUE(want.ok()) << want.status();
+  const size_t vocab = whole.config.vocab;
+  for (auto [tp, ep, graph] :
+       {std::tuple{1, 2, true}, std::tuple{2, 2, false}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "tp " << tp << " ep " << ep << " graph " << graph);
+    const fs::path dir = fs::temp_directory_path() /
+                         ("moetune_dp_gang_" + std::to_string(getpid()) + "_" +
+                          std::to_string(tp) + std::to_string(ep));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    ASSERT_TRUE(RunGang(dir, tp, ep, graph, true, 4)) << "a rank failed";
+    const int own = 4 / (tp * ep);
+    for (int rank = 0; rank < tp * ep; ++rank) {
+      const std::string out =
+          ReadFile(dir / ("result." + std::to_string(rank)));
+      const size_t floats = own * vocab;
+      ASSERT_GE(out.size(), floats * sizeof(float)) << "rank " << rank;
+      std::vector<float> logits(floats);
+      std::memcpy(logits.data(), out.data(), floats * sizeof(float));
+      const float* rows = want->data() + rank * floats;
+      EXPECT_LT(RelL2(logits, rows, floats), kTolerance) << "rank " << rank;
+      std::string tokens;
+      for (int b = 0; b < own; ++b) {
+        const float* row = rows + b * vocab;
+        tokens +=
+            std::to_string(std::max_element(row, row + vocab) - row) + " ";
+      }
+      EXPECT_EQ(out.substr(floats * sizeof(float)), tokens) << "rank " << rank;
+    }
+    fs::remove_all(dir);
+  }
+}
+
 // World 1 through NCCL: the communicator a gang of one makes, summing
 // every block (nothing to add) and gathering its own token; the step equals
 // the step without communication.
@@ -257,23 +311,18 @@ TEST(StepGangGpuTest, AWorldOneNcclGangRunsTheSameStep) {
   EXPECT_GT(ganged.comm_us, 0);
 }
 
-// Data-parallel attention through a world-1 NCCL gang: each MoE layer's
-// input all-gathered and output reduce-scattered (over one rank: copies),
-// the same bits as the step without communication; a one-shot gang has no
-// communicator for them and is refused.
-TEST(StepGangGpuTest, AWorldOneNcclGangRunsDataParallelAttention) {
+// Data-parallel attention through world-1 gangs, NCCL's and the one-shot
+// kernel's: each MoE layer's input all-gathered and output reduce-scattered
+// (over one rank: copies), the same bits as the step without communication.
+TEST(StepGangGpuTest, AWorldOneGangRunsDataParallelAttention) {
   SKIP_WITHOUT_GPU();
   std::string id, error;
   ASSERT_EQ(NewNcclId(&id, &error), RunStatus::kOk) << error;
-  GangCommSetup setup;
-  setup.nccl_id = id;
   auto alone = [](const std::string&, const std::string& mine,
                   std::vector<std::string>* all, std::string*) {
     *all = {mine};
     return true;
   };
-  auto comm = CreateGangComm(setup, alone, &error);
-  ASSERT_NE(comm, nullptr) << error;
   StepRunOptions o;
   o.backend = "grouped_mma";  // a fixed combining order (see above)
   o.cuda_graph = true;
@@ -282,25 +331,24 @@ TEST(StepGangGpuTest, AWorldOneNcclGangRunsDataParallelAttention) {
   const StepProblem p = MakeStepProblem(Spec({1, 1, 0, true}));
   ASSERT_TRUE(p.dp_attention);
   const StepRunResult plain = RunDecodeStep(p, o);
-  o.comm = comm.get();
-  const StepRunResult ganged = RunDecodeStep(p, o);
   ASSERT_EQ(plain.status, RunStatus::kOk) << plain.message;
-  ASSERT_EQ(ganged.status, RunStatus::kOk) << ganged.message;
-  EXPECT_EQ(RelL2(ganged.logits, plain.logits.data(), plain.logits.size()),
-            0.0);
-  EXPECT_EQ(ganged.next_tokens, plain.next_tokens);
-  const int moe_layers = p.layers - p.dims.num_dense_layers;
-  EXPECT_EQ(ganged.collectives_per_step, 2 * moe_layers);
-  EXPECT_GT(ganged.comm_us, 0);
-
-  setup.impl = AllReduceImpl::kOneShot;
-  auto oneshot = CreateGangComm(setup, alone, &error);
-  ASSERT_NE(oneshot, nullptr) << error;
-  o.comm = oneshot.get();
-  const StepRunResult refused = RunDecodeStep(p, o);
-  EXPECT_EQ(refused.status, RunStatus::kCannotImplement);
-  EXPECT_NE(refused.message.find("allreduce nccl"), std::string::npos)
-      << refused.message;
+  for (AllReduceImpl impl : {AllReduceImpl::kNccl, AllReduceImpl::kOneShot}) {
+    SCOPED_TRACE(AllReduceImplName(impl));
+    GangCommSetup setup;
+    setup.nccl_id = id;
+    setup.impl = impl;
+    auto comm = CreateGangComm(setup, alone, &error);
+    ASSERT_NE(comm, nullptr) << error;
+    o.comm = comm.get();
+    const StepRunResult ganged = RunDecodeStep(p, o);
+    ASSERT_EQ(ganged.status, RunStatus::kOk) << ganged.message;
+    EXPECT_EQ(RelL2(ganged.logits, plain.logits.data(), plain.logits.size()),
+              0.0);
+    EXPECT_EQ(ganged.next_tokens, plain.next_tokens);
+    const int moe_layers = p.layers - p.dims.num_dense_layers;
+    EXPECT_EQ(ganged.collectives_per_step, 2 * moe_layers);
+    EXPECT_GT(ganged.comm_us, 0);
+  }
 }
 
 TEST(StepGangGpuTest, AGangOfTheWrongSizeIsRefusedNamingIt) {
