@@ -1,5 +1,6 @@
 // ValidateSweepSpec (declared in spec.h): one small check per field, run in
 // field order so that the first error reported is the first in the spec.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -410,7 +411,45 @@ absl::Status CheckCommunication(const v1::SearchSpace& space) {
                        [](int value) { return v1::Communication_Name(value); });
 }
 
-absl::Status CheckSpace(const v1::SearchSpace& space) {
+// Data-parallel attention splits a decode step's batch and leaves its
+// attention whole on every rank: an MoE layer timed alone has neither. Its
+// collectives are NCCL's all-gather and reduce-scatter, no all-reduce, so
+// the plan pairs it with nccl only: a space whose all-reduces are all
+// oneshot would keep no dp point.
+absl::Status CheckAttention(const v1::SearchSpace& space, v1::Region region) {
+  const std::string path = "space.attention";
+  const auto& allreduce = space.allreduce();
+  const bool nccl =
+      allreduce.empty() ||
+      std::find(allreduce.begin(), allreduce.end(), "nccl") != allreduce.end();
+  for (int i = 0; i < space.attention().size(); ++i) {
+    const std::string& name = space.attention(i);
+    if (name != "tp" && name != "dp") {
+      return Invalid(At(path, i), absl::StrCat("'", name,
+                                               "' is not allowed; allowed: "
+                                               "tp, dp"));
+    }
+    if (name == "dp" && region == v1::MOE_LAYER) {
+      return Invalid(At(path, i),
+                     "'dp' splits a decode step's batch over the ranks with "
+                     "attention whole on each; an MoE layer has no "
+                     "attention: with region MOE_LAYER allowed: tp; set "
+                     "region: DECODE_STEP to time it");
+    }
+    if (name == "dp" && !nccl) {
+      return Invalid(At(path, i),
+                     "'dp' runs no all-reduce (its collectives are NCCL "
+                     "all-gather and reduce-scatter) and pairs with "
+                     "allreduce nccl only; space.allreduce lists only "
+                     "oneshot: add nccl to it");
+    }
+  }
+  return CheckNoRepeat(space.attention(), path, [](const std::string& s) {
+    return absl::StrCat("'", s, "'");
+  });
+}
+
+absl::Status CheckSpace(const v1::SearchSpace& space, v1::Region region) {
   RETURN_IF_ERROR(CheckBackends(space));
   RETURN_IF_ERROR(CheckTiles(space));
   RETURN_IF_ERROR(CheckDegrees(space.tp(), "space.tp"));
@@ -419,7 +458,8 @@ absl::Status CheckSpace(const v1::SearchSpace& space) {
                                 [](bool b) { return b ? "true" : "false"; }));
   RETURN_IF_ERROR(CheckWorldSize(space));
   RETURN_IF_ERROR(CheckAllreduce(space));
-  return CheckCommunication(space);
+  RETURN_IF_ERROR(CheckCommunication(space));
+  return CheckAttention(space, region);
 }
 
 // ------------------------------------------------- strategy, measurement --
@@ -496,7 +536,7 @@ absl::Status CheckMeasurement(const v1::Measurement& m) {
 
 absl::Status ValidateSweepSpec(const v1::SweepSpec& spec) {
   RETURN_IF_ERROR(CheckWorkload(spec));
-  RETURN_IF_ERROR(CheckSpace(spec.space()));
+  RETURN_IF_ERROR(CheckSpace(spec.space(), spec.workload().region()));
   RETURN_IF_ERROR(CheckStrategy(spec.strategy()));
   return CheckMeasurement(spec.measurement());
 }
