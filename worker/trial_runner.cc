@@ -129,6 +129,7 @@ void AttachRoofline(const TrialInputs& in, const BackendRun& run,
   shape.whole_step = in.trial.workload().region() == v1::DECODE_STEP;
   shape.dense_layers = in.step.config.num_dense_layers;
   shape.allreduce = in.trial.config().allreduce();
+  shape.dp_attention = in.step.shard.dp_attention;
   const double model_us = ModelCommFloorUs(shape, params);
   const bool measured = run.comm_measured_us >= 0;
   // Measured: the gang's collectives timed alone are the communication's
@@ -144,6 +145,34 @@ void AttachRoofline(const TrialInputs& in, const BackendRun& run,
   roofline->set_floor_us(memory_us + comm_us);
   roofline->set_efficiency(
       RooflineEfficiency(*roofline, result->stats().median_us()));
+}
+
+// Whether the trial's attention is "dp" ("tp" and "" are not). dp splits a
+// whole step's batch, which an MoE layer timed alone does not have, and its
+// collectives are NCCL's all-gather and reduce-scatter, so the one-shot
+// all-reduce has nothing to do there. The tuner's validation refuses both
+// before a trial exists; this is the worker's own word on trials that
+// reach it otherwise.
+absl::StatusOr<bool> ResolveDpAttention(const v1::Trial& trial) {
+  const v1::TrialConfig& config = trial.config();
+  const std::string& attention = config.attention();
+  if (attention.empty() || attention == "tp") return false;
+  if (attention != "dp") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.attention: '", attention, "' is not allowed; allowed: tp, dp"));
+  }
+  if (trial.workload().region() == v1::MOE_LAYER) {
+    return absl::InvalidArgumentError(
+        "config.attention: 'dp' splits a decode step's batch over the ranks; "
+        "with region MOE_LAYER allowed: tp");
+  }
+  if (config.allreduce() == "oneshot") {
+    return absl::InvalidArgumentError(
+        "config.allreduce: 'oneshot' is not allowed with attention dp: dp "
+        "attention's collectives are NCCL all-gather and reduce-scatter; "
+        "allowed with attention dp: nccl");
+  }
+  return true;
 }
 
 }  // namespace
@@ -167,6 +196,7 @@ absl::StatusOr<ref::StepSpec> ResolveStep(const v1::Trial& trial) {
   step.shard.tp = std::max(1, trial.config().tp());
   step.shard.ep = std::max(1, trial.config().ep());
   step.shard.rank = 0;
+  ASSIGN_OR_RETURN(step.shard.dp_attention, ResolveDpAttention(trial));
   return step;
 }
 
