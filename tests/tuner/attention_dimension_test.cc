@@ -128,6 +128,22 @@ TEST(AttentionDimensionTest, DpWhereTheBatchSplitsOverMoreThanOneRank) {
   EXPECT_EQ((*trials)[6].workload().batch_size(), 4);
 }
 
+// tiny's 4 heads do not split over 8 ranks, so tp attention has no step at
+// tp 8; dp keeps attention whole on every rank and has one.
+TEST(AttentionDimensionTest, DpKeepsLayoutsWhoseHeadsDoNotSplit) {
+  const absl::StatusOr<std::vector<v1::Trial>> trials =
+      testing::Expand(TinyStepSpec("batch_sizes: 8", R"pb(
+        space {
+          moe_backends: "cpu_reference"
+          tp: 8
+          attention: "tp"
+          attention: "dp"
+        }
+      )pb"));
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  EXPECT_THAT(ConfigKeys(*trials), ElementsAre("cpu_reference|-|8|1|0|dp"));
+}
+
 // A warm trial process keeps its shard while the layout stays: dp's shard
 // (attention whole) is another, so the attention varies slower than tiles.
 TEST(AttentionDimensionTest, AttentionVariesSlowerThanTiles) {

@@ -332,6 +332,36 @@ TEST(TrialRunnerTest, DpAttentionTrialsModelItsGathersAndScatters) {
                    8 * (17.0 + 4096 / 360e3) + 17.0 + 64 / 360e3);
 }
 
+// A dp trial runs on the CPU backends as rank 0 of its world (its own 2 of
+// the 4 sequences, attention whole), checked against the reference of the
+// same rank; its floor's bytes are that rank's. A batch that does not split
+// over the ranks fails with the reference's reason.
+TEST(TrialRunnerTest, CpuBackendsRunDataParallelAttention) {
+  BackendRegistry registry;
+  registry.Register(CpuBackend("cpu_reference"));
+  registry.Register(CpuBackend("cpu_blocked"));
+  TrialRunner runner(&registry);
+  for (const char* backend : {"cpu_reference", "cpu_blocked"}) {
+    v1::TrialExecution execution = Execution(backend, v1::DECODE_STEP, 4);
+    execution.mutable_trial()->mutable_config()->set_ep(2);  // 8x128 at tp 1
+    const v1::TrialResult tp = runner.Run(execution);
+    ASSERT_EQ(tp.outcome(), v1::DONE) << backend << " " << tp.reason();
+    execution.mutable_trial()->mutable_config()->set_attention("dp");
+    const ref::StepSpec step = *ResolveStep(execution.trial());
+    const v1::TrialResult dp = runner.Run(execution);
+    ASSERT_EQ(dp.outcome(), v1::DONE) << backend << " " << dp.reason();
+    EXPECT_LE(dp.max_rel_error(), 1e-4) << backend;
+    EXPECT_TRUE(dp.roofline().comm_modelled());
+    EXPECT_DOUBLE_EQ(dp.roofline().bytes(),
+                     static_cast<double>(ref::DecodeStepBytes(step)));
+    EXPECT_NE(dp.roofline().bytes(), tp.roofline().bytes()) << backend;
+    execution.mutable_trial()->mutable_workload()->set_batch_size(3);
+    const v1::TrialResult odd = runner.Run(execution);
+    EXPECT_EQ(odd.outcome(), v1::FAILED) << backend;
+    EXPECT_THAT(odd.reason(), HasSubstr("step.batch")) << backend;
+  }
+}
+
 TEST(RelativeL2ErrorTest, HandComputed) {
   EXPECT_DOUBLE_EQ(RelativeL2Error({3, 4}, {3, 4}), 0);
   EXPECT_DOUBLE_EQ(RelativeL2Error({3, 5}, {3, 4}), 1.0 / 5.0);
