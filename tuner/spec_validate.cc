@@ -1,6 +1,5 @@
 // ValidateSweepSpec (declared in spec.h): one small check per field, run in
 // field order so that the first error reported is the first in the spec.
-#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -412,16 +411,9 @@ absl::Status CheckCommunication(const v1::SearchSpace& space) {
 }
 
 // Data-parallel attention splits a decode step's batch and leaves its
-// attention whole on every rank: an MoE layer timed alone has neither. Its
-// collectives are NCCL's all-gather and reduce-scatter, no all-reduce, so
-// the plan pairs it with nccl only: a space whose all-reduces are all
-// oneshot would keep no dp point.
+// attention whole on every rank: an MoE layer timed alone has neither.
 absl::Status CheckAttention(const v1::SearchSpace& space, v1::Region region) {
   const std::string path = "space.attention";
-  const auto& allreduce = space.allreduce();
-  const bool nccl =
-      allreduce.empty() ||
-      std::find(allreduce.begin(), allreduce.end(), "nccl") != allreduce.end();
   for (int i = 0; i < space.attention().size(); ++i) {
     const std::string& name = space.attention(i);
     if (name != "tp" && name != "dp") {
@@ -435,13 +427,6 @@ absl::Status CheckAttention(const v1::SearchSpace& space, v1::Region region) {
                      "attention whole on each; an MoE layer has no "
                      "attention: with region MOE_LAYER allowed: tp; set "
                      "region: DECODE_STEP to time it");
-    }
-    if (name == "dp" && !nccl) {
-      return Invalid(At(path, i),
-                     "'dp' runs no all-reduce (its collectives are NCCL "
-                     "all-gather and reduce-scatter) and pairs with "
-                     "allreduce nccl only; space.allreduce lists only "
-                     "oneshot: add nccl to it");
     }
   }
   return CheckNoRepeat(space.attention(), path, [](const std::string& s) {

@@ -126,8 +126,9 @@ bool StepSplits(const model::ModelConfig& preset, const Layout& layout) {
 }
 
 // Appends tile x cuda_graph x allreduce x communication of one backend's
-// layout, keeping what its descriptor can run at this batch. dp attention
-// runs no all-reduce: its points pair with nccl (or unset) only.
+// layout, keeping what its descriptor can run at this batch. Under dp
+// attention the allreduce names the implementation of its all-gather and
+// reduce-scatter (NCCL's or the one-shot kernel's).
 void AppendLayoutConfigs(const backends::BackendDescriptor& backend,
                          const v1::SearchSpace& space,
                          const model::ModelConfig& preset, int batch,
@@ -135,7 +136,6 @@ void AppendLayoutConfigs(const backends::BackendDescriptor& backend,
                          std::vector<v1::TrialConfig>& configs) {
   const backends::LayerShape shape{preset.hidden,
                                    preset.moe_intermediate / layout.tp, batch};
-  const bool dp = layout.attention == "dp";
   for (const std::optional<backends::Tile>& tile : TilesFor(backend, space)) {
     if (!backend.CanImplement(shape, tile.value_or(backends::Tile{})).empty()) {
       continue;
@@ -143,7 +143,6 @@ void AppendLayoutConfigs(const backends::BackendDescriptor& backend,
     for (bool graph : GraphModesFor(backend, space)) {
       for (const CommChoice& comm :
            CommChoicesFor(space, layout.tp, layout.ep)) {
-        if (dp && comm.allreduce == "oneshot") continue;
         configs.push_back(MakeConfig(backend, tile, layout, graph, comm));
       }
     }

@@ -25,8 +25,9 @@
 //                           = one unset value) where tp * ep > 1; at
 //                           tp * ep == 1 unset once (no collectives), but
 //                           a MEASURED world of one gets one point per
-//                           allreduce. "dp" points pair with nccl (or
-//                           unset) only: dp attention runs no all-reduce
+//                           allreduce (under dp attention: the
+//                           implementation of its all-gather and
+//                           reduce-scatter)
 //   where a config is kept for a workload only when its backend's
 //   descriptor can run it (BackendDescriptor::CanImplement on the preset's
 //   layer at that tp and the workload's batch: tile shape rules, batch

@@ -55,8 +55,8 @@ struct CommShape {
   // decodes its own batch / world sequences, so none of the sums above is
   // made. Each MoE layer (layers - dense_layers of them) instead gathers
   // every rank's input (an all-gather, FP32 [batch][hidden] in all) and
-  // hands each rank its tokens' sums (a reduce-scatter of the same), both
-  // NCCL's whatever `allreduce` says.
+  // hands each rank its tokens' sums (a reduce-scatter of the same), by
+  // `allreduce`'s implementation (NCCL's or the one-shot kernel's).
   bool dp_attention = false;
 };
 
@@ -72,9 +72,11 @@ double ModelAllReduceUs(const CommModelParams& params,
 
 // Modelled time (us) of one all-gather or one reduce-scatter over `ranks`
 // of `bytes` in all (the gathered whole; each rank holds bytes / ranks) (0
-// for one rank): latency + bytes (ranks - 1) / ranks / bus_gbps, as
-// nccl-tests' busbw counts both. NCCL's: the nccl all-reduce's parameters.
-double ModelGatherOrScatterUs(const CommModelParams& params, int ranks,
+// for one rank) by `allreduce`'s implementation ("nccl" / "" or "oneshot"):
+// latency + bytes (ranks - 1) / ranks / bus_gbps, as nccl-tests' busbw
+// counts both, with that implementation's all-reduce parameters.
+double ModelGatherOrScatterUs(const CommModelParams& params,
+                              const std::string& allreduce, int ranks,
                               double bytes);
 
 // Modelled time (us) of the region's collectives: for a whole step, as

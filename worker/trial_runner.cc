@@ -148,11 +148,9 @@ void AttachRoofline(const TrialInputs& in, const BackendRun& run,
 }
 
 // Whether the trial's attention is "dp" ("tp" and "" are not). dp splits a
-// whole step's batch, which an MoE layer timed alone does not have, and its
-// collectives are NCCL's all-gather and reduce-scatter, so the one-shot
-// all-reduce has nothing to do there. The tuner's validation refuses both
-// before a trial exists; this is the worker's own word on trials that
-// reach it otherwise.
+// whole step's batch, which an MoE layer timed alone does not have. The
+// tuner's validation refuses both before a trial exists; this is the
+// worker's own word on trials that reach it otherwise.
 absl::StatusOr<bool> ResolveDpAttention(const v1::Trial& trial) {
   const v1::TrialConfig& config = trial.config();
   const std::string& attention = config.attention();
@@ -165,12 +163,6 @@ absl::StatusOr<bool> ResolveDpAttention(const v1::Trial& trial) {
     return absl::InvalidArgumentError(
         "config.attention: 'dp' splits a decode step's batch over the ranks; "
         "with region MOE_LAYER allowed: tp");
-  }
-  if (config.allreduce() == "oneshot") {
-    return absl::InvalidArgumentError(
-        "config.allreduce: 'oneshot' is not allowed with attention dp: dp "
-        "attention's collectives are NCCL all-gather and reduce-scatter; "
-        "allowed with attention dp: nccl");
   }
   return true;
 }

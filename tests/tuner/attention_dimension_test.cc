@@ -1,8 +1,8 @@
 // The attention dimension (data-parallel attention, TrialConfig.attention):
 // validated with the field and the allowed values, expanded where the
-// batch splits over more than one rank and never with the one-shot
-// all-reduce, proposed by every strategy, keyed so that sweeps that do not
-// list it keep their keys, and rebuilt from a recording.
+// batch splits over more than one rank, proposed by every strategy, keyed
+// so that sweeps that do not list it keep their keys, and rebuilt from a
+// recording.
 #include <set>
 #include <string>
 #include <vector>
@@ -91,21 +91,10 @@ TEST(AttentionDimensionTest, DpNeedsAWholeDecodeStep) {
   EXPECT_TRUE(ValidateSweepSpec(spec).ok()) << ValidateSweepSpec(spec);
 }
 
-TEST(AttentionDimensionTest, DpIsRefusedWhereOnlyOneshotIsListed) {
-  v1::SweepSpec spec = AttentionSpec("batch_sizes: 4");
-  spec.mutable_space()->add_allreduce("oneshot");
-  EXPECT_EQ(ErrorOf(spec),
-            "space.attention[1]: 'dp' runs no all-reduce (its collectives "
-            "are NCCL all-gather and reduce-scatter) and pairs with "
-            "allreduce nccl only; space.allreduce lists only oneshot: add "
-            "nccl to it");
-  spec.mutable_space()->add_allreduce("nccl");
-  EXPECT_TRUE(ValidateSweepSpec(spec).ok()) << ValidateSweepSpec(spec);
-}
-
 // Batch 1 does not split over 2 ranks: tp only there. Batch 4 does: both,
-// the layout (tp, attention) outside the all-reduce. At one rank dp is tp:
-// one unset point.
+// the layout (tp, attention) outside the all-reduce, which under dp names
+// the implementation of its all-gather and reduce-scatter. At one rank dp
+// is tp: one unset point.
 TEST(AttentionDimensionTest, DpWhereTheBatchSplitsOverMoreThanOneRank) {
   v1::SweepSpec spec = AttentionSpec("batch_sizes: 1 batch_sizes: 4");
   spec.mutable_space()->add_allreduce("nccl");
@@ -117,15 +106,18 @@ TEST(AttentionDimensionTest, DpWhereTheBatchSplitsOverMoreThanOneRank) {
                   // batch 1
                   "cpu_reference|-|1|1|0", "cpu_reference|-|2|1|0",
                   "cpu_reference|-|2|1|0|oneshot",
-                  // batch 4: dp x oneshot is left out (no all-reduce)
+                  // batch 4
                   "cpu_reference|-|1|1|0", "cpu_reference|-|2|1|0",
-                  "cpu_reference|-|2|1|0|oneshot", "cpu_reference|-|2|1|0|dp"));
+                  "cpu_reference|-|2|1|0|oneshot", "cpu_reference|-|2|1|0|dp",
+                  "cpu_reference|-|2|1|0|oneshot|dp"));
   EXPECT_EQ((*trials)[0].config().attention(), "");
   EXPECT_EQ((*trials)[1].config().attention(), "tp");
   EXPECT_EQ((*trials)[3].config().attention(), "");
   EXPECT_EQ((*trials)[6].config().attention(), "dp");
   EXPECT_EQ((*trials)[6].config().allreduce(), "nccl");
   EXPECT_EQ((*trials)[6].workload().batch_size(), 4);
+  EXPECT_EQ((*trials)[7].config().attention(), "dp");
+  EXPECT_EQ((*trials)[7].config().allreduce(), "oneshot");
 }
 
 // tiny's 4 heads do not split over 8 ranks, so tp attention has no step at

@@ -73,12 +73,11 @@ TEST(CommModelTest, DpAttentionGathersAndScattersEveryMoeLayerByHand) {
   shape.whole_step = true;
   shape.dense_layers = 1;
   shape.dp_attention = true;
-  EXPECT_DOUBLE_EQ(ModelGatherOrScatterUs(ByHand(), 4, 16000), 15.0);
+  EXPECT_DOUBLE_EQ(ModelGatherOrScatterUs(ByHand(), "nccl", 4, 16000), 15.0);
   EXPECT_DOUBLE_EQ(ModelCommFloorUs(shape, ByHand()), 4 * 15.0);
-  // NCCL's collectives whatever the all-reduce: the one-shot's parameters
-  // are not used.
+  // By the one-shot kernel: 12000 B at 500 B/us + 1 us.
   shape.allreduce = "oneshot";
-  EXPECT_DOUBLE_EQ(ModelCommFloorUs(shape, ByHand()), 4 * 15.0);
+  EXPECT_DOUBLE_EQ(ModelCommFloorUs(shape, ByHand()), 4 * 25.0);
   // The same step with tp attention: 6 sums of 16000 bytes (24000 B on the
   // link -> 24 us + 3 us) and the gather of 128 bytes (192 B -> 0.192 us +
   // 3 us).
@@ -100,12 +99,13 @@ TEST(CommModelTest, DpAttentionWithoutMoeLayersOrPeersCommunicatesNothing) {
   shape.layers = 3;
   shape.tp = 1;  // one rank: nothing to gather
   EXPECT_EQ(ModelCommFloorUs(shape, ByHand()), 0);
-  EXPECT_EQ(ModelGatherOrScatterUs(ByHand(), 1, 16000), 0);
+  EXPECT_EQ(ModelGatherOrScatterUs(ByHand(), "", 1, 16000), 0);
 }
 
-// All-gather and reduce-scatter take the nccl all-reduce's fit at their
-// world: 10 us and 2000 bytes a us at world 4 (12000 B -> 6 us).
-TEST(CommModelTest, DpAttentionUsesTheNcclFitOfItsWorld) {
+// All-gather and reduce-scatter take their implementation's all-reduce fit
+// at their world: nccl 10 us and 2000 bytes a us at world 4 (12000 B ->
+// 6 us), oneshot 1 us at the same bandwidth.
+TEST(CommModelTest, DpAttentionUsesItsImplementationsFitAtItsWorld) {
   CommModelParams params = ByHand();
   v1::CollectiveFit fit;
   fit.set_allreduce("nccl");
@@ -116,8 +116,9 @@ TEST(CommModelTest, DpAttentionUsesTheNcclFitOfItsWorld) {
   fit.set_allreduce("oneshot");
   fit.set_latency_us(1);
   params.fits.push_back(fit);
-  EXPECT_DOUBLE_EQ(ModelGatherOrScatterUs(params, 4, 16000), 16.0);
-  EXPECT_DOUBLE_EQ(ModelGatherOrScatterUs(params, 2, 16000), 3.0 + 8.0);
+  EXPECT_DOUBLE_EQ(ModelGatherOrScatterUs(params, "", 4, 16000), 16.0);
+  EXPECT_DOUBLE_EQ(ModelGatherOrScatterUs(params, "oneshot", 4, 16000), 7.0);
+  EXPECT_DOUBLE_EQ(ModelGatherOrScatterUs(params, "nccl", 2, 16000), 3.0 + 8.0);
 }
 
 TEST(CommModelTest, AMeasuredFitReplacesTheAssumptionAtItsWorldOnly) {

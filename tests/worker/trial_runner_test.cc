@@ -269,6 +269,9 @@ TEST(TrialRunnerTest, ResolveStepMapsTheAttention) {
   EXPECT_TRUE(step->shard.dp_attention);
   EXPECT_EQ(step->shard.tp, 2);
   EXPECT_EQ(step->batch, 4);
+  // The one-shot kernel does dp's all-gather and reduce-scatter too.
+  trial.mutable_config()->set_allreduce("oneshot");
+  EXPECT_TRUE(ResolveStep(trial)->shard.dp_attention);
 }
 
 TEST(TrialRunnerTest, ResolveStepRefusesAnAttentionItCannotRun) {
@@ -280,14 +283,6 @@ TEST(TrialRunnerTest, ResolveStepRefusesAnAttentionItCannotRun) {
   EXPECT_EQ(status.message(),
             "config.attention: 'sp' is not allowed; allowed: tp, dp");
   trial.mutable_config()->set_attention("dp");
-  trial.mutable_config()->set_allreduce("oneshot");
-  status = ResolveStep(trial).status();
-  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
-  EXPECT_EQ(status.message(),
-            "config.allreduce: 'oneshot' is not allowed with attention dp: "
-            "dp attention's collectives are NCCL all-gather and "
-            "reduce-scatter; allowed with attention dp: nccl");
-  trial.mutable_config()->clear_allreduce();
   trial.mutable_workload()->set_region(v1::MOE_LAYER);
   status = ResolveStep(trial).status();
   EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
