@@ -1,6 +1,5 @@
 #include "coordinator/trial_log.h"
 
-#include "absl/strings/str_cat.h"
 #include "tuner/config_key.h"
 
 namespace moetune::coordinator {
@@ -9,16 +8,11 @@ std::vector<LogField> TrialOutcomeFields(const v1::Trial& trial,
                                          v1::TrialState state,
                                          const v1::TrialResult* result,
                                          const std::string& reason) {
-  const v1::TrialConfig& c = trial.config();
   std::vector<LogField> fields = {
       {"trial", trial.trial_id()},
       {"sweep", trial.sweep_id()},
       {"state", v1::TrialState_Name(state)},
-      {"config",
-       absl::StrCat(c.moe_backend(), " ", tuner::TileText(c), " tp", c.tp(),
-                    " ep", c.ep(), c.cuda_graph() ? " graph" : "",
-                    tuner::AllreduceName(c) == "nccl" ? "" : " oneshot",
-                    tuner::IsMeasured(c) ? " measured" : "")},
+      {"config", tuner::ConfigText(trial.config())},
       {"batch", trial.workload().batch_size()},
       {"context", trial.workload().context_length()}};
   if (result != nullptr && result->stats().samples() > 0) {

@@ -29,14 +29,18 @@ std::string KvDtypeText(v1::KvCacheDtype dtype) {
                                                  : v1::KvCacheDtype_Name(dtype);
 }
 
+std::string AttentionText(const v1::TrialConfig& config) {
+  return config.attention().empty() ? "tp" : config.attention();
+}
+
 absl::Status WriteTrialDimensions(Connection& conn, int64_t trial_id,
                                   const v1::Workload& workload,
                                   const v1::TrialConfig& config) {
   return conn.Execute(
       "UPDATE trials SET model_preset = ?, region = ?, batch_size = ?, "
       "context_length = ?, chain_layers = ?, tile_n = ?, tile_k = ?, tp = ?, "
-      "ep = ?, cuda_graph = ?, quantization = ?, kv_cache_dtype = ? "
-      "WHERE id = ?",
+      "ep = ?, cuda_graph = ?, quantization = ?, kv_cache_dtype = ?, "
+      "attention = ? WHERE id = ?",
       workload.model_preset(), static_cast<int64_t>(workload.region()),
       static_cast<int64_t>(workload.batch_size()),
       static_cast<int64_t>(workload.context_length()),
@@ -46,7 +50,7 @@ absl::Status WriteTrialDimensions(Connection& conn, int64_t trial_id,
       static_cast<int64_t>(config.tp()), static_cast<int64_t>(config.ep()),
       static_cast<int64_t>(config.cuda_graph() ? 1 : 0),
       QuantizationText(workload.quantization()),
-      KvDtypeText(workload.kv_cache_dtype()), trial_id);
+      KvDtypeText(workload.kv_cache_dtype()), AttentionText(config), trial_id);
 }
 
 absl::Status FillTrialDimensions(Connection& conn) {

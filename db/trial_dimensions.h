@@ -1,5 +1,6 @@
-// The dimension columns of `trials` (schema versions 4 and 5): batch,
-// context, tile, tp, ep, graph, the quantization map and KV dtype, ...
+// The dimension columns of `trials` (schema versions 4 to 6): batch,
+// context, tile, tp, ep, graph, the quantization map and KV dtype, the
+// attention, ...
 // copied out of the workload and config blobs so
 // that SQL (Grafana, sqlite3, the trial_dimensions / trial_results views)
 // can group by them. Written with every new trial; rows from before version
@@ -23,6 +24,9 @@ namespace moetune::db {
 // "KV_BF16").
 std::string QuantizationText(const v1::QuantizationMap& quantization);
 std::string KvDtypeText(v1::KvCacheDtype dtype);
+// The config's attention as its column holds it: "tp" (also for unset) or
+// "dp".
+std::string AttentionText(const v1::TrialConfig& config);
 
 // Sets the dimension columns of trial `trial_id` from its messages.
 absl::Status WriteTrialDimensions(Connection& conn, int64_t trial_id,

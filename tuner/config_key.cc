@@ -21,8 +21,16 @@ bool IsMeasured(const v1::TrialConfig& config) {
   return config.communication() == v1::MEASURED;
 }
 
-// The defaults (nccl, modelled) add nothing, so every key made before these
-// dimensions existed, stored or recomputed, stays what it was.
+std::string AttentionName(const v1::TrialConfig& config) {
+  return config.attention().empty() ? "tp" : config.attention();
+}
+
+bool IsDpAttention(const v1::TrialConfig& config) {
+  return config.attention() == "dp";
+}
+
+// The defaults (nccl, modelled, tp attention) add nothing, so every key made
+// before these dimensions existed, stored or recomputed, stays what it was.
 std::string ConfigKey(const v1::TrialConfig& config) {
   std::string key = absl::StrCat(config.moe_backend(), "|", TileText(config),
                                  "|", config.tp(), "|", config.ep(), "|",
@@ -31,7 +39,16 @@ std::string ConfigKey(const v1::TrialConfig& config) {
     absl::StrAppend(&key, "|", config.allreduce());
   }
   if (IsMeasured(config)) absl::StrAppend(&key, "|measured");
+  if (IsDpAttention(config)) absl::StrAppend(&key, "|dp");
   return key;
+}
+
+std::string ConfigText(const v1::TrialConfig& c) {
+  return absl::StrCat(c.moe_backend(), " ", TileText(c), " tp", c.tp(), " ep",
+                      c.ep(), IsDpAttention(c) ? " dp-attn" : "",
+                      c.cuda_graph() ? " graph" : "",
+                      AllreduceName(c) == "nccl" ? "" : " oneshot",
+                      IsMeasured(c) ? " measured" : "");
 }
 
 std::string ProposalKey(const v1::Trial& trial) {

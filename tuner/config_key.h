@@ -22,11 +22,23 @@ std::string AllreduceName(const v1::TrialConfig& config);
 // workers); unset and MODELLED are modelled.
 bool IsMeasured(const v1::TrialConfig& config);
 
+// The config's attention: "tp" (also for "", its default) or "dp"
+// (data-parallel attention, TrialConfig.attention).
+std::string AttentionName(const v1::TrialConfig& config);
+bool IsDpAttention(const v1::TrialConfig& config);
+
 // "backend|tile|tp|ep|graph" of a config, e.g. "cpu_blocked|4x64|2|4|0"
-// ("-" for an unset tile), then "|oneshot" for a non-default all-reduce and
-// "|measured" for MEASURED communication: which configs are the same point
-// of the space. The defaults add nothing, so older keys are unchanged.
+// ("-" for an unset tile), then "|oneshot" for a non-default all-reduce,
+// "|measured" for MEASURED communication and "|dp" for data-parallel
+// attention: which configs are the same point of the space. The defaults
+// add nothing, so older keys are unchanged.
 std::string ConfigKey(const v1::TrialConfig& config);
+
+// The config as people read it (the CLI's tables and progress lines, the
+// coordinator's log): "fused_gemv 32x256 tp8 ep1 graph", with " dp-attn"
+// after the layout for data-parallel attention and " oneshot" / " measured"
+// at the end for those; the defaults add nothing.
+std::string ConfigText(const v1::TrialConfig& config);
 
 // "workload_hash|backend|tile|tp|ep|graph|rung|round", e.g.
 // "90d306c702e9773b|cpu_blocked|4x64|2|4|0|0|1".

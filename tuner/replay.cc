@@ -41,6 +41,39 @@ void AddTile(v1::SearchSpace& space, const v1::TileShape& tile) {
   *space.add_tiles() = tile;
 }
 
+// The search space the recorded configs span, each list in the order first
+// seen. allreduce, communication and attention are listed only where
+// recorded: older recordings replay as they were.
+v1::SearchSpace SpaceOf(const v1::QueryTrialsResponse& recorded) {
+  std::vector<int> tps, eps, communications;
+  std::vector<std::string> backends, allreduces, attentions;
+  std::vector<bool> graphs;
+  v1::SearchSpace s;
+  for (const v1::Trial& t : recorded.trials()) {
+    const v1::TrialConfig& c = t.config();
+    AddUnique(backends, c.moe_backend());
+    AddUnique(tps, c.tp());
+    AddUnique(eps, c.ep());
+    AddUnique(graphs, c.cuda_graph());
+    if (!c.allreduce().empty()) AddUnique(allreduces, c.allreduce());
+    if (c.communication() != v1::COMMUNICATION_UNSPECIFIED) {
+      AddUnique(communications, static_cast<int>(c.communication()));
+    }
+    if (!c.attention().empty()) AddUnique(attentions, c.attention());
+    if (c.has_tile()) AddTile(s, c.tile());
+  }
+  for (const std::string& b : backends) s.add_moe_backends(b);
+  s.mutable_tp()->Assign(tps.begin(), tps.end());
+  s.mutable_ep()->Assign(eps.begin(), eps.end());
+  for (bool g : graphs) s.add_cuda_graph(g);
+  for (const std::string& a : allreduces) s.add_allreduce(a);
+  for (int c : communications) {
+    s.add_communication(static_cast<v1::Communication>(c));
+  }
+  for (const std::string& a : attentions) s.add_attention(a);
+  return s;
+}
+
 }  // namespace
 
 ReplayOracle::ReplayOracle(const v1::QueryTrialsResponse& recorded)
@@ -154,43 +187,19 @@ absl::StatusOr<v1::SweepSpec> SpecFromRecording(
   if (first.workload().has_quantization()) {
     *w.mutable_quantization() = first.workload().quantization();
   }
-  std::vector<int> batches, contexts, tps, eps, kv_dtypes;
-  std::vector<std::string> backends, allreduces;
-  std::vector<bool> graphs;
-  std::vector<int> communications;
+  std::vector<int> batches, contexts, kv_dtypes;
   for (const v1::Trial& t : recorded.trials()) {
     AddUnique(batches, t.workload().batch_size());
     AddUnique(contexts, t.workload().context_length());
     AddUnique(kv_dtypes, static_cast<int>(t.workload().kv_cache_dtype()));
-    AddUnique(backends, t.config().moe_backend());
-    AddUnique(tps, t.config().tp());
-    AddUnique(eps, t.config().ep());
-    AddUnique(graphs, t.config().cuda_graph());
-    // Listed only when recorded: older recordings replay as they were.
-    if (!t.config().allreduce().empty()) {
-      AddUnique(allreduces, t.config().allreduce());
-    }
-    if (t.config().communication() != v1::COMMUNICATION_UNSPECIFIED) {
-      AddUnique(communications, static_cast<int>(t.config().communication()));
-    }
-    if (t.config().has_tile())
-      AddTile(*spec.mutable_space(), t.config().tile());
   }
-  v1::SearchSpace& s = *spec.mutable_space();
   w.mutable_batch_sizes()->Assign(batches.begin(), batches.end());
   w.mutable_context_lengths()->Assign(contexts.begin(), contexts.end());
   // Recorded workloads store the default as unset: an empty list.
   if (kv_dtypes != std::vector<int>{v1::KV_CACHE_DTYPE_UNSPECIFIED}) {
     w.mutable_kv_cache_dtypes()->Assign(kv_dtypes.begin(), kv_dtypes.end());
   }
-  for (const std::string& b : backends) s.add_moe_backends(b);
-  s.mutable_tp()->Assign(tps.begin(), tps.end());
-  s.mutable_ep()->Assign(eps.begin(), eps.end());
-  for (bool g : graphs) s.add_cuda_graph(g);
-  for (const std::string& a : allreduces) s.add_allreduce(a);
-  for (int c : communications) {
-    s.add_communication(static_cast<v1::Communication>(c));
-  }
+  *spec.mutable_space() = SpaceOf(recorded);
   *spec.mutable_measurement() = first.measurement();
   spec.mutable_strategy()->set_kind(v1::Strategy::GRID);
   return spec;

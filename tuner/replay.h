@@ -62,7 +62,8 @@ class ReplayOracle {
 
 // A spec whose grid is the recording's: model preset, layers, routing, seed
 // and region of the first trial; batch sizes, context lengths, backends,
-// tiles, tp, ep and cuda_graph values in first-appearance order;
+// tiles, tp, ep and cuda_graph values in first-appearance order (and
+// allreduce, communication and attention where any trial set them);
 // measurement of the first trial; strategy GRID. INVALID_ARGUMENT when the
 // recording has no trials.
 absl::StatusOr<v1::SweepSpec> SpecFromRecording(

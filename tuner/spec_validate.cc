@@ -410,7 +410,31 @@ absl::Status CheckCommunication(const v1::SearchSpace& space) {
                        [](int value) { return v1::Communication_Name(value); });
 }
 
-absl::Status CheckSpace(const v1::SearchSpace& space) {
+// Data-parallel attention splits a decode step's batch and leaves its
+// attention whole on every rank: an MoE layer timed alone has neither.
+absl::Status CheckAttention(const v1::SearchSpace& space, v1::Region region) {
+  const std::string path = "space.attention";
+  for (int i = 0; i < space.attention().size(); ++i) {
+    const std::string& name = space.attention(i);
+    if (name != "tp" && name != "dp") {
+      return Invalid(At(path, i), absl::StrCat("'", name,
+                                               "' is not allowed; allowed: "
+                                               "tp, dp"));
+    }
+    if (name == "dp" && region == v1::MOE_LAYER) {
+      return Invalid(At(path, i),
+                     "'dp' splits a decode step's batch over the ranks with "
+                     "attention whole on each; an MoE layer has no "
+                     "attention: with region MOE_LAYER allowed: tp; set "
+                     "region: DECODE_STEP to time it");
+    }
+  }
+  return CheckNoRepeat(space.attention(), path, [](const std::string& s) {
+    return absl::StrCat("'", s, "'");
+  });
+}
+
+absl::Status CheckSpace(const v1::SearchSpace& space, v1::Region region) {
   RETURN_IF_ERROR(CheckBackends(space));
   RETURN_IF_ERROR(CheckTiles(space));
   RETURN_IF_ERROR(CheckDegrees(space.tp(), "space.tp"));
@@ -419,7 +443,8 @@ absl::Status CheckSpace(const v1::SearchSpace& space) {
                                 [](bool b) { return b ? "true" : "false"; }));
   RETURN_IF_ERROR(CheckWorldSize(space));
   RETURN_IF_ERROR(CheckAllreduce(space));
-  return CheckCommunication(space);
+  RETURN_IF_ERROR(CheckCommunication(space));
+  return CheckAttention(space, region);
 }
 
 // ------------------------------------------------- strategy, measurement --
@@ -496,7 +521,7 @@ absl::Status CheckMeasurement(const v1::Measurement& m) {
 
 absl::Status ValidateSweepSpec(const v1::SweepSpec& spec) {
   RETURN_IF_ERROR(CheckWorkload(spec));
-  RETURN_IF_ERROR(CheckSpace(spec.space()));
+  RETURN_IF_ERROR(CheckSpace(spec.space(), spec.workload().region()));
   RETURN_IF_ERROR(CheckStrategy(spec.strategy()));
   return CheckMeasurement(spec.measurement());
 }

@@ -74,57 +74,99 @@ std::vector<CommChoice> CommChoicesFor(const v1::SearchSpace& space, int tp,
   return choices;
 }
 
+// The attentions of a (tp, ep) layout at a batch: each listed one, or one
+// unset ("tp") when the space lists none, so a space without the dimension
+// expands, keys and hashes as before it existed. At one rank dp is tp (the
+// whole batch, nothing to split): a world of one gets the unset choice
+// once. dp needs the batch to split evenly over the ranks (each decodes
+// batch / (tp * ep) sequences), so a batch that does not is left out.
+std::vector<std::string> AttentionsFor(const v1::SearchSpace& space, int tp,
+                                       int ep, int batch) {
+  if (tp * ep == 1 || space.attention().empty()) return {""};
+  std::vector<std::string> attentions;
+  for (const std::string& attention : space.attention()) {
+    if (attention == "dp" && batch % (tp * ep) != 0) continue;
+    attentions.push_back(attention);
+  }
+  return attentions;
+}
+
+// The point of a layout's config: its (tp, ep) and attention.
+struct Layout {
+  int tp = 1;
+  int ep = 1;
+  std::string attention;  // as listed; "" when the space lists none
+};
+
 v1::TrialConfig MakeConfig(const backends::BackendDescriptor& backend,
-                           const std::optional<backends::Tile>& tile, int tp,
-                           int ep, bool graph, const CommChoice& comm) {
+                           const std::optional<backends::Tile>& tile,
+                           const Layout& layout, bool graph,
+                           const CommChoice& comm) {
   v1::TrialConfig config;
   config.set_moe_backend(std::string(backend.name));
   if (tile.has_value()) {
     config.mutable_tile()->set_block_n(tile->block_n);
     config.mutable_tile()->set_block_k(tile->block_k);
   }
-  config.set_tp(tp);
-  config.set_ep(ep);
+  config.set_tp(layout.tp);
+  config.set_ep(layout.ep);
   config.set_cuda_graph(graph);
   config.set_allreduce(comm.allreduce);
   config.set_communication(comm.communication);
+  config.set_attention(layout.attention);
   return config;
 }
 
-// Whether the whole decode step can be split over tp * ep ranks (attention
-// heads, vocabulary, dense MLP: kernels/reference/step_spec.h).
-bool StepSplits(const model::ModelConfig& preset, int tp, int ep) {
-  return ref::ValidateStepShard(preset, ref::Shard{tp, ep, 0}).ok();
+// Whether the whole decode step can be laid out over tp * ep ranks so
+// (attention heads, vocabulary, dense MLP split over the world, or whole
+// under dp attention: kernels/reference/step_spec.h).
+bool StepSplits(const model::ModelConfig& preset, const Layout& layout) {
+  const ref::Shard shard{layout.tp, layout.ep, 0, layout.attention == "dp"};
+  return ref::ValidateStepShard(preset, shard).ok();
 }
 
-// Appends backend x (tp, ep) x tile x cuda_graph x allreduce x
-// communication for one backend, keeping what its descriptor can run at
-// this batch (and, for a whole step, the layouts the step can be split in).
-// The layout varies slower than the tile: a warm trial process keeps the
-// shard it generated (weights and caches) only while the layout and the
-// backend's weight format stay, so a layout a tile made it again and again.
+// Appends tile x cuda_graph x allreduce x communication of one backend's
+// layout, keeping what its descriptor can run at this batch. Under dp
+// attention the allreduce names the implementation of its all-gather and
+// reduce-scatter (NCCL's or the one-shot kernel's).
+void AppendLayoutConfigs(const backends::BackendDescriptor& backend,
+                         const v1::SearchSpace& space,
+                         const model::ModelConfig& preset, int batch,
+                         const Layout& layout,
+                         std::vector<v1::TrialConfig>& configs) {
+  const backends::LayerShape shape{preset.hidden,
+                                   preset.moe_intermediate / layout.tp, batch};
+  for (const std::optional<backends::Tile>& tile : TilesFor(backend, space)) {
+    if (!backend.CanImplement(shape, tile.value_or(backends::Tile{})).empty()) {
+      continue;
+    }
+    for (bool graph : GraphModesFor(backend, space)) {
+      for (const CommChoice& comm :
+           CommChoicesFor(space, layout.tp, layout.ep)) {
+        configs.push_back(MakeConfig(backend, tile, layout, graph, comm));
+      }
+    }
+  }
+}
+
+// Appends backend x (tp, ep) x attention x the layout's configs for one
+// backend (for a whole step, only the layouts the step can be split in).
+// The layout, attention included, varies slower than the tile: a warm
+// trial process keeps the shard it generated (weights and caches) only
+// while the layout and the backend's weight format stay, so a layout a
+// tile made it again and again.
 void AppendBackendConfigs(const backends::BackendDescriptor& backend,
                           const v1::SearchSpace& space,
                           const model::ModelConfig& preset, int batch,
                           bool whole_step,
                           std::vector<v1::TrialConfig>& configs) {
   for (int tp : space.tp()) {
-    const backends::LayerShape shape{preset.hidden,
-                                     preset.moe_intermediate / tp, batch};
     for (int ep : space.ep()) {
       if (space.world_size() != 0 && tp * ep != space.world_size()) continue;
-      if (whole_step && !StepSplits(preset, tp, ep)) continue;
-      for (const std::optional<backends::Tile>& tile :
-           TilesFor(backend, space)) {
-        if (!backend.CanImplement(shape, tile.value_or(backends::Tile{}))
-                 .empty()) {
-          continue;
-        }
-        for (bool graph : GraphModesFor(backend, space)) {
-          for (const CommChoice& comm : CommChoicesFor(space, tp, ep)) {
-            configs.push_back(MakeConfig(backend, tile, tp, ep, graph, comm));
-          }
-        }
+      for (const std::string& attention : AttentionsFor(space, tp, ep, batch)) {
+        const Layout layout{tp, ep, attention};
+        if (whole_step && !StepSplits(preset, layout)) continue;
+        AppendLayoutConfigs(backend, space, preset, batch, layout, configs);
       }
     }
   }

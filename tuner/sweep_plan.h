@@ -7,17 +7,27 @@
 //                                            default): the workloads, in
 //                                            list order
 //     x moe_backends                         (list order)
-//       x tile      backend without tiles: one config, tile unset;
-//                   with tiles: each space.tiles entry among ITS tiles (spec
-//                   order), or its first (default) tile when space.tiles
-//                   names none of them
-//         x (tp, ep)  tp-major, kept when world_size == 0 or tp * ep ==
-//                     world_size
-//           x cuda_graph  the list for GPU backends whose region can be
-//                         captured; false once for the others
-//             x allreduce x communication  (list order; each list empty =
-//                         one unset value) where tp * ep > 1; unset once
-//                         at tp * ep == 1 (a world of one has no collectives)
+//       x (tp, ep)  tp-major, kept when world_size == 0 or tp * ep ==
+//                   world_size (and, for a whole step, when the step can
+//                   be split so over the ranks)
+//         x attention  (list order; empty = one unset value, tp) where
+//                      tp * ep > 1, "dp" only where tp * ep divides the
+//                      batch; unset once at tp * ep == 1 (dp is tp there).
+//                      The layout varies slower than the tile: a warm trial
+//                      process keeps its shard while the layout stays
+//           x tile      backend without tiles: one config, tile unset;
+//                       with tiles: each space.tiles entry among ITS tiles
+//                       (spec order), or its first (default) tile when
+//                       space.tiles names none of them
+//             x cuda_graph  the list for GPU backends whose region can be
+//                           captured; false once for the others
+//               x allreduce x communication  (list order; each list empty
+//                           = one unset value) where tp * ep > 1; at
+//                           tp * ep == 1 unset once (no collectives), but
+//                           a MEASURED world of one gets one point per
+//                           allreduce (under dp attention: the
+//                           implementation of its all-gather and
+//                           reduce-scatter)
 //   where a config is kept for a workload only when its backend's
 //   descriptor can run it (BackendDescriptor::CanImplement on the preset's
 //   layer at that tp and the workload's batch: tile shape rules, batch

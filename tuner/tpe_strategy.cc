@@ -18,14 +18,15 @@ namespace moetune::tuner {
 namespace {
 
 // The dimensions: 0 backend, 1 backend|tile (conditional on 0), 2 tp, 3 ep,
-// 4 cuda_graph, 5 allreduce, 6 communication, 7 the whole config. tp and ep
-// are separate dimensions, not one (tp, ep) pair: "ep 8 is fast" is learnt
-// from any trial with ep 8. The config dimension remembers each point's own
-// outcome (on any workload). A dimension with one value in the whole space
-// (allreduce and communication in spaces that do not list them) scores
-// every point alike, so it changes no proposal.
-constexpr int kDims = 8;
-constexpr int kConfigDim = 7;
+// 4 cuda_graph, 5 allreduce, 6 communication, 7 attention, 8 the whole
+// config. tp and ep are separate dimensions, not one (tp, ep) pair: "ep 8
+// is fast" is learnt from any trial with ep 8. The config dimension
+// remembers each point's own outcome (on any workload). A dimension with
+// one value in the whole space (allreduce, communication and attention in
+// spaces that do not list them) scores every point alike, so it changes no
+// proposal.
+constexpr int kDims = 9;
+constexpr int kConfigDim = 8;
 // Rounds of the offset fit (FitOffsets): the error shrinks about 4x a round.
 constexpr int kOffsetIterations = 24;
 using Values = std::array<std::string, kDims>;
@@ -38,6 +39,7 @@ Values ValuesOf(const v1::TrialConfig& config) {
           config.cuda_graph() ? "1" : "0",
           AllreduceName(config),
           IsMeasured(config) ? "measured" : "modelled",
+          AttentionName(config),
           ConfigKey(config)};
 }
 

@@ -39,18 +39,17 @@
 //     than two observations; the other DONE ones are bad. Densities l (good)
 //     and g (bad) with add-one smoothing per dimension: backend, tile
 //     (counted within the backend), tp, ep, cuda_graph, allreduce,
-//     communication, and the config
-//     itself. A failure counts as bad in the config dimension only: it says
-//     the config does not run, not that its tp is slow (8x128 fails at tp 2
-//     where 4x64 at tp 2 is the fastest). The config dimension carries a
-//     point's own outcome over from other workloads, and interactions the
-//     marginals cannot express. Points not yet tried here with score log l/g
-//     > 0 are screened, best first (ties: grid order); under a GPU-second
-//     budget every untried point that did not only fail elsewhere is, in the
-//     same order (a budget is there to be used, and a screening trial is the
-//     cheapest guard against the model's blind spots). Screening leaves room
-//     for kFullReserve full trials (trials, and GPU-seconds at the cheapest
-//     believed point).
+//     communication, attention, and the config itself. A failure counts as bad
+//     in the config dimension only: it says the config does not run, not that
+//     its tp is slow (8x128 fails at tp 2 where 4x64 at tp 2 is the fastest).
+//     The config dimension carries a point's own outcome over from other
+//     workloads, and interactions the marginals cannot express. Points not yet
+//     tried here with score log l/g > 0 are screened, best first (ties: grid
+//     order); under a GPU-second budget every untried point that did not only
+//     fail elsewhere is, in the same order (a budget is there to be used, and a
+//     screening trial is the cheapest guard against the model's blind spots).
+//     Screening leaves room for kFullReserve full trials (trials, and
+//     GPU-seconds at the cheapest believed point).
 //  3. Full measurement (exploit) by a surrogate + probability of
 //     improvement, once nothing is left to screen: the belief about a
 //     point's full log median is Gaussian, the precision-weighted mean of

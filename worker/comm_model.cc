@@ -24,6 +24,26 @@ double ModelAllReduceUs(const CommModelParams& params,
   return cost.latency_us + wire_us;
 }
 
+// moetune-comm-bench calibrates all-reduces only. NCCL runs all-gather and
+// reduce-scatter on the rings and NVLink channels its all-reduce uses, and
+// nccl-tests defines busbw so that the three reach the same bus bandwidth on
+// one link (the all-gather and the reduce-scatter move (W - 1) / W of the
+// whole a rank, the all-reduce twice that); the one-shot kernel runs all
+// three with the same synchronisation and peer reads. So they take their
+// implementation's all-reduce latency and bus bandwidth (its fit at this
+// world where one was measured): the simplest model, and calibration files
+// keep their format. The latency is a whole all-reduce's, which overstates
+// NCCL's single ring pass where latency dominates (small batches).
+double ModelGatherOrScatterUs(const CommModelParams& params,
+                              const std::string& allreduce, int ranks,
+                              double bytes) {
+  if (ranks <= 1) return 0;
+  const CollectiveCost cost = CostOf(params, allreduce, ranks);
+  const double moved = static_cast<double>(ranks - 1) / ranks * bytes;
+  const double wire_us = cost.bus_gbps > 0 ? moved / (cost.bus_gbps * 1e3) : 0;
+  return cost.latency_us + wire_us;
+}
+
 namespace {
 
 double MoeLayerUs(const CommShape& s, const CommModelParams& p) {
@@ -40,12 +60,23 @@ double MoeLayerUs(const CommShape& s, const CommModelParams& p) {
   return us;
 }
 
+// Under dp attention: per MoE layer, the all-gather of its input and the
+// reduce-scatter of its partial outputs; no sums of attention or the dense
+// MLP and no token gather (each rank chooses its own sequences' tokens).
+double DpStepUs(const CommShape& s, const CommModelParams& p) {
+  const int moe_layers = std::max(0, s.layers - s.dense_layers);
+  const double moe_bytes = 4.0 * s.batch * s.hidden;  // FP32, every rank's
+  return 2 * moe_layers *
+         ModelGatherOrScatterUs(p, s.allreduce, s.tp * s.ep, moe_bytes);
+}
+
 }  // namespace
 
 double ModelCommFloorUs(const CommShape& s, const CommModelParams& p) {
   if (!s.whole_step) return MoeLayerUs(s, p) * s.layers;
   const int world = s.tp * s.ep;
   if (world <= 1) return 0;
+  if (s.dp_attention) return DpStepUs(s, p);
   const double block_bytes = 4.0 * s.batch * s.hidden;  // FP32 partials
   const double gather_bytes = 8.0 * s.batch * world;
   return 2 * s.layers * ModelAllReduceUs(p, s.allreduce, world, block_bytes) +

@@ -48,8 +48,16 @@ struct CommShape {
   // summed over the world (FP32 [batch][hidden]), and the ranks' best
   // tokens are gathered once at the end (a sum of [world][batch][2] floats).
   bool whole_step = false;
-  int dense_layers = 0;
+  int dense_layers = 0;            // of `layers`, the first ones: no MoE
   std::string allreduce = "nccl";  // "nccl" or "oneshot"
+  // A whole step with data-parallel attention (TrialConfig.attention "dp"):
+  // attention, the dense MLP and lm_head are whole on every rank, which
+  // decodes its own batch / world sequences, so none of the sums above is
+  // made. Each MoE layer (layers - dense_layers of them) instead gathers
+  // every rank's input (an all-gather, FP32 [batch][hidden] in all) and
+  // hands each rank its tokens' sums (a reduce-scatter of the same), by
+  // `allreduce`'s implementation (NCCL's or the one-shot kernel's).
+  bool dp_attention = false;
 };
 
 // The cost parameters of `allreduce` ("nccl" / "" or "oneshot") at `world`
@@ -61,6 +69,15 @@ CollectiveCost CostOf(const CommModelParams& params,
 // rank).
 double ModelAllReduceUs(const CommModelParams& params,
                         const std::string& allreduce, int ranks, double bytes);
+
+// Modelled time (us) of one all-gather or one reduce-scatter over `ranks`
+// of `bytes` in all (the gathered whole; each rank holds bytes / ranks) (0
+// for one rank) by `allreduce`'s implementation ("nccl" / "" or "oneshot"):
+// latency + bytes (ranks - 1) / ranks / bus_gbps, as nccl-tests' busbw
+// counts both, with that implementation's all-reduce parameters.
+double ModelGatherOrScatterUs(const CommModelParams& params,
+                              const std::string& allreduce, int ranks,
+                              double bytes);
 
 // Modelled time (us) of the region's collectives: for a whole step, as
 // CommShape says; for a MoE layer, a BF16 all-reduce over tp and EP

@@ -129,6 +129,7 @@ void AttachRoofline(const TrialInputs& in, const BackendRun& run,
   shape.whole_step = in.trial.workload().region() == v1::DECODE_STEP;
   shape.dense_layers = in.step.config.num_dense_layers;
   shape.allreduce = in.trial.config().allreduce();
+  shape.dp_attention = in.step.shard.dp_attention;
   const double model_us = ModelCommFloorUs(shape, params);
   const bool measured = run.comm_measured_us >= 0;
   // Measured: the gang's collectives timed alone are the communication's
@@ -144,6 +145,26 @@ void AttachRoofline(const TrialInputs& in, const BackendRun& run,
   roofline->set_floor_us(memory_us + comm_us);
   roofline->set_efficiency(
       RooflineEfficiency(*roofline, result->stats().median_us()));
+}
+
+// Whether the trial's attention is "dp" ("tp" and "" are not). dp splits a
+// whole step's batch, which an MoE layer timed alone does not have. The
+// tuner's validation refuses both before a trial exists; this is the
+// worker's own word on trials that reach it otherwise.
+absl::StatusOr<bool> ResolveDpAttention(const v1::Trial& trial) {
+  const v1::TrialConfig& config = trial.config();
+  const std::string& attention = config.attention();
+  if (attention.empty() || attention == "tp") return false;
+  if (attention != "dp") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config.attention: '", attention, "' is not allowed; allowed: tp, dp"));
+  }
+  if (trial.workload().region() == v1::MOE_LAYER) {
+    return absl::InvalidArgumentError(
+        "config.attention: 'dp' splits a decode step's batch over the ranks; "
+        "with region MOE_LAYER allowed: tp");
+  }
+  return true;
 }
 
 }  // namespace
@@ -167,6 +188,7 @@ absl::StatusOr<ref::StepSpec> ResolveStep(const v1::Trial& trial) {
   step.shard.tp = std::max(1, trial.config().tp());
   step.shard.ep = std::max(1, trial.config().ep());
   step.shard.rank = 0;
+  ASSIGN_OR_RETURN(step.shard.dp_attention, ResolveDpAttention(trial));
   return step;
 }
 

@@ -16,7 +16,10 @@
 
 namespace moetune::worker {
 
-// The workload resolved against its preset (rank 0 of its tp x ep world).
+// The workload resolved against its preset (rank 0 of its tp x ep world,
+// with the config's attention); INVALID_ARGUMENT naming the config field
+// for an attention the step cannot run (config.attention: not tp or dp, or
+// dp on an MoE layer).
 absl::StatusOr<ref::StepSpec> ResolveStep(const v1::Trial& trial);
 
 // ||out - ref|| / ||ref||; +inf on a size mismatch or any non-finite value.

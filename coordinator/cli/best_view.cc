@@ -100,6 +100,7 @@ std::vector<std::string> Row(const v1::BestForWorkload& w,
           absl::StrCat(t.config().tp()),
           absl::StrCat(t.config().ep()),
           t.config().cuda_graph() ? "true" : "false",
+          tuner::AttentionName(t.config()),
           RawNumber(s.median_us()),
           RawNumber(s.ci_low_us()),
           RawNumber(s.ci_high_us()),
@@ -122,12 +123,12 @@ void PrintBest(std::ostream& out, const v1::GetBestResponse& best) {
 
 Table BestTable(const v1::GetBestResponse& best) {
   Table table;
-  table.headers = {"workload_hash", "preset",      "batch",      "ctx",
-                   "chain_layers",  "fingerprint", "device",     "build",
-                   "role",          "trial",       "sweep",      "backend",
-                   "tile",          "tp",          "ep",         "graph",
-                   "median_us",     "ci_low_us",   "ci_high_us", "floor_us",
-                   "efficiency",    "margin_us",   "tie",        "decided_by"};
+  table.headers = {
+      "workload_hash", "preset",     "batch",     "ctx",       "chain_layers",
+      "fingerprint",   "device",     "build",     "role",      "trial",
+      "sweep",         "backend",    "tile",      "tp",        "ep",
+      "graph",         "attention",  "median_us", "ci_low_us", "ci_high_us",
+      "floor_us",      "efficiency", "margin_us", "tie",       "decided_by"};
   for (const v1::BestForWorkload& w : best.workloads()) {
     table.rows.push_back(Row(w, "best", w.best()));
     if (w.has_runner_up()) {

@@ -75,7 +75,8 @@ std::vector<std::string> MachineRow(const ConfigComparison& row) {
                                     tuner::TileText(row.config),
                                     absl::StrCat(row.config.tp()),
                                     absl::StrCat(row.config.ep()),
-                                    row.config.cuda_graph() ? "true" : "false"};
+                                    row.config.cuda_graph() ? "true" : "false",
+                                    tuner::AttentionName(row.config)};
   AppendSide(cells, row.baseline);
   AppendSide(cells, row.target);
   cells.push_back(BothTimed(row) ? RawNumber(row.change) : "");
@@ -90,7 +91,8 @@ Table ComparisonTable(const ComparisonReport& report, OutputFormat format) {
   Table table;
   if (IsMachineFormat(format)) {
     table.headers = {"workload_hash", "preset", "batch", "ctx", "device",
-                     "backend",       "tile",   "tp",    "ep",  "graph"};
+                     "backend",       "tile",   "tp",    "ep",  "graph",
+                     "attention"};
     for (const char* side : {"baseline", "target"}) {
       for (const char* column :
            {"trial", "state", "median_us", "ci_low_us", "ci_high_us",

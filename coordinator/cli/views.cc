@@ -40,7 +40,8 @@ std::vector<std::string> HumanTrialRow(const v1::Trial& t) {
       absl::StrCat(t.trial_id()),
       t.config().moe_backend(),
       tuner::TileText(t.config()),
-      absl::StrCat(t.config().tp(), "x", t.config().ep()),
+      absl::StrCat(t.config().tp(), "x", t.config().ep(),
+                   tuner::IsDpAttention(t.config()) ? " dp-attn" : ""),
       t.config().cuda_graph() ? "on" : "off",
       absl::StrCat(t.workload().batch_size()),
       absl::StrCat(t.workload().context_length()),
@@ -73,6 +74,7 @@ std::vector<std::string> MachineTrialRow(const v1::Trial& t) {
           absl::StrCat(t.config().tp()),
           absl::StrCat(t.config().ep()),
           t.config().cuda_graph() ? "true" : "false",
+          tuner::AttentionName(t.config()),
           absl::StrCat(t.workload().batch_size()),
           absl::StrCat(t.workload().context_length()),
           absl::StrCat(t.rung()),
@@ -92,10 +94,7 @@ std::vector<std::string> MachineTrialRow(const v1::Trial& t) {
 }  // namespace
 
 std::string ConfigCells(const v1::TrialConfig& c) {
-  return absl::StrCat(c.moe_backend(), " ", tuner::TileText(c), " tp", c.tp(),
-                      " ep", c.ep(), c.cuda_graph() ? " graph" : "",
-                      tuner::AllreduceName(c) == "nccl" ? "" : " oneshot",
-                      tuner::IsMeasured(c) ? " measured" : "");
+  return tuner::ConfigText(c);
 }
 
 Table TrialsTable(const v1::QueryTrialsResponse& trials, OutputFormat format) {
@@ -103,11 +102,11 @@ Table TrialsTable(const v1::QueryTrialsResponse& trials, OutputFormat format) {
   const bool machine = IsMachineFormat(format);
   if (machine) {
     table.headers = {
-        "trial",    "sweep",      "workload_hash", "backend",   "tile",
-        "tp",       "ep",         "graph",         "batch",     "ctx",
-        "rung",     "median_us",  "p90_us",        "ci_low_us", "ci_high_us",
-        "floor_us", "efficiency", "ms_tok",        "tok_s",     "rel_err",
-        "state",    "reason"};
+        "trial",      "sweep",    "workload_hash", "backend",   "tile",
+        "tp",         "ep",       "graph",         "attention", "batch",
+        "ctx",        "rung",     "median_us",     "p90_us",    "ci_low_us",
+        "ci_high_us", "floor_us", "efficiency",    "ms_tok",    "tok_s",
+        "rel_err",    "state",    "reason"};
   } else {
     table.headers = {"trial",    "backend",    "tile",      "tpxep",  "graph",
                      "batch",    "ctx",        "median_us", "p90_us", "ci95_us",

@@ -29,7 +29,8 @@ Table ProbeTable(const v1::Probe& probe);
 // Every probed device's backends in one table with the device's columns
 // (CSV: one header, then rows; nothing before it).
 Table ProbesTable(const std::vector<std::pair<std::string, v1::Probe>>& probes);
-// "backend tile tpN epM [graph]".
+// tuner::ConfigText: "backend tile tpN epM [dp-attn] [graph] [oneshot]
+// [measured]".
 std::string ConfigCells(const v1::TrialConfig& config);
 // Protobuf JSON with the proto field names, for --format json.
 void PrintJson(std::ostream& out, const google::protobuf::Message& message);

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/json_text.h"
 #include "google/protobuf/struct.pb.h"
+#include "tuner/config_key.h"
 
 namespace moetune::cli {
 namespace {
@@ -29,6 +30,7 @@ Struct Entry(const v1::BestForWorkload& w) {
   f["tp"].set_number_value(t.config().tp());
   f["ep"].set_number_value(t.config().ep());
   f["cuda_graph"].set_bool_value(t.config().cuda_graph());
+  f["attention"].set_string_value(tuner::AttentionName(t.config()));
   f["median_us"].set_number_value(t.result().stats().median_us());
   f["ci_low_us"].set_number_value(t.result().stats().ci_low_us());
   f["ci_high_us"].set_number_value(t.result().stats().ci_high_us());

@@ -131,7 +131,10 @@ function configText(trial) {
   const c = trial.config;
   const tile = c.tile && c.tile.block_n ? `${c.tile.block_n}x${c.tile.block_k}`
                                         : '-';
-  return `tile ${tile}, tp${c.tp}xep${c.ep}, graph ${c.cuda_graph ? 'on' : 'off'}`;
+  // Data-parallel attention is another layout of the same tp x ep ranks.
+  const attention = c.attention === 'dp' ? ' dp-attn' : '';
+  return `tile ${tile}, tp${c.tp}xep${c.ep}${attention}, ` +
+      `graph ${c.cuda_graph ? 'on' : 'off'}`;
 }
 
 // A line with a shaded band between low(t) and high(t), per series.

@@ -37,5 +37,21 @@ TEST(TrialLogTest, OneLineWithTrialConfigStateMedianAndReason) {
   EXPECT_THAT(failed, ::testing::Not(HasSubstr("median_us")));
 }
 
+TEST(TrialLogTest, TheConfigNamesDataParallelAttention) {
+  v1::Trial trial;
+  trial.mutable_config()->set_moe_backend("fused_gemv");
+  trial.mutable_config()->mutable_tile()->set_block_n(32);
+  trial.mutable_config()->mutable_tile()->set_block_k(256);
+  trial.mutable_config()->set_tp(8);
+  trial.mutable_config()->set_ep(1);
+  trial.mutable_config()->set_cuda_graph(true);
+  trial.mutable_config()->set_attention("dp");
+  const std::string line =
+      FormatLogLine(LogLevel::kInfo, LogFormat::kText, 0, "trial finished",
+                    TrialOutcomeFields(trial, v1::DONE, nullptr, ""));
+  EXPECT_THAT(line, HasSubstr("config=\"fused_gemv 32x256 tp8 ep1 dp-attn "
+                              "graph\""));
+}
+
 }  // namespace
 }  // namespace moetune::coordinator

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "db/migrations.h"
 #include "db/store.h"
 #include "gtest/gtest.h"
 #include "tests/db/store_test_util.h"
@@ -112,6 +113,92 @@ TEST_F(TrialDimensionsTest, FormatsAreShownBesideTheOtherDimensions) {
                     .ok());
   }
   EXPECT_EQ(Row("trial_dimensions", kFormats), "default KV_BF16");
+}
+
+// The attention beside tp and ep: 'tp' for unset and "tp", 'dp' for
+// data-parallel attention, and 'tp' for rows from before version 6 (NULL).
+TEST_F(TrialDimensionsTest, AttentionIsShownBesideTheLayout) {
+  constexpr char kLayout[] = "tp || ' ' || ep || ' ' || attention";
+  const int64_t id = AddTrial();
+  EXPECT_EQ(Row("trial_dimensions", kLayout), "2 4 tp");
+  store_.reset();  // the writes below are this test's own
+  v1::TrialConfig config;
+  config.set_tp(2);
+  config.set_ep(4);
+  config.set_attention("dp");
+  {
+    absl::StatusOr<Connection> conn = Connection::Open(path_);
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE(WriteTrialDimensions(*conn, id, v1::Workload(), config).ok());
+  }
+  EXPECT_EQ(Row("trial_dimensions", kLayout), "2 4 dp");
+  {
+    absl::StatusOr<Connection> conn = Connection::Open(path_);
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE(conn->Exec("UPDATE trials SET attention = NULL").ok());
+  }
+  EXPECT_EQ(Row("trial_dimensions", kLayout), "2 4 tp");
+}
+
+TEST(AttentionTextTest, UnsetIsTp) {
+  v1::TrialConfig config;
+  EXPECT_EQ(AttentionText(config), "tp");
+  config.set_attention("tp");
+  EXPECT_EQ(AttentionText(config), "tp");
+  config.set_attention("dp");
+  EXPECT_EQ(AttentionText(config), "dp");
+}
+
+// A database a version-5 coordinator wrote (no attention column; its rows'
+// dimensions filled) opens with today's store: it is migrated, its trial
+// reads back whole, and the views show the trial as tp attention, the only
+// one there was.
+TEST(TrialDimensionsOldSchemaTest, AVersion5DatabaseOpensAndReadsAsTp) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      ("trial_dims_v5_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "v5.db").string();
+  v1::Trial trial = MakeTrial("cpu_blocked", "w5", 4);
+  trial.mutable_config()->set_tp(2);
+  {
+    absl::StatusOr<Connection> conn = Connection::Open(path);
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    ASSERT_EQ(*Migrate(*conn, ShippedMigrations().first(5)), 5);
+    ASSERT_TRUE(conn->Execute("INSERT INTO sweeps (name, spec, state, "
+                              "created_at) VALUES ('old', ?, 1, 0)",
+                              BlobRef{MakeSpec("old").SerializeAsString()})
+                    .ok());
+    ASSERT_TRUE(
+        conn->Execute("INSERT INTO trials (sweep_id, state, attempt, "
+                      "moe_backend, workload_hash, workload, config, "
+                      "measurement, updated_at, model_preset, region, "
+                      "batch_size, context_length, chain_layers, tile_n, "
+                      "tile_k, tp, ep, cuda_graph, quantization, "
+                      "kv_cache_dtype) VALUES (1, 1, 0, 'cpu_blocked', "
+                      "'w5', ?, ?, ?, 0, 'tiny', 1, 4, 0, 0, 0, 0, 2, 1, 0, "
+                      "'', 'KV_BF16')",
+                      BlobRef{trial.workload().SerializeAsString()},
+                      BlobRef{trial.config().SerializeAsString()},
+                      BlobRef{v1::Measurement().SerializeAsString()})
+            .ok());
+  }
+  {
+    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    absl::StatusOr<v1::Trial> read = (*store)->GetTrial(1);
+    ASSERT_TRUE(read.ok()) << read.status();
+    EXPECT_EQ(read->config().tp(), 2);
+    EXPECT_EQ(read->config().attention(), "");
+  }
+  absl::StatusOr<Connection> conn = Connection::Open(path, true);
+  ASSERT_TRUE(conn.ok());
+  EXPECT_EQ(*ReadUserVersion(*conn), LatestMigrationVersion());
+  EXPECT_EQ(*conn->QueryText("SELECT backend || ' ' || batch || ' ' || tp || "
+                             "' ' || attention FROM trial_dimensions"),
+            "cpu_blocked 4 2 tp");
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(TrialDimensionsTest, RowsFromBeforeVersion4AreFilledOnOpen) {

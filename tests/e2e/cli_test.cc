@@ -211,8 +211,9 @@ CommandResult TwoSweepsTest::sweeps_[2];
 TEST_F(TwoSweepsTest, CsvStartsWithItsHeaderAndHoldsRawNumbers) {
   ASSERT_EQ(sweeps_[0].exit_code, 0) << sweeps_[0].output;
   EXPECT_EQ(FirstLine(sweeps_[0].output),
-            "trial,sweep,workload_hash,backend,tile,tp,ep,graph,batch,ctx,"
-            "rung,median_us,p90_us,ci_low_us,ci_high_us,floor_us,efficiency,"
+            "trial,sweep,workload_hash,backend,tile,tp,ep,graph,attention,"
+            "batch,ctx,rung,median_us,p90_us,ci_low_us,ci_high_us,floor_us,"
+            "efficiency,"
             "ms_tok,tok_s,rel_err,state,reason");
   EXPECT_EQ(sweeps_[0].output.find('%'), std::string::npos);
   const CommandResult best = Stdout("moetune best --format csv" + Db());

@@ -58,6 +58,69 @@ TEST(CommModelTest, WholeStepSumsEveryBlockAndGathersTheTokensByHand) {
                    6 * 7.0 + 3.0 + 16.0 / 1000);
 }
 
+// Data-parallel attention, world 4 (tp 2 x ep 2), 3 layers of which 1 is
+// dense: 2 MoE layers, each an all-gather and a reduce-scatter of FP32
+// [4][1000] = 16000 bytes in all; 3/4 of it over the link -> 12 us, plus
+// the 3 us latency: 4 x 15 us. No sums of attention or the dense MLP and
+// no token gather.
+TEST(CommModelTest, DpAttentionGathersAndScattersEveryMoeLayerByHand) {
+  CommShape shape;
+  shape.batch = 4;
+  shape.hidden = 1000;
+  shape.tp = 2;
+  shape.ep = 2;
+  shape.layers = 3;
+  shape.whole_step = true;
+  shape.dense_layers = 1;
+  shape.dp_attention = true;
+  EXPECT_DOUBLE_EQ(ModelGatherOrScatterUs(ByHand(), "nccl", 4, 16000), 15.0);
+  EXPECT_DOUBLE_EQ(ModelCommFloorUs(shape, ByHand()), 4 * 15.0);
+  // By the one-shot kernel: 12000 B at 500 B/us + 1 us.
+  shape.allreduce = "oneshot";
+  EXPECT_DOUBLE_EQ(ModelCommFloorUs(shape, ByHand()), 4 * 25.0);
+  // The same step with tp attention: 6 sums of 16000 bytes (24000 B on the
+  // link -> 24 us + 3 us) and the gather of 128 bytes (192 B -> 0.192 us +
+  // 3 us).
+  shape.allreduce = "nccl";
+  shape.dp_attention = false;
+  EXPECT_DOUBLE_EQ(ModelCommFloorUs(shape, ByHand()), 6 * 27.0 + 3.192);
+}
+
+TEST(CommModelTest, DpAttentionWithoutMoeLayersOrPeersCommunicatesNothing) {
+  CommShape shape;
+  shape.batch = 4;
+  shape.hidden = 1000;
+  shape.tp = 4;
+  shape.layers = 1;
+  shape.whole_step = true;
+  shape.dense_layers = 1;  // the one layer run is dense
+  shape.dp_attention = true;
+  EXPECT_EQ(ModelCommFloorUs(shape, ByHand()), 0);
+  shape.layers = 3;
+  shape.tp = 1;  // one rank: nothing to gather
+  EXPECT_EQ(ModelCommFloorUs(shape, ByHand()), 0);
+  EXPECT_EQ(ModelGatherOrScatterUs(ByHand(), "", 1, 16000), 0);
+}
+
+// All-gather and reduce-scatter take their implementation's all-reduce fit
+// at their world: nccl 10 us and 2000 bytes a us at world 4 (12000 B ->
+// 6 us), oneshot 1 us at the same bandwidth.
+TEST(CommModelTest, DpAttentionUsesItsImplementationsFitAtItsWorld) {
+  CommModelParams params = ByHand();
+  v1::CollectiveFit fit;
+  fit.set_allreduce("nccl");
+  fit.set_world_size(4);
+  fit.set_latency_us(10);
+  fit.set_bus_gbps(2.0);
+  params.fits.push_back(fit);
+  fit.set_allreduce("oneshot");
+  fit.set_latency_us(1);
+  params.fits.push_back(fit);
+  EXPECT_DOUBLE_EQ(ModelGatherOrScatterUs(params, "", 4, 16000), 16.0);
+  EXPECT_DOUBLE_EQ(ModelGatherOrScatterUs(params, "oneshot", 4, 16000), 7.0);
+  EXPECT_DOUBLE_EQ(ModelGatherOrScatterUs(params, "nccl", 2, 16000), 3.0 + 8.0);
+}
+
 TEST(CommModelTest, AMeasuredFitReplacesTheAssumptionAtItsWorldOnly) {
   CommModelParams params = ByHand();
   v1::CollectiveFit fit;

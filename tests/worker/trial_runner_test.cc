@@ -254,6 +254,109 @@ TEST(TrialRunnerTest, ShardedTrialsCarryAModelledCommFloor) {
                        r.stats().median_us());
 }
 
+// The config's attention reaches the rank's shard: "dp" sets
+// dp_attention, "tp" and unset do not.
+TEST(TrialRunnerTest, ResolveStepMapsTheAttention) {
+  v1::Trial trial = Execution("fused_gemv", v1::DECODE_STEP, 4).trial();
+  trial.mutable_config()->set_tp(2);
+  EXPECT_FALSE(ResolveStep(trial)->shard.dp_attention);
+  trial.mutable_config()->set_attention("tp");
+  EXPECT_FALSE(ResolveStep(trial)->shard.dp_attention);
+  trial.mutable_config()->set_attention("dp");
+  trial.mutable_config()->set_allreduce("nccl");
+  const absl::StatusOr<ref::StepSpec> step = ResolveStep(trial);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_TRUE(step->shard.dp_attention);
+  EXPECT_EQ(step->shard.tp, 2);
+  EXPECT_EQ(step->batch, 4);
+  // The one-shot kernel does dp's all-gather and reduce-scatter too.
+  trial.mutable_config()->set_allreduce("oneshot");
+  EXPECT_TRUE(ResolveStep(trial)->shard.dp_attention);
+}
+
+TEST(TrialRunnerTest, ResolveStepRefusesAnAttentionItCannotRun) {
+  v1::Trial trial = Execution("fused_gemv", v1::DECODE_STEP, 4).trial();
+  trial.mutable_config()->set_tp(2);
+  trial.mutable_config()->set_attention("sp");
+  absl::Status status = ResolveStep(trial).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_EQ(status.message(),
+            "config.attention: 'sp' is not allowed; allowed: tp, dp");
+  trial.mutable_config()->set_attention("dp");
+  trial.mutable_workload()->set_region(v1::MOE_LAYER);
+  status = ResolveStep(trial).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_THAT(status.message(),
+              HasSubstr("config.attention: 'dp' splits a decode step's batch "
+                        "over the ranks; with region MOE_LAYER allowed: tp"));
+  // A trial with such a config fails with the reason, never runs.
+  BackendRegistry registry;
+  registry.Register(
+      std::make_unique<ScriptedBackend>(Scripted({1, 2, 3}, {1, 2, 3})));
+  TrialRunner runner(&registry);
+  v1::TrialExecution execution = Execution("fused_gemv", v1::DECODE_STEP, 4);
+  execution.mutable_trial()->mutable_config()->set_attention("ring");
+  const v1::TrialResult r = runner.Run(execution);
+  EXPECT_EQ(r.outcome(), v1::FAILED);
+  EXPECT_THAT(r.reason(), HasSubstr("config.attention: 'ring'"));
+}
+
+// tiny's step (4 layers, 1 dense, hidden 256) at batch 4 over tp 2 with dp
+// attention: 3 MoE layers, each an all-gather and a reduce-scatter of FP32
+// [4][256] = 4096 bytes, half of it over the link, at the assumed NCCL
+// latency (17 us) and bus bandwidth (360 GB/s).
+TEST(TrialRunnerTest, DpAttentionTrialsModelItsGathersAndScatters) {
+  BackendRegistry registry;
+  registry.Register(
+      std::make_unique<ScriptedBackend>(Scripted({1, 2, 3}, {1, 2, 3})));
+  TrialRunner runner(&registry);
+  v1::TrialExecution execution = Execution("fused_gemv", v1::DECODE_STEP, 4);
+  execution.mutable_trial()->mutable_config()->set_tp(2);
+  execution.mutable_trial()->mutable_config()->set_attention("dp");
+  const v1::TrialResult dp = runner.Run(execution);
+  ASSERT_EQ(dp.outcome(), v1::DONE) << dp.reason();
+  EXPECT_TRUE(dp.roofline().comm_modelled());
+  EXPECT_DOUBLE_EQ(dp.roofline().comm_floor_us(), 6 * (17.0 + 2048 / 360e3));
+  EXPECT_DOUBLE_EQ(dp.roofline().floor_us(),
+                   100 + dp.roofline().comm_floor_us());
+  // tp attention: 8 sums of 4096 bytes and the token gather of 64.
+  execution.mutable_trial()->mutable_config()->set_attention("tp");
+  const v1::TrialResult tp = runner.Run(execution);
+  ASSERT_EQ(tp.outcome(), v1::DONE) << tp.reason();
+  EXPECT_DOUBLE_EQ(tp.roofline().comm_floor_us(),
+                   8 * (17.0 + 4096 / 360e3) + 17.0 + 64 / 360e3);
+}
+
+// A dp trial runs on the CPU backends as rank 0 of its world (its own 2 of
+// the 4 sequences, attention whole), checked against the reference of the
+// same rank; its floor's bytes are that rank's. A batch that does not split
+// over the ranks fails with the reference's reason.
+TEST(TrialRunnerTest, CpuBackendsRunDataParallelAttention) {
+  BackendRegistry registry;
+  registry.Register(CpuBackend("cpu_reference"));
+  registry.Register(CpuBackend("cpu_blocked"));
+  TrialRunner runner(&registry);
+  for (const char* backend : {"cpu_reference", "cpu_blocked"}) {
+    v1::TrialExecution execution = Execution(backend, v1::DECODE_STEP, 4);
+    execution.mutable_trial()->mutable_config()->set_ep(2);  // 8x128 at tp 1
+    const v1::TrialResult tp = runner.Run(execution);
+    ASSERT_EQ(tp.outcome(), v1::DONE) << backend << " " << tp.reason();
+    execution.mutable_trial()->mutable_config()->set_attention("dp");
+    const ref::StepSpec step = *ResolveStep(execution.trial());
+    const v1::TrialResult dp = runner.Run(execution);
+    ASSERT_EQ(dp.outcome(), v1::DONE) << backend << " " << dp.reason();
+    EXPECT_LE(dp.max_rel_error(), 1e-4) << backend;
+    EXPECT_TRUE(dp.roofline().comm_modelled());
+    EXPECT_DOUBLE_EQ(dp.roofline().bytes(),
+                     static_cast<double>(ref::DecodeStepBytes(step)));
+    EXPECT_NE(dp.roofline().bytes(), tp.roofline().bytes()) << backend;
+    execution.mutable_trial()->mutable_workload()->set_batch_size(3);
+    const v1::TrialResult odd = runner.Run(execution);
+    EXPECT_EQ(odd.outcome(), v1::FAILED) << backend;
+    EXPECT_THAT(odd.reason(), HasSubstr("step.batch")) << backend;
+  }
+}
+
 TEST(RelativeL2ErrorTest, HandComputed) {
   EXPECT_DOUBLE_EQ(RelativeL2Error({3, 4}, {3, 4}), 0);
   EXPECT_DOUBLE_EQ(RelativeL2Error({3, 5}, {3, 4}), 1.0 / 5.0);

@@ -152,6 +152,8 @@ TEST(CompareReportTest, CsvIsRawAndMarkdownIsATable) {
   std::ostringstream csv;
   PrintComparison(csv, header, report, OutputFormat::kCsv);
   EXPECT_THAT(csv.str(), ::testing::StartsWith("workload_hash,preset,batch"));
+  EXPECT_THAT(csv.str(), HasSubstr(",graph,attention,baseline_trial,"));
+  EXPECT_THAT(csv.str(), HasSubstr(",false,tp,1,DONE,"));
   EXPECT_THAT(csv.str(), HasSubstr(",13.5,13.2,13.8,"));
   EXPECT_THAT(csv.str(), HasSubstr(",0.35,slower,false\n"));
   std::ostringstream md;

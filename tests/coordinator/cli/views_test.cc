@@ -45,6 +45,33 @@ TEST(ViewsTest, CsvHasRawNumbersAndTheIntervalInTwoColumns) {
   EXPECT_THAT(table.str(), HasSubstr("0.9%"));
 }
 
+// Data-parallel attention is its own column for programs and follows the
+// layout for people; tp attention (unset) reads "tp".
+TEST(ViewsTest, TrialsNameTheirAttention) {
+  v1::QueryTrialsResponse trials = OneDoneTrial();
+  v1::Trial* dp = trials.add_trials();
+  *dp = trials.trials(0);
+  dp->set_trial_id(2);
+  dp->mutable_config()->set_tp(2);
+  dp->mutable_config()->set_attention("dp");
+  std::ostringstream csv;
+  PrintTrials(csv, trials, OutputFormat::kCsv);
+  EXPECT_THAT(csv.str(), StartsWith("trial,sweep,workload_hash,backend,tile,"
+                                    "tp,ep,graph,attention,batch,"));
+  EXPECT_THAT(csv.str(), HasSubstr("\n1,4,,cpu_blocked,-,0,0,false,tp,"));
+  EXPECT_THAT(csv.str(), HasSubstr("\n2,4,,cpu_blocked,-,2,0,false,dp,"));
+  std::ostringstream table;
+  PrintTrials(table, trials, OutputFormat::kTable);
+  EXPECT_THAT(table.str(), HasSubstr("2x0 dp-attn"));
+  EXPECT_EQ(ConfigCells(dp->config()), "cpu_blocked - tp2 ep0 dp-attn");
+  v1::GetBestResponse best;
+  *best.add_workloads()->mutable_best() = *dp;
+  std::ostringstream best_csv;
+  BestTable(best).Print(best_csv, OutputFormat::kCsv);
+  EXPECT_THAT(best_csv.str(), HasSubstr(",tp,ep,graph,attention,median_us,"));
+  EXPECT_THAT(best_csv.str(), HasSubstr(",cpu_blocked,-,2,0,false,dp,"));
+}
+
 TEST(ViewsTest, BestAsCsvHasOneRowPerRole) {
   v1::GetBestResponse best;
   v1::BestForWorkload* w = best.add_workloads();

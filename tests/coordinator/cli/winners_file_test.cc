@@ -33,7 +33,10 @@ v1::BestForWorkload* AddWinner(v1::GetBestResponse& best, int batch,
 TEST(WinnersFileTest, OneEntryPerBatchSizeKeyedByTheBatch) {
   v1::GetBestResponse best;
   AddWinner(best, 1, 4096, "fused_gemv_fp8");
-  AddWinner(best, 8, 4096, "fused_gemv");
+  AddWinner(best, 8, 4096, "fused_gemv")
+      ->mutable_best()
+      ->mutable_config()
+      ->set_attention("dp");
   const absl::StatusOr<std::string> json = WinnersJson(best, 0);
   ASSERT_TRUE(json.ok()) << json.status();
   google::protobuf::Struct parsed;
@@ -46,13 +49,11 @@ TEST(WinnersFileTest, OneEntryPerBatchSizeKeyedByTheBatch) {
   EXPECT_TRUE(one.at("cuda_graph").bool_value());
   EXPECT_EQ(one.at("median_us").number_value(), 40);
   EXPECT_EQ(one.at("trial_id").number_value(), 10);
-  EXPECT_EQ(parsed.fields()
-                .at("8")
-                .struct_value()
-                .fields()
-                .at("moe_backend")
-                .string_value(),
-            "fused_gemv");
+  EXPECT_EQ(one.at("attention").string_value(), "tp");  // unset
+  const auto& eight = parsed.fields().at("8").struct_value().fields();
+  EXPECT_EQ(eight.at("moe_backend").string_value(), "fused_gemv");
+  // A launcher needs the layout: data-parallel attention is another one.
+  EXPECT_EQ(eight.at("attention").string_value(), "dp");
 }
 
 TEST(WinnersFileTest, TwoWinnersForABatchAskForAChoice) {
