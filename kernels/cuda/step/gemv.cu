@@ -4,6 +4,7 @@
 #include "kernels/cuda/overlap_launch.cuh"
 #include "kernels/cuda/step/gemv.cuh"
 #include "kernels/cuda/step/gemv_mma.cuh"
+#include "kernels/cuda/step/gemv_nvfp4_mma.cuh"
 #include "kernels/cuda/step/gemv_rows.cuh"
 #include "kernels/cuda/step/reduce.cuh"
 #include "kernels/model/nvfp4_format.h"
@@ -266,6 +267,9 @@ GpuStatus LaunchGemvNvfp4(const Nvfp4Gemv& given, cudaStream_t stream) {
                 "the NVFP4 GEMV reads two blocks at a time: k must be a "
                 "multiple of 32, got " +
                     std::to_string(g.k));
+  }
+  if (g.batch >= kGemvMmaMinBatch && GemvNvfp4MmaFits(g)) {
+    return LaunchGemvNvfp4Mma(g, stream);
   }
   const int blocks = (g.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
   return LaunchOverlapped(GemvNvfp4Kernel, blocks, 32 * kWarpsPerBlock, 0,

@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/step/gemv.cuh"
 #include "kernels/cuda/step/gemv_mma.cuh"
+#include "kernels/cuda/step/gemv_nvfp4_mma.cuh"
 #include "kernels/cuda/step/index_scores_mma.cuh"
 #include "kernels/cuda/step/mla.cuh"
 #include "kernels/cuda/step/mla_mma.cuh"
@@ -191,6 +192,47 @@ std::string RunGemvBf16(const GemvShape& shape, const std::vector<uint16_t>& w,
                cudaMemcpyDeviceToHost);
   }
   return "";
+}
+
+Nvfp4Gemv ToNvfp4(const GemvShape& s) {
+  Nvfp4Gemv g;
+  g.rows = s.rows;
+  g.k = s.k;
+  g.batch = s.batch;
+  g.x_stride = s.x_stride;
+  g.y_stride = s.rows;
+  g.rows_per_x = s.rows_per_x;
+  g.w_group_stride = s.w_group_stride;
+  g.w_group_offset = s.w_group_offset;
+  g.x_group_stride = s.x_group_stride;
+  return g;
+}
+
+std::string RunGemvNvfp4(const GemvShape& shape,
+                         const std::vector<uint8_t>& codes,
+                         const std::vector<uint8_t>& scales, float tensor_scale,
+                         const std::vector<float>& x, std::vector<float>* y) {
+  DeviceBuffers buffers;
+  Nvfp4Gemv g = ToNvfp4(shape);
+  g.codes = Copied(buffers, codes);
+  g.scales = Copied(buffers, scales);
+  g.x = Copied(buffers, x);
+  g.tensor_scale = tensor_scale;
+  const size_t n = static_cast<size_t>(shape.rows) * shape.batch;
+  g.y = buffers.Alloc<float>(n);
+  if (!g.codes || !g.scales || !g.x || !g.y) return "cudaMalloc failed";
+  const GpuStatus launched = LaunchGemvNvfp4(g, nullptr);
+  if (!launched.ok()) return launched.message;
+  if (cudaDeviceSynchronize() != cudaSuccess) return "the GEMV failed";
+  y->resize(n);
+  cudaMemcpy(y->data(), g.y, n * sizeof(float), cudaMemcpyDeviceToHost);
+  return "";
+}
+
+bool TensorCoresTakeNvfp4(const GemvShape& shape) {
+  Nvfp4Gemv g = ToNvfp4(shape);
+  g.x = reinterpret_cast<const float*>(uintptr_t{256});  // aligned
+  return GemvNvfp4MmaFits(g);
 }
 
 bool TensorCoresTake(const GemvShape& shape) {

@@ -26,6 +26,14 @@ std::string RunGemvBf16(const GemvShape& shape, const std::vector<uint16_t>& w,
                         const std::vector<float>& x,
                         std::vector<std::vector<float>>* y);
 
+// The NVFP4 GEMV (gemv.cuh Nvfp4Gemv, no segments): codes [w_rows][k / 2],
+// scales [w_rows][k / 16] E4M3 bytes, times tensor_scale.
+std::string RunGemvNvfp4(const GemvShape& shape,
+                         const std::vector<uint8_t>& codes,
+                         const std::vector<uint8_t>& scales, float tensor_scale,
+                         const std::vector<float>& x, std::vector<float>* y);
+bool TensorCoresTakeNvfp4(const GemvShape& shape);
+
 // Whether the tensor-core GEMV takes the shape (16-byte aligned inputs
 // assumed), and the batch from which LaunchGemvBf16 uses it.
 bool TensorCoresTake(const GemvShape& shape);

@@ -1,0 +1,26 @@
+// The NVFP4 GEMV on tensor cores, for batches of several sequences: the
+// CUDA-core NVFP4 GEMV (gemv.cu) decodes every weight again for each 8
+// sequences (640 us a layer for the dense MLP at batch 32: PERF.md). Here a
+// warp decodes 16 rows' weights once to BF16 -- exact: an E2M1 value times
+// its E4M3 block scale has at most 6 significant bits -- and multiplies them
+// with up to 32 sequences by mma.sync, the float inputs in three BF16 parts
+// (mma_parts.cuh); the tensor scale is applied to the sums. Launch-only; not
+// thread-safe.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/step/gemv.cuh"
+
+namespace moetune::gpu {
+
+// Whether g's shape suits it: k a multiple of 128 (a lane decodes 32
+// weights at a time), every 16-row tile inside one input group, inputs
+// 16-byte aligned.
+bool GemvNvfp4MmaFits(const Nvfp4Gemv& g);
+
+// g with rows_per_x set and GemvNvfp4MmaFits(g).
+GpuStatus LaunchGemvNvfp4Mma(const Nvfp4Gemv& g, cudaStream_t stream);
+
+}  // namespace moetune::gpu
