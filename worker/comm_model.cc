@@ -60,14 +60,17 @@ double MoeLayerUs(const CommShape& s, const CommModelParams& p) {
   return us;
 }
 
-// Under dp attention: per MoE layer, the all-gather of its input and the
-// reduce-scatter of its partial outputs; no sums of attention or the dense
-// MLP and no token gather (each rank chooses its own sequences' tokens).
+// Under dp attention: per MoE layer, the all-gather of its input (the BF16
+// the experts read) and the reduce-scatter of its partial outputs (FP32),
+// every rank's tokens; no sums of attention or the dense MLP and no token
+// gather (each rank chooses its own sequences' tokens).
 double DpStepUs(const CommShape& s, const CommModelParams& p) {
   const int moe_layers = std::max(0, s.layers - s.dense_layers);
-  const double moe_bytes = 4.0 * s.batch * s.hidden;  // FP32, every rank's
-  return 2 * moe_layers *
-         ModelGatherOrScatterUs(p, s.allreduce, s.tp * s.ep, moe_bytes);
+  const int world = s.tp * s.ep;
+  const double tokens = static_cast<double>(s.batch) * s.hidden;
+  return moe_layers *
+         (ModelGatherOrScatterUs(p, s.allreduce, world, 2.0 * tokens) +
+          ModelGatherOrScatterUs(p, s.allreduce, world, 4.0 * tokens));
 }
 
 }  // namespace

@@ -54,8 +54,9 @@ struct CommShape {
   // attention, the dense MLP and lm_head are whole on every rank, which
   // decodes its own batch / world sequences, so none of the sums above is
   // made. Each MoE layer (layers - dense_layers of them) instead gathers
-  // every rank's input (an all-gather, FP32 [batch][hidden] in all) and
-  // hands each rank its tokens' sums (a reduce-scatter of the same), by
+  // every rank's input (an all-gather, BF16 [batch][hidden] in all) and
+  // hands each rank its tokens' sums (a reduce-scatter of FP32 [batch]
+  // [hidden]), by
   // `allreduce`'s implementation (NCCL's or the one-shot kernel's).
   bool dp_attention = false;
 };

@@ -59,10 +59,10 @@ TEST(CommModelTest, WholeStepSumsEveryBlockAndGathersTheTokensByHand) {
 }
 
 // Data-parallel attention, world 4 (tp 2 x ep 2), 3 layers of which 1 is
-// dense: 2 MoE layers, each an all-gather and a reduce-scatter of FP32
-// [4][1000] = 16000 bytes in all; 3/4 of it over the link -> 12 us, plus
-// the 3 us latency: 4 x 15 us. No sums of attention or the dense MLP and
-// no token gather.
+// dense: 2 MoE layers, each an all-gather of the BF16 input [4][1000] =
+// 8000 bytes in all (3/4 over the link -> 6 us, plus the 3 us latency) and
+// a reduce-scatter of the FP32 output, 16000 bytes (12 us + 3 us): 2 x 24
+// us. No sums of attention or the dense MLP and no token gather.
 TEST(CommModelTest, DpAttentionGathersAndScattersEveryMoeLayerByHand) {
   CommShape shape;
   shape.batch = 4;
@@ -74,10 +74,11 @@ TEST(CommModelTest, DpAttentionGathersAndScattersEveryMoeLayerByHand) {
   shape.dense_layers = 1;
   shape.dp_attention = true;
   EXPECT_DOUBLE_EQ(ModelGatherOrScatterUs(ByHand(), "nccl", 4, 16000), 15.0);
-  EXPECT_DOUBLE_EQ(ModelCommFloorUs(shape, ByHand()), 4 * 15.0);
-  // By the one-shot kernel: 12000 B at 500 B/us + 1 us.
+  EXPECT_DOUBLE_EQ(ModelCommFloorUs(shape, ByHand()), 2 * (9.0 + 15.0));
+  // By the one-shot kernel at 500 B/us + 1 us: 6000 B -> 13 us, 12000 B ->
+  // 25 us.
   shape.allreduce = "oneshot";
-  EXPECT_DOUBLE_EQ(ModelCommFloorUs(shape, ByHand()), 4 * 25.0);
+  EXPECT_DOUBLE_EQ(ModelCommFloorUs(shape, ByHand()), 2 * (13.0 + 25.0));
   // The same step with tp attention: 6 sums of 16000 bytes (24000 B on the
   // link -> 24 us + 3 us) and the gather of 128 bytes (192 B -> 0.192 us +
   // 3 us).
