@@ -49,9 +49,11 @@ class ChildProcessExecutor final : public TrialExecutor {
 
 // Runs trials in a warm process (warm_process.h) that serves them one after
 // another, so that trials of one workload pay its start-up, CUDA context,
-// weights and caches once. The process is replaced (the next trial starts
-// clean) when the workload changes, and after any trial that is not DONE:
-// a crash, a hang or a sticky CUDA error still costs one trial.
+// weights and caches once, and trials of the same model (the workload but
+// its batch, context, routing and cache dtype) the start-up, context and
+// weights. The process is replaced (the next trial starts clean) when the
+// model changes, and after any trial that is not DONE: a crash, a hang or
+// a sticky CUDA error still costs one trial.
 //
 // A gang trial (execution.gang set) never runs in the warm process: it runs
 // in a fresh one through `run_command`, and the warm process is stopped
@@ -71,7 +73,7 @@ class WarmProcessExecutor final : public TrialExecutor {
  private:
   WarmProcess process_;
   ChildProcessExecutor cold_;
-  v1::Workload workload_;  // what the running process was warmed with
+  v1::Workload workload_;  // the model the running process was warmed with
 };
 
 // The child side: reads a TrialExecution from stdin, runs it, writes the

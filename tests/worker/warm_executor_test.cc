@@ -32,7 +32,7 @@ WarmProcessExecutor Executor() {
       {MOETUNE_WORKER_BINARY, "--run_trial", "--device=cpu"});
 }
 
-TEST(WarmProcessExecutorTest, TrialsOfOneWorkloadShareAWarmProcess) {
+TEST(WarmProcessExecutorTest, TrialsOfOneModelShareAWarmProcess) {
   WarmProcessExecutor executor = Executor();
   for (int i = 0; i < 3; ++i) {
     const v1::TrialResult r =
@@ -42,9 +42,15 @@ TEST(WarmProcessExecutorTest, TrialsOfOneWorkloadShareAWarmProcess) {
     EXPECT_EQ(r.process_trials(), i);
     EXPECT_GT(r.wall_s(), 0);
   }
-  // Another workload starts a fresh process.
-  const v1::TrialResult other =
+  // Another batch of the same model keeps the process; another seed (other
+  // weights) starts a fresh one.
+  const v1::TrialResult other_batch =
       executor.Execute(CpuTrial(9, "cpu_reference", 4), nullptr);
+  ASSERT_EQ(other_batch.outcome(), v1::DONE) << other_batch.reason();
+  EXPECT_EQ(other_batch.process_trials(), 3);
+  v1::TrialExecution reseeded = CpuTrial(10, "cpu_reference", 4);
+  reseeded.mutable_trial()->mutable_workload()->set_seed(6);
+  const v1::TrialResult other = executor.Execute(reseeded, nullptr);
   ASSERT_EQ(other.outcome(), v1::DONE) << other.reason();
   EXPECT_EQ(other.process_trials(), 0);
 }
