@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/overlap_launch.cuh"
 #include "kernels/cuda/step/gemv_mma.cuh"
+#include "kernels/cuda/step/gemv_mma_tiles.cuh"
 #include "kernels/cuda/step/gemv_rows.cuh"
 #include "kernels/cuda/step/mma_parts.cuh"
 
@@ -12,11 +13,10 @@ using gemv_detail::GemvRow;
 using gemv_detail::OutputOf;
 using gemv_detail::RowOf;
 
-constexpr int kMmaWarps = 8;
-constexpr int kTileRows = 16;  // rows a warp (mma's M)
+using gemv_mma::kTileRows;
+using gemv_mma::kWarps;
 constexpr int kChunkK = 32;    // K of one 16-byte load by each of 4 lanes
 constexpr int kMmaUnroll = 4;  // chunks of weights in flight a warp
-constexpr int kMmaTargetWarps = 2048;
 
 // One 32-K chunk. Lane (g, c) loaded rows g and g + 8's eight weights at K
 // 8c..8c+7 of the chunk (one 16-byte load each); mma's k order is permuted
@@ -53,35 +53,17 @@ __device__ __forceinline__ void MmaChunk(const uint4& wa, const uint4& wb,
   }
 }
 
-// The ks parts of each tile of the block meet in shared memory; each output
-// is written once, consecutive threads writing consecutive rows.
-template <int NT>
-__device__ void StoreTiles(const Bf16Gemv& g,
-                           float (*partial)[kTileRows][8 * NT],
-                           int tiles_per_block, int ks, int b0) {
-  constexpr int kPerTile = kTileRows * 8 * NT;
-  for (int i = threadIdx.x; i < tiles_per_block * kPerTile; i += blockDim.x) {
-    const int tib = i / kPerTile, rem = i % kPerTile;
-    const int col = rem / kTileRows, rr = rem % kTileRows;
-    const int r = (blockIdx.x * tiles_per_block + tib) * kTileRows + rr;
-    if (r >= g.rows || b0 + col >= g.batch) continue;
-    float sum = 0.0f;
-    for (int p = 0; p < ks; ++p) sum += partial[tib * ks + p][rr][col];
-    *OutputOf(g, r, b0 + col) = sum;
-  }
-}
-
-// Block = kMmaWarps / ks tiles of 16 rows x ks parts of K; warp (tile,
+// Block = kWarps / ks tiles of 16 rows x ks parts of K; warp (tile,
 // part) sums every ks-th 32-K chunk of its rows, kMmaUnroll chunks of
 // weights in flight, for 8 * NT sequences a pass (more passes re-read the
 // rows, from L2).
 template <int NT>
-__global__ void __launch_bounds__(kMmaWarps * 32, 2)
+__global__ void __launch_bounds__(kWarps * 32, 2)
     GemvBf16MmaKernel(Bf16Gemv g, int ks) {
-  __shared__ float partial[kMmaWarps][kTileRows][8 * NT];
+  __shared__ gemv_mma::Partials<NT> partial;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int gq = lane >> 2, c = lane & 3;
-  const int tiles_per_block = kMmaWarps / ks;
+  const int tiles_per_block = kWarps / ks;
   const int r0 = (blockIdx.x * tiles_per_block + warp / ks) * kTileRows;
   const int part = warp % ks;
   const bool live = r0 < g.rows;
@@ -115,49 +97,37 @@ __global__ void __launch_bounds__(kMmaWarps * 32, 2)
         if (kc < chunks) MmaChunk<NT>(wa[u], wb[u], xb, kc * kChunkK, acc);
       }
     }
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        partial[warp][gq + (e >= 2 ? 8 : 0)][nt * 8 + 2 * c + (e & 1)] =
-            acc[nt][e];
-      }
-    }
+    gemv_mma::KeepPartials<NT>(acc, partial, warp, lane);
     __syncthreads();
-    StoreTiles<NT>(g, partial, tiles_per_block, ks, b0);
+    gemv_mma::StoreTiles<NT>(
+        g.rows, g.batch, partial, tiles_per_block, ks, b0,
+        [&](int r, int b, float sum) { *OutputOf(g, r, b) = sum; });
     __syncthreads();
   }
 }
 
 template <int NT>
 GpuStatus LaunchNt(const Bf16Gemv& g, cudaStream_t stream) {
-  const int tiles = (g.rows + kTileRows - 1) / kTileRows;
-  const int chunks = g.k / kChunkK;
-  int ks = 1;
-  while (ks < kMmaWarps && tiles * ks < kMmaTargetWarps &&
-         chunks >= 8 * ks * 2) {
-    ks *= 2;
-  }
-  const int tiles_per_block = kMmaWarps / ks;
-  const int blocks = (tiles + tiles_per_block - 1) / tiles_per_block;
-  return LaunchOverlapped(GemvBf16MmaKernel<NT>, blocks, 32 * kMmaWarps, 0,
-                          stream, g, ks);
+  const int tiles = gemv_mma::Tiles(g.rows);
+  // A part keeps at least 16 chunks (2 x 8) of 32 K.
+  const int ks = gemv_mma::KParts(tiles, g.k / kChunkK, 8);
+  return LaunchOverlapped(GemvBf16MmaKernel<NT>, gemv_mma::Blocks(tiles, ks),
+                          32 * kWarps, 0, stream, g, ks);
 }
 
 }  // namespace
 
-bool GemvBf16MmaFits(const Bf16Gemv& g) {
-  const bool one_group = g.rows_per_x == 0 || g.rows_per_x >= g.rows;
-  const auto aligned = [](int64_t floats) { return floats % 4 == 0; };
-  return g.k % kChunkK == 0 && (one_group || g.rows_per_x % kTileRows == 0) &&
-         reinterpret_cast<uintptr_t>(g.x) % 16 == 0 && aligned(g.x_stride) &&
-         aligned(g.x_group_stride);
-}
+bool GemvBf16MmaFits(const Bf16Gemv& g) { return gemv_mma::Fits(g, kChunkK); }
 
 GpuStatus LaunchGemvBf16Mma(const Bf16Gemv& g, cudaStream_t stream) {
-  if (g.batch <= 8) return LaunchNt<1>(g, stream);
-  if (g.batch <= 16) return LaunchNt<2>(g, stream);
-  return LaunchNt<4>(g, stream);
+  switch (gemv_mma::NTiles(g.batch)) {
+    case 1:
+      return LaunchNt<1>(g, stream);
+    case 2:
+      return LaunchNt<2>(g, stream);
+    default:
+      return LaunchNt<4>(g, stream);
+  }
 }
 
 }  // namespace moetune::gpu

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/overlap_launch.cuh"
+#include "kernels/cuda/step/gemv_mma_tiles.cuh"
 #include "kernels/cuda/step/gemv_nvfp4_mma.cuh"
 #include "kernels/cuda/step/mma_parts.cuh"
 #include "kernels/model/nvfp4_format.h"
@@ -10,10 +11,9 @@
 namespace moetune::gpu {
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kTileRows = 16;  // rows a warp (mma's M)
-constexpr int kChunkK = 128;   // K a warp takes at a time: 32 a lane
-constexpr int kTargetWarps = 2048;
+using gemv_mma::kTileRows;
+using gemv_mma::kWarps;
+constexpr int kChunkK = 128;  // K a warp takes at a time: 32 a lane
 
 // Weight row r's codes and scales, and the input its group reads.
 struct Nvfp4Row {
@@ -113,31 +113,13 @@ __device__ __forceinline__ void MmaChunk(const uint4& ca, const uint4& cb,
   }
 }
 
-// The ks parts of each tile meet in shared memory; each output written once
-// (times the tensor scale), consecutive threads writing consecutive rows.
-template <int NT>
-__device__ void StoreTiles(const Nvfp4Gemv& g,
-                           float (*partial)[kTileRows][8 * NT],
-                           int tiles_per_block, int ks, int b0) {
-  constexpr int kPerTile = kTileRows * 8 * NT;
-  for (int i = threadIdx.x; i < tiles_per_block * kPerTile; i += blockDim.x) {
-    const int tib = i / kPerTile, rem = i % kPerTile;
-    const int col = rem / kTileRows, rr = rem % kTileRows;
-    const int r = (blockIdx.x * tiles_per_block + tib) * kTileRows + rr;
-    if (r >= g.rows || b0 + col >= g.batch) continue;
-    float sum = 0.0f;
-    for (int p = 0; p < ks; ++p) sum += partial[tib * ks + p][rr][col];
-    g.y[static_cast<int64_t>(b0 + col) * g.y_stride + r] = sum * g.tensor_scale;
-  }
-}
-
 // Block = kWarps / ks tiles of 16 rows x ks parts of K; warp (tile, part)
 // takes every ks-th 128-K chunk of its rows for 8 * NT sequences a pass.
 template <int NT>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     GemvNvfp4MmaKernel(Nvfp4Gemv g, int ks) {
   __shared__ uint32_t table[256];
-  __shared__ float partial[kWarps][kTileRows][8 * NT];
+  __shared__ gemv_mma::Partials<NT> partial;
   FillPairTable(table);  // needs nothing from the kernels before
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int gq = lane >> 2, c = lane & 3;
@@ -169,48 +151,39 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
           __ldg(reinterpret_cast<const uint16_t*>(rb.scales) + kc * 4 + c);
       MmaChunk<NT>(ca, cb, sa, sb, table, xb, kc * kChunkK, acc);
     }
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        partial[warp][gq + (e >= 2 ? 8 : 0)][nt * 8 + 2 * c + (e & 1)] =
-            acc[nt][e];
-      }
-    }
+    gemv_mma::KeepPartials<NT>(acc, partial, warp, lane);
     __syncthreads();
-    StoreTiles<NT>(g, partial, tiles_per_block, ks, b0);
+    gemv_mma::StoreTiles<NT>(g.rows, g.batch, partial, tiles_per_block, ks, b0,
+                             [&](int r, int b, float sum) {
+                               g.y[static_cast<int64_t>(b) * g.y_stride + r] =
+                                   sum * g.tensor_scale;
+                             });
     __syncthreads();
   }
 }
 
+// A part keeps at least 8 chunks (2 x 4) of 128 K.
 template <int NT>
 GpuStatus LaunchNt(const Nvfp4Gemv& g, cudaStream_t stream) {
-  const int tiles = (g.rows + kTileRows - 1) / kTileRows;
-  const int chunks = g.k / kChunkK;
-  int ks = 1;
-  while (ks < kWarps && tiles * ks < kTargetWarps && chunks >= 4 * ks * 2) {
-    ks *= 2;
-  }
-  const int tiles_per_block = kWarps / ks;
-  const int blocks = (tiles + tiles_per_block - 1) / tiles_per_block;
-  return LaunchOverlapped(GemvNvfp4MmaKernel<NT>, blocks, 32 * kWarps, 0,
-                          stream, g, ks);
+  const int tiles = gemv_mma::Tiles(g.rows);
+  const int ks = gemv_mma::KParts(tiles, g.k / kChunkK, 4);
+  return LaunchOverlapped(GemvNvfp4MmaKernel<NT>, gemv_mma::Blocks(tiles, ks),
+                          32 * kWarps, 0, stream, g, ks);
 }
 
 }  // namespace
 
-bool GemvNvfp4MmaFits(const Nvfp4Gemv& g) {
-  const bool one_group = g.rows_per_x == 0 || g.rows_per_x >= g.rows;
-  const auto aligned = [](int64_t floats) { return floats % 4 == 0; };
-  return g.k % kChunkK == 0 && (one_group || g.rows_per_x % kTileRows == 0) &&
-         reinterpret_cast<uintptr_t>(g.x) % 16 == 0 && aligned(g.x_stride) &&
-         aligned(g.x_group_stride);
-}
+bool GemvNvfp4MmaFits(const Nvfp4Gemv& g) { return gemv_mma::Fits(g, kChunkK); }
 
 GpuStatus LaunchGemvNvfp4Mma(const Nvfp4Gemv& g, cudaStream_t stream) {
-  if (g.batch <= 8) return LaunchNt<1>(g, stream);
-  if (g.batch <= 16) return LaunchNt<2>(g, stream);
-  return LaunchNt<4>(g, stream);
+  switch (gemv_mma::NTiles(g.batch)) {
+    case 1:
+      return LaunchNt<1>(g, stream);
+    case 2:
+      return LaunchNt<2>(g, stream);
+    default:
+      return LaunchNt<4>(g, stream);
+  }
 }
 
 }  // namespace moetune::gpu
