@@ -302,9 +302,9 @@ TEST(TrialRunnerTest, ResolveStepRefusesAnAttentionItCannotRun) {
 }
 
 // tiny's step (4 layers, 1 dense, hidden 256) at batch 4 over tp 2 with dp
-// attention: 3 MoE layers, each an all-gather and a reduce-scatter of FP32
-// [4][256] = 4096 bytes, half of it over the link, at the assumed NCCL
-// latency (17 us) and bus bandwidth (360 GB/s).
+// attention: 3 MoE layers, each an all-gather of the BF16 input and a
+// reduce-scatter of the FP32 output, [4][256], half of each over the link,
+// at the assumed NCCL latency (17 us) and bus bandwidth (360 GB/s).
 TEST(TrialRunnerTest, DpAttentionTrialsModelItsGathersAndScatters) {
   BackendRegistry registry;
   registry.Register(
@@ -316,7 +316,8 @@ TEST(TrialRunnerTest, DpAttentionTrialsModelItsGathersAndScatters) {
   const v1::TrialResult dp = runner.Run(execution);
   ASSERT_EQ(dp.outcome(), v1::DONE) << dp.reason();
   EXPECT_TRUE(dp.roofline().comm_modelled());
-  EXPECT_DOUBLE_EQ(dp.roofline().comm_floor_us(), 6 * (17.0 + 2048 / 360e3));
+  EXPECT_DOUBLE_EQ(dp.roofline().comm_floor_us(),
+                   3 * (17.0 + 1024 / 360e3) + 3 * (17.0 + 2048 / 360e3));
   EXPECT_DOUBLE_EQ(dp.roofline().floor_us(),
                    100 + dp.roofline().comm_floor_us());
   // tp attention: 8 sums of 4096 bytes and the token gather of 64.
