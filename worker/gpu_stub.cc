@@ -60,6 +60,12 @@ std::vector<std::unique_ptr<GangComm>> CreateLocalGang(const std::vector<int>&,
   *error = kNotBuilt;
   return {};
 }
+RunStatus TimeCollective(GangComm*, CollectiveOp, int64_t, int, int, bool,
+                         const std::function<void()>&, AllReduceTiming*,
+                         std::string* error) {
+  *error = kNotBuilt;
+  return RunStatus::kUnavailable;
+}
 RunStatus TimeAllReduce(GangComm*, int64_t, int, int, bool,
                         const std::function<void()>&, AllReduceTiming*,
                         std::string* error) {

@@ -122,6 +122,15 @@ struct AllReduceTiming {
   double time_us = 0;  // per sum
   int64_t wrong = 0;   // elements that differ from the exact sum
 };
+// The same for data-parallel attention's collectives, `floats` a rank: an
+// all-gather of [world][floats] in place, a reduce-scatter of [world]
+// [floats] into [floats]; checked against the exact gathers and sums of
+// rank-dependent data (kAllReduce: TimeAllReduce).
+enum class CollectiveOp { kAllReduce, kAllGather, kReduceScatter };
+RunStatus TimeCollective(GangComm* comm, CollectiveOp op, int64_t floats,
+                         int warmup, int iterations, bool in_graph,
+                         const std::function<void()>& meet,
+                         AllReduceTiming* out, std::string* error);
 RunStatus TimeAllReduce(GangComm* comm, int64_t floats, int warmup,
                         int iterations, bool in_graph,
                         const std::function<void()>& meet, AllReduceTiming* out,

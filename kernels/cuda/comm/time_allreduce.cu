@@ -1,5 +1,6 @@
-// TimeAllReduce (kernels/cuda/comm_gpu.h): one rank's timing and check of
-// the gang's sum, as nccl-tests measures it.
+// TimeCollective (kernels/cuda/comm_gpu.h): one rank's timing and check of
+// the gang's all-reduce, all-gather or reduce-scatter, as nccl-tests
+// measures them.
 #include <cmath>
 #include <functional>
 #include <string>
@@ -18,30 +19,66 @@ __global__ void FillRankPattern(float* data, int64_t n, int rank) {
   if (i < n) data[i] = static_cast<float>((i % 13) - 6) * (rank + 1);
 }
 
-int64_t CountWrong(const std::vector<float>& got, int world) {
+// The exact result of element i of what this rank gets back: the sum of
+// every rank's pattern, or (all-gather) rank i / n's own pattern.
+double Want(CollectiveOp op, int64_t i, int64_t n, int rank, int world) {
   const double ranks = world * (world + 1) / 2.0;  // sum of (r + 1)
+  switch (op) {
+    case CollectiveOp::kAllGather:
+      return static_cast<double>((i % n) % 13 - 6) * (i / n + 1);
+    case CollectiveOp::kReduceScatter:
+      return static_cast<double>((rank * n + i) % 13 - 6) * ranks;
+    default:
+      return static_cast<double>(i % 13 - 6) * ranks;
+  }
+}
+
+int64_t CountWrong(const std::vector<float>& got, CollectiveOp op, int64_t n,
+                   int rank, int world) {
   int64_t wrong = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    const double want =
-        static_cast<double>((static_cast<int64_t>(i) % 13) - 6) * ranks;
-    if (got[i] != want) ++wrong;
+    if (got[i] != Want(op, static_cast<int64_t>(i), n, rank, world)) ++wrong;
   }
   return wrong;
 }
 
+// n floats a rank: an all-reduce sums data[n] in place; an all-gather fills
+// data[world][n] in place from each rank's row; a reduce-scatter sums
+// data[world][n] into out[n].
 struct Calls {
   GangComm* comm;
+  CollectiveOp op;
   float* data;
+  float* out;
   int64_t n;
   cudaStream_t stream;
   GpuStatus Run(int count) const {
     for (int i = 0; i < count; ++i) {
       std::string why;
-      if (comm->AllReduceSum(data, n, stream, &why) != RunStatus::kOk) {
-        return Fail(RunStatus::kCudaError, why);
+      RunStatus st = RunStatus::kOk;
+      if (op == CollectiveOp::kAllGather) {
+        st = comm->AllGatherInPlace(data, n * 4, stream, &why);
+      } else if (op == CollectiveOp::kReduceScatter) {
+        st = comm->ReduceScatterSum(data, out, n, stream, &why);
+      } else {
+        st = comm->AllReduceSum(data, n, stream, &why);
       }
+      if (st != RunStatus::kOk) return Fail(RunStatus::kCudaError, why);
     }
     return OkStatus();
+  }
+  // The floats this rank's pattern fills (at `Filled`), and those it gets.
+  int64_t Filled() const {
+    return op == CollectiveOp::kReduceScatter ? comm->world() * n : n;
+  }
+  float* FilledAt() const {
+    return op == CollectiveOp::kAllGather ? data + comm->rank() * n : data;
+  }
+  int64_t Got() const {
+    return op == CollectiveOp::kAllGather ? comm->world() * n : n;
+  }
+  const float* GotAt() const {
+    return op == CollectiveOp::kReduceScatter ? out : data;
   }
 };
 
@@ -86,21 +123,25 @@ GpuStatus Enqueue(const Calls& calls, int warmup, int iterations,
     MG_RETURN_IF_ERROR(calls.Run(iterations));
   }
   MG_CUDA(cudaEventRecord(t.stop, calls.stream));
-  FillRankPattern<<<static_cast<unsigned>((calls.n + 255) / 256), 256, 0,
-                    calls.stream>>>(calls.data, calls.n, calls.comm->rank());
+  FillRankPattern<<<static_cast<unsigned>((calls.Filled() + 255) / 256), 256, 0,
+                    calls.stream>>>(calls.FilledAt(), calls.Filled(),
+                                    calls.comm->rank());
   MG_CHECK_LAUNCH();
   return calls.Run(1);
 }
 
-GpuStatus Measure(GangComm* comm, int64_t n, int warmup, int iterations,
-                  bool in_graph, const std::function<void()>& meet,
-                  AllReduceTiming* out) {
+GpuStatus Measure(GangComm* comm, CollectiveOp op, int64_t n, int warmup,
+                  int iterations, bool in_graph,
+                  const std::function<void()>& meet, AllReduceTiming* out) {
   DeviceBuffer buffer;
-  std::vector<float> got(n);
   // The rank's own stream (comm_gpu.h says why not a new one).
   const auto stream = static_cast<cudaStream_t>(comm->stream());
-  GpuStatus status = buffer.Allocate(n * sizeof(float));  // zeros: timed
-  const Calls calls{comm, buffer.as<float>(), n, stream};
+  const int64_t rows = op == CollectiveOp::kAllReduce ? 1 : comm->world();
+  // Zeros for the timed calls; a reduce-scatter's output after its input.
+  GpuStatus status = buffer.Allocate((rows + 1) * n * sizeof(float));
+  const Calls calls{
+      comm, op, buffer.as<float>(), buffer.as<float>() + rows * n, n, stream};
+  std::vector<float> got(calls.Got());
   Timed timed;
   // Allocation synchronises the device, which a capture in progress on
   // another rank's thread forbids: every rank allocates, then captures.
@@ -117,7 +158,7 @@ GpuStatus Measure(GangComm* comm, int64_t n, int warmup, int iterations,
     const cudaError_t e =
         synced != cudaSuccess
             ? synced
-            : cudaMemcpy(got.data(), calls.data, n * sizeof(float),
+            : cudaMemcpy(got.data(), calls.GotAt(), got.size() * sizeof(float),
                          cudaMemcpyDeviceToHost);
     if (e != cudaSuccess) {
       status = CudaFailure(e, "the sums", __FILE__, __LINE__);
@@ -132,16 +173,16 @@ GpuStatus Measure(GangComm* comm, int64_t n, int warmup, int iterations,
   if (comm->Check(&why) != RunStatus::kOk) {
     return Fail(RunStatus::kCudaError, why);
   }
-  out->wrong = CountWrong(got, comm->world());
+  out->wrong = CountWrong(got, op, n, comm->rank(), comm->world());
   return OkStatus();
 }
 
 }  // namespace
 
-RunStatus TimeAllReduce(GangComm* comm, int64_t floats, int warmup,
-                        int iterations, bool in_graph,
-                        const std::function<void()>& meet, AllReduceTiming* out,
-                        std::string* error) {
+RunStatus TimeCollective(GangComm* comm, CollectiveOp op, int64_t floats,
+                         int warmup, int iterations, bool in_graph,
+                         const std::function<void()>& meet,
+                         AllReduceTiming* out, std::string* error) {
   if (floats < 1 || iterations < 1 || warmup < 0) {
     *error = "floats and iterations must be >= 1, warmup >= 0";
     return RunStatus::kBadProblem;
@@ -151,9 +192,17 @@ RunStatus TimeAllReduce(GangComm* comm, int64_t floats, int warmup,
     return RunStatus::kCudaError;
   }
   const GpuStatus status =
-      Measure(comm, floats, warmup, iterations, in_graph, meet, out);
+      Measure(comm, op, floats, warmup, iterations, in_graph, meet, out);
   if (!status.ok()) *error = status.message;
   return status.code;
+}
+
+RunStatus TimeAllReduce(GangComm* comm, int64_t floats, int warmup,
+                        int iterations, bool in_graph,
+                        const std::function<void()>& meet, AllReduceTiming* out,
+                        std::string* error) {
+  return TimeCollective(comm, CollectiveOp::kAllReduce, floats, warmup,
+                        iterations, in_graph, meet, out, error);
 }
 
 }  // namespace moetune::gpu

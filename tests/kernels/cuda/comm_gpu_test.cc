@@ -4,7 +4,9 @@
 // graph; the one-shot all-reduce with several ranks on the device (its
 // synchronisation across many calls and graph replays, bit-identical sums
 // in rank order), through IPC at world 1, and a peer that never comes
-// reported within the deadline. GPU cases skip without a device.
+// reported within the deadline; data-parallel attention's all-gather and
+// reduce-scatter, exact, at world 1 (both kinds) and with two one-shot
+// ranks on the device. GPU cases skip without a device.
 #include "kernels/cuda/comm_gpu.h"
 
 #include <barrier>
@@ -88,20 +90,44 @@ TEST(CommGpuTest, OneShotAtWorldOneMapsItsBufferThroughTheRendezvous) {
   EXPECT_EQ(timing.wrong, 0);
 }
 
+// Data-parallel attention's all-gather and reduce-scatter at world 1,
+// NCCL's and the one-shot kernel's, in a stream and in a graph: exact.
+TEST(CommGpuTest, GathersAndScattersAtWorldOneAreExact) {
+  SKIP_WITHOUT_GPU();
+  for (AllReduceImpl impl : {AllReduceImpl::kNccl, AllReduceImpl::kOneShot}) {
+    auto comm = WorldOne(impl);
+    ASSERT_NE(comm, nullptr);
+    for (CollectiveOp op :
+         {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
+      for (bool graph : {false, true}) {
+        AllReduceTiming timing;
+        std::string error;
+        ASSERT_EQ(TimeCollective(comm.get(), op, 3072, 2, 10, graph, nullptr,
+                                 &timing, &error),
+                  RunStatus::kOk)
+            << AllReduceImplName(impl) << ": " << error;
+        EXPECT_EQ(timing.wrong, 0) << AllReduceImplName(impl);
+        EXPECT_GT(timing.time_us, 0);
+      }
+    }
+  }
+}
+
 // Every rank on a thread of its own, as ranks in processes would be.
 void TimeOnEveryRank(std::vector<std::unique_ptr<GangComm>>& gang,
                      int64_t floats, bool graph,
                      std::vector<AllReduceTiming>* timings,
-                     std::vector<std::string>* errors) {
+                     std::vector<std::string>* errors,
+                     CollectiveOp op = CollectiveOp::kAllReduce) {
   timings->assign(gang.size(), {});
   errors->assign(gang.size(), "");
   std::vector<std::thread> threads;
   std::barrier meet(static_cast<std::ptrdiff_t>(gang.size()));
   for (size_t r = 0; r < gang.size(); ++r) {
     threads.emplace_back([&, r] {
-      TimeAllReduce(
-          gang[r].get(), floats, 3, 40, graph, [&] { meet.arrive_and_wait(); },
-          &(*timings)[r], &(*errors)[r]);
+      TimeCollective(
+          gang[r].get(), op, floats, 3, 40, graph,
+          [&] { meet.arrive_and_wait(); }, &(*timings)[r], &(*errors)[r]);
     });
   }
   for (std::thread& t : threads) t.join();
@@ -129,6 +155,30 @@ TEST(CommGpuTest, OneShotRanksOnOneDeviceAgreeOverManyCallsAndReplays) {
           EXPECT_EQ(errors[r], "") << "world " << world << " rank " << r;
           EXPECT_EQ(timings[r].wrong, 0)
               << "world " << world << " rank " << r << " floats " << floats;
+        }
+      }
+    }
+  }
+}
+
+// The one-shot reduce-scatter and all-gather with two ranks on the device:
+// every rank's part from every rank, exact, over many calls and replays.
+TEST(CommGpuTest, OneShotRanksOnOneDeviceGatherAndScatterExactly) {
+  SKIP_WITHOUT_GPU();
+  std::string error;
+  auto gang = CreateLocalGang({0, 0}, AllReduceImpl::kOneShot, 1 << 20, &error);
+  ASSERT_EQ(gang.size(), 2u) << error;
+  for (CollectiveOp op :
+       {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
+    for (int64_t floats : {1, 31, 6144, 12289, 1 << 19}) {
+      for (bool graph : {false, true}) {
+        std::vector<AllReduceTiming> timings;
+        std::vector<std::string> errors;
+        TimeOnEveryRank(gang, floats, graph, &timings, &errors, op);
+        for (int r = 0; r < 2; ++r) {
+          EXPECT_EQ(errors[r], "") << "rank " << r;
+          EXPECT_EQ(timings[r].wrong, 0) << "rank " << r << " floats " << floats
+                                         << " op " << static_cast<int>(op);
         }
       }
     }
