@@ -2,7 +2,10 @@
 // kernels/cuda/comm_gpu.h in the style of nccl-tests: for each message size,
 // the time of one sum (each rank on a thread of its own, the slowest rank's
 // figure), algbw = bytes / time, busbw = algbw * 2 (W - 1) / W, and #wrong
-// (elements that differ from the exact sum of rank-dependent data). Then the
+// (elements that differ from the exact sum of rank-dependent data). --ops
+// adds data-parallel attention's all-gather and reduce-scatter (size = all
+// ranks' parts, as nccl-tests counts them; busbw = algbw * (W - 1) / W;
+// #wrong against the exact gather and sums). Then the
 // same sums replayed from one CUDA graph at --graph_bytes (a decode step's
 // all-reduce: 6144 BF16 activations are 12 KB). Exits 1 on a wrong result,
 // 2 on a setup failure.
@@ -10,13 +13,13 @@
 //   moetune-comm-bench [--gpus=N] [--ranks_per_gpu=1|2] [--impl=nccl,oneshot]
 //       [--min_bytes=1024] [--max_bytes=67108864] [--iterations=50]
 //       [--warmup=10] [--graph_bytes=12288,24576] [--json=FILE]
-//       [--calibration=FILE]
+//       [--calibration=FILE] [--ops=allreduce,allgather,reducescatter]
 // --calibration writes the communication model's parameters fitted to these
 // figures (a CommCalibration in protobuf's JSON mapping, with the machine's
 // fingerprint) for a worker's --comm_calibration: per implementation, the
 // latency (the median time of messages up to 32 KB) and the bus bandwidth
 // (busbw of the largest message), and the fit's worst error over the sizes;
-// a graph fit per --graph_bytes run (latency only).
+// a graph fit per --graph_bytes run (latency only). All-reduce rows only.
 // Several ranks a GPU run the one-shot path only (NCCL refuses them): on one
 // GPU they exercise its synchronisation where NCCL can only run world 1.
 #include <algorithm>
@@ -44,6 +47,7 @@ struct Flags {
   int gpus = 0, ranks_per_gpu = 1, iterations = 50, warmup = 10;
   int64_t min_bytes = 1024, max_bytes = int64_t{64} << 20;
   std::vector<std::string> impls = {"nccl", "oneshot"};
+  std::vector<std::string> ops = {"allreduce"};
   std::vector<int64_t> graph_bytes = {12288, 24576};
   std::string json, calibration;
 };
@@ -67,6 +71,8 @@ bool ParseFlag(const std::string& arg, Flags* f) {
     f->max_bytes = number;
   else if (key == "impl")
     f->impls = SplitList(value);
+  else if (key == "ops")
+    f->ops = SplitList(value);
   else if (key == "json")
     f->json = value;
   else if (key == "calibration")
@@ -82,8 +88,22 @@ bool ParseFlag(const std::string& arg, Flags* f) {
   return true;
 }
 
+// "allreduce", "allgather" or "reducescatter"; false for anything else.
+bool ParseOp(const std::string& name, CollectiveOp* op) {
+  if (name == "allreduce")
+    *op = CollectiveOp::kAllReduce;
+  else if (name == "allgather")
+    *op = CollectiveOp::kAllGather;
+  else if (name == "reducescatter")
+    *op = CollectiveOp::kReduceScatter;
+  else
+    return false;
+  return true;
+}
+
 struct Row {
   std::string impl;
+  std::string op = "allreduce";
   int world = 1;
   int64_t bytes = 0;
   bool in_graph = false;
@@ -93,22 +113,28 @@ struct Row {
 };
 
 // Every rank on its own thread, at once; the slowest rank's time.
-Row Measure(std::vector<std::unique_ptr<GangComm>>& gang, int64_t bytes,
-            bool in_graph, const Flags& f) {
+Row Measure(std::vector<std::unique_ptr<GangComm>>& gang,
+            const std::string& op_name, int64_t bytes, bool in_graph,
+            const Flags& f) {
   const int world = static_cast<int>(gang.size());
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  ParseOp(op_name, &op);
+  // A gather's or scatter's size is every rank's part together.
+  const int64_t floats =
+      op == CollectiveOp::kAllReduce ? bytes / 4 : bytes / 4 / world;
   std::vector<AllReduceTiming> timings(world);
   std::vector<std::string> errors(world);
   std::vector<std::thread> threads;
   std::barrier meet(world);
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
-      TimeAllReduce(
-          gang[r].get(), bytes / 4, f.warmup, f.iterations, in_graph,
+      TimeCollective(
+          gang[r].get(), op, floats, f.warmup, f.iterations, in_graph,
           [&] { meet.arrive_and_wait(); }, &timings[r], &errors[r]);
     });
   }
   for (std::thread& t : threads) t.join();
-  Row row{AllReduceImplName(gang[0]->impl()), world, bytes, in_graph};
+  Row row{AllReduceImplName(gang[0]->impl()), op_name, world, bytes, in_graph};
   for (int r = 0; r < world; ++r) {
     row.time_us = std::max(row.time_us, timings[r].time_us);
     row.wrong += timings[r].wrong;
@@ -121,17 +147,21 @@ Row Measure(std::vector<std::unique_ptr<GangComm>>& gang, int64_t bytes,
 
 void Print(const Row& row, FILE* json) {
   const double algbw = row.bytes / (row.time_us * 1e3);  // GB/s
-  const double busbw = algbw * 2.0 * (row.world - 1) / row.world;
-  std::printf("%-8s %5d %12lld %6s %11.2f %10.2f %10.2f %7lld %s\n",
-              row.impl.c_str(), row.world, static_cast<long long>(row.bytes),
+  const double factor = row.op == "allreduce" ? 2.0 : 1.0;
+  const double busbw = algbw * factor * (row.world - 1) / row.world;
+  std::printf("%-8s %-13s %5d %12lld %6s %11.2f %10.2f %10.2f %7lld %s\n",
+              row.impl.c_str(), row.op.c_str(), row.world,
+              static_cast<long long>(row.bytes),
               row.in_graph ? "graph" : "stream", row.time_us, algbw, busbw,
               static_cast<long long>(row.wrong), row.error.c_str());
   if (json == nullptr) return;
   std::fprintf(json,
-               "{\"impl\":\"%s\",\"world\":%d,\"bytes\":%lld,\"graph\":%s,"
+               "{\"impl\":\"%s\",\"op\":\"%s\",\"world\":%d,\"bytes\":%lld,"
+               "\"graph\":%s,"
                "\"time_us\":%.3f,\"algbw_gbps\":%.3f,\"busbw_gbps\":%.3f,"
                "\"wrong\":%lld}\n",
-               row.impl.c_str(), row.world, static_cast<long long>(row.bytes),
+               row.impl.c_str(), row.op.c_str(), row.world,
+               static_cast<long long>(row.bytes),
                row.in_graph ? "true" : "false", row.time_us, algbw, busbw,
                static_cast<long long>(row.wrong));
 }
@@ -158,10 +188,14 @@ bool RunImpl(const std::string& name, const std::vector<int>& devices,
     rows->push_back(row);
     ok = ok && row.wrong == 0 && row.error.empty();
   };
-  for (int64_t bytes = f.min_bytes; bytes <= f.max_bytes; bytes *= 2) {
-    report(Measure(gang, bytes, false, f));
+  for (const std::string& op : f.ops) {
+    for (int64_t bytes = f.min_bytes; bytes <= f.max_bytes; bytes *= 2) {
+      report(Measure(gang, op, bytes, false, f));
+    }
+    for (int64_t bytes : f.graph_bytes) {
+      report(Measure(gang, op, bytes, true, f));
+    }
   }
-  for (int64_t bytes : f.graph_bytes) report(Measure(gang, bytes, true, f));
   return ok;
 }
 
@@ -180,7 +214,7 @@ v1::CollectiveFit FitStream(const std::vector<Row>& rows,
   std::vector<double> small;
   const Row* largest = nullptr;
   for (const Row& r : rows) {
-    if (r.impl != impl || r.in_graph) continue;
+    if (r.impl != impl || r.in_graph || r.op != "allreduce") continue;
     if (r.bytes <= 32768) small.push_back(r.time_us);
     if (largest == nullptr || r.bytes > largest->bytes) largest = &r;
   }
@@ -191,7 +225,7 @@ v1::CollectiveFit FitStream(const std::vector<Row>& rows,
     fit.set_bus_gbps(moved / wire_us / 1e3);
   }
   for (const Row& r : rows) {
-    if (r.impl != impl || r.in_graph) continue;
+    if (r.impl != impl || r.in_graph || r.op != "allreduce") continue;
     const double moved = 2.0 * (world - 1) / world * r.bytes;
     const double model =
         fit.latency_us() +
@@ -218,6 +252,7 @@ bool WriteCalibration(const std::vector<Row>& rows, int gpus,
           .count());
   std::vector<std::pair<std::string, int>> seen;
   for (const Row& r : rows) {
+    if (r.op != "allreduce") continue;
     if (std::find(seen.begin(), seen.end(), std::pair{r.impl, r.world}) !=
         seen.end()) {
       continue;
@@ -226,7 +261,7 @@ bool WriteCalibration(const std::vector<Row>& rows, int gpus,
     *cal.add_fits() = FitStream(rows, r.impl, r.world);
   }
   for (const Row& r : rows) {
-    if (!r.in_graph) continue;
+    if (!r.in_graph || r.op != "allreduce") continue;
     v1::CollectiveFit* fit = cal.add_fits();
     fit->set_allreduce(r.impl);
     fit->set_world_size(r.world);
@@ -255,6 +290,16 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
+  for (const std::string& op : f.ops) {
+    CollectiveOp parsed;
+    if (!ParseOp(op, &parsed)) {
+      std::fprintf(stderr,
+                   "--ops: '%s' is not allowed; allowed: allreduce, allgather, "
+                   "reducescatter\n",
+                   op.c_str());
+      return 2;
+    }
+  }
   const int gpus = f.gpus > 0 ? f.gpus : DeviceCount();
   if (f.ranks_per_gpu > 2) {
     // Threads of one process: their spinning kernels need to run at once,
@@ -277,8 +322,9 @@ int Main(int argc, char** argv) {
   FILE* json = f.json.empty() ? nullptr : std::fopen(f.json.c_str(), "w");
   std::printf("# NCCL %s, %d GPU(s), %d rank(s) a GPU\n", NcclVersion().c_str(),
               gpus, f.ranks_per_gpu);
-  std::printf("%-8s %5s %12s %6s %11s %10s %10s %7s\n", "# impl", "world",
-              "size(B)", "where", "time(us)", "algbw", "busbw", "#wrong");
+  std::printf("%-8s %-13s %5s %12s %6s %11s %10s %10s %7s\n", "# impl", "op",
+              "world", "size(B)", "where", "time(us)", "algbw", "busbw",
+              "#wrong");
   bool ok = true;
   std::vector<Row> rows;
   for (const std::string& impl : f.impls) {
