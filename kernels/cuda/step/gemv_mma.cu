@@ -106,28 +106,15 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   }
 }
 
-template <int NT>
-GpuStatus LaunchNt(const Bf16Gemv& g, cudaStream_t stream) {
-  const int tiles = gemv_mma::Tiles(g.rows);
-  // A part keeps at least 16 chunks (2 x 8) of 32 K.
-  const int ks = gemv_mma::KParts(tiles, g.k / kChunkK, 8);
-  return LaunchOverlapped(GemvBf16MmaKernel<NT>, gemv_mma::Blocks(tiles, ks),
-                          32 * kWarps, 0, stream, g, ks);
-}
-
 }  // namespace
 
 bool GemvBf16MmaFits(const Bf16Gemv& g) { return gemv_mma::Fits(g, kChunkK); }
 
 GpuStatus LaunchGemvBf16Mma(const Bf16Gemv& g, cudaStream_t stream) {
-  switch (gemv_mma::NTiles(g.batch)) {
-    case 1:
-      return LaunchNt<1>(g, stream);
-    case 2:
-      return LaunchNt<2>(g, stream);
-    default:
-      return LaunchNt<4>(g, stream);
-  }
+  // A part keeps at least 16 chunks (2 x 8) of 32 K.
+  return gemv_mma::LaunchTiles(
+      g, kChunkK, 8,
+      [](auto nt) { return &GemvBf16MmaKernel<decltype(nt)::value>; }, stream);
 }
 
 }  // namespace moetune::gpu

@@ -10,6 +10,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/overlap_launch.cuh"
 
 namespace moetune::gpu::gemv_mma {
 
@@ -86,6 +90,28 @@ __device__ void StoreTiles(int rows, int batch, const Partials<NT>& partial,
     float sum = 0.0f;
     for (int p = 0; p < ks; ++p) sum += partial[tib * ks + p][rr][col];
     out(r, b0 + col, sum);
+  }
+}
+
+// Launches the kernel of the batch's n-tiles (kernel_of(nt) for an
+// std::integral_constant nt: a __global__ void(Gemv, int ks)) over the rows'
+// tiles, ks K parts a tile, each part at least 2 * unroll chunks of chunk_k.
+template <class Gemv, class KernelOf>
+GpuStatus LaunchTiles(const Gemv& g, int chunk_k, int unroll,
+                      KernelOf kernel_of, cudaStream_t stream) {
+  const int tiles = Tiles(g.rows);
+  const int ks = KParts(tiles, g.k / chunk_k, unroll);
+  const auto launch = [&](auto kernel) {
+    return LaunchOverlapped(kernel, Blocks(tiles, ks), 32 * kWarps, 0, stream,
+                            g, ks);
+  };
+  switch (NTiles(g.batch)) {
+    case 1:
+      return launch(kernel_of(std::integral_constant<int, 1>{}));
+    case 2:
+      return launch(kernel_of(std::integral_constant<int, 2>{}));
+    default:
+      return launch(kernel_of(std::integral_constant<int, 4>{}));
   }
 }
 

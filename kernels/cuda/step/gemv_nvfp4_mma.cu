@@ -162,28 +162,15 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   }
 }
 
-// A part keeps at least 8 chunks (2 x 4) of 128 K.
-template <int NT>
-GpuStatus LaunchNt(const Nvfp4Gemv& g, cudaStream_t stream) {
-  const int tiles = gemv_mma::Tiles(g.rows);
-  const int ks = gemv_mma::KParts(tiles, g.k / kChunkK, 4);
-  return LaunchOverlapped(GemvNvfp4MmaKernel<NT>, gemv_mma::Blocks(tiles, ks),
-                          32 * kWarps, 0, stream, g, ks);
-}
-
 }  // namespace
 
 bool GemvNvfp4MmaFits(const Nvfp4Gemv& g) { return gemv_mma::Fits(g, kChunkK); }
 
 GpuStatus LaunchGemvNvfp4Mma(const Nvfp4Gemv& g, cudaStream_t stream) {
-  switch (gemv_mma::NTiles(g.batch)) {
-    case 1:
-      return LaunchNt<1>(g, stream);
-    case 2:
-      return LaunchNt<2>(g, stream);
-    default:
-      return LaunchNt<4>(g, stream);
-  }
+  // A part keeps at least 8 chunks (2 x 4) of 128 K.
+  return gemv_mma::LaunchTiles(
+      g, kChunkK, 4,
+      [](auto nt) { return &GemvNvfp4MmaKernel<decltype(nt)::value>; }, stream);
 }
 
 }  // namespace moetune::gpu
