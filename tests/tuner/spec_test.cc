@@ -283,6 +283,39 @@ TEST(DeploySpecsTest, ServingSpecsPlanTheLargeBatchesOnTheirBackends) {
   }
 }
 
+// The decode-step specs of the gang and dp issues: valid; the dp sweep
+// plans tp and dp attention for each world-8 layout; the 8-GPU gang sweep
+// (issue 21) plans every trial MEASURED over 8 ranks, the four layouts of
+// the issue (TP8, EP8, TP4 x EP2, TP2 x EP4) with both all-reduces, and dp
+// attention only at the batches that split over 8 ranks.
+TEST(DeploySpecsTest, StepGangSpecsPlanTheirLayouts) {
+  const v1::SweepSpec dp = ReadDeploySpec("h200_dp_sweep.json");
+  ASSERT_TRUE(ValidateSweepSpec(dp).ok()) << ValidateSweepSpec(dp);
+  int dp_trials = 0;
+  const std::vector<v1::Trial> dp_plan = *testing::Expand(dp);
+  for (const v1::Trial& t : dp_plan) {
+    dp_trials += t.config().attention() == "dp";
+  }
+  EXPECT_GT(dp_trials, 0);
+  const v1::SweepSpec gang = ReadDeploySpec("h200x8_gang_sweep.json");
+  ASSERT_TRUE(ValidateSweepSpec(gang).ok()) << ValidateSweepSpec(gang);
+  std::set<std::pair<int, int>> layouts;
+  std::set<std::string> allreduces;
+  const std::vector<v1::Trial> gang_plan = *testing::Expand(gang);
+  for (const v1::Trial& t : gang_plan) {
+    EXPECT_EQ(t.config().communication(), v1::MEASURED);
+    EXPECT_EQ(t.config().tp() * t.config().ep(), 8);
+    layouts.insert({t.config().tp(), t.config().ep()});
+    allreduces.insert(t.config().allreduce());
+    if (t.config().attention() == "dp") {
+      EXPECT_EQ(t.workload().batch_size() % 8, 0);
+    }
+  }
+  EXPECT_EQ(layouts,
+            (std::set<std::pair<int, int>>{{8, 1}, {4, 2}, {2, 4}, {1, 8}}));
+  EXPECT_EQ(allreduces, (std::set<std::string>{"nccl", "oneshot"}));
+}
+
 // The scheduled sweep (deploy/moetune-sweep.service installs
 // nightly_sweep.json; deploy/kubernetes.yaml carries the same spec in its
 // ConfigMap): valid, and the two copies say the same.
