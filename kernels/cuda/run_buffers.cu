@@ -85,24 +85,28 @@ void CarveLayerBuffers(const Geometry& g, const Launcher& launcher, Carver& c,
   }
 }
 
+GpuStatus UploadBf16Input(const float* input, size_t n, uint16_t* bits,
+                          float* floats) {
+  std::vector<uint16_t> b(n);
+  std::vector<float> rounded(n);
+  for (size_t i = 0; i < n; ++i) {
+    b[i] = Bf16Bits(input[i]);
+    rounded[i] = Bf16ToFloat(b[i]);
+  }
+  MG_CUDA(cudaMemcpy(bits, b.data(), n * 2, cudaMemcpyHostToDevice));
+  MG_CUDA(cudaMemcpy(floats, rounded.data(), n * 4, cudaMemcpyHostToDevice));
+  return OkStatus();
+}
+
 GpuStatus AllocRun(const MoeProblem& p, LayerArgs* a, const Launcher& launcher,
                    RunState* st) {
   uint16_t* x_bf16 = nullptr;
   float* bias = nullptr;
   MG_RETURN_IF_ERROR(CarveRun(a, launcher, st, &x_bf16, &bias));
   MG_RETURN_IF_ERROR(st->workspace.Allocate(launcher.workspace_bytes(*a)));
-  // Upload: the input rounded to BF16, as bits for the kernels and as floats
-  // for the trusted path; the bias as given.
+  // Upload: the input as the layer reads it; the bias as given.
   const size_t bh = static_cast<size_t>(a->geo.batch) * a->geo.hidden;
-  std::vector<uint16_t> bits(bh);
-  std::vector<float> rounded(bh);
-  for (size_t i = 0; i < bh; ++i) {
-    bits[i] = Bf16Bits(p.input[i]);
-    rounded[i] = Bf16ToFloat(bits[i]);
-  }
-  MG_CUDA(cudaMemcpy(x_bf16, bits.data(), bh * 2, cudaMemcpyHostToDevice));
-  MG_CUDA(
-      cudaMemcpy(st->x_float, rounded.data(), bh * 4, cudaMemcpyHostToDevice));
+  MG_RETURN_IF_ERROR(UploadBf16Input(p.input.data(), bh, x_bf16, st->x_float));
   MG_CUDA(cudaMemcpy(bias, p.router_bias.data(), a->geo.experts * 4,
                      cudaMemcpyHostToDevice));
   MG_CUDA(cudaDeviceSynchronize());  // the zero fills ran on the legacy stream

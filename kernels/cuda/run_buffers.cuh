@@ -23,6 +23,11 @@ void CarveLayerBuffers(const Geometry& g, const Launcher& launcher, Carver& c,
 // Allocates a->buf, the trusted buffers and the workspace, and uploads the
 // input (rounded to BF16, as bits for the kernels and as floats for the
 // trusted path) and the router bias.
+// A MoE input [n] as the layer reads it: rounded to BF16, as bits for the
+// kernels and as floats for the trusted path (synchronous copies).
+GpuStatus UploadBf16Input(const float* input, size_t n, uint16_t* bits,
+                          float* floats);
+
 GpuStatus AllocRun(const MoeProblem& p, LayerArgs* a, const Launcher& launcher,
                    RunState* st);
 

@@ -44,17 +44,6 @@ StepFormats StepFormatsOf(const ref::StepSpec& s) {
   return f;
 }
 
-namespace {
-
-// The other ranks' MoE inputs without a gang: the MoE layer region's
-// synthetic input of the whole batch (the first MoE layer's, for every
-// layer: each layer's router still sends it its own way), BF16 values.
-std::vector<float> PeerMoeInput(const ref::StepSpec& s) {
-  return ref::MoeLayerInput(s, s.config.num_dense_layers);
-}
-
-}  // namespace
-
 StepProblem MakeStepProblem(const ref::StepSpec& s) {
   StepProblem p;
   p.dims = StepDimsOf(s.config);
@@ -71,7 +60,10 @@ StepProblem MakeStepProblem(const ref::StepSpec& s) {
   }
   if (p.dp_attention && ref::World(s.shard) > 1 &&
       s.layers > s.config.num_dense_layers) {
-    p.peer_moe_input = PeerMoeInput(s);
+    // The other ranks' MoE inputs without a gang: the MoE layer region's
+    // synthetic input of the whole batch (the first MoE layer's, for every
+    // layer: each layer's router still sends it its own way), BF16 values.
+    p.peer_moe_input = ref::MoeLayerInput(s, s.config.num_dense_layers);
   }
   for (int layer = s.config.num_dense_layers; layer < s.layers; ++layer) {
     p.router_bias.push_back(ref::RouterBias(s, layer));

@@ -79,13 +79,7 @@ class RankComm final : public GangComm {
     cudaSetDevice(device_);
     const auto s = static_cast<cudaStream_t>(stream);
     if (impl_ == AllReduceImpl::kOneShot) {
-      const cudaError_t e =
-          LaunchOneShotAllReduce(oneshot_->args, data, data, n, s);
-      if (e == cudaSuccess) return RunStatus::kOk;
-      *error =
-          std::string("one-shot all-reduce: ") + cudaGetErrorString(e) +
-          (n > oneshot_->args.max_floats ? " (message above the buffer)" : "");
-      return RunStatus::kCudaError;
+      return OneShot(OneShotOp::kAllReduce, data, data, n, s, error);
     }
     return Nccl(ncclAllReduce(data, data, n, ncclFloat32, ncclSum, comm_, s),
                 "ncclAllReduce", error);
@@ -152,23 +146,26 @@ class RankComm final : public GangComm {
   int timeout_ms_ = 60000;
 
  private:
-  // Blocking on a non-blocking communicator: enqueued calls may answer
-  // "in progress" until NCCL has taken them.
+  // One call of the one-shot kernel, `words` a rank; an error names the
+  // operation, and a message past the peer buffers says so.
   RunStatus OneShot(OneShotOp op, const void* in, void* out, int64_t words,
                     cudaStream_t stream, std::string* error) {
     const cudaError_t e =
         LaunchOneShot(oneshot_->args, op, in, out, words, stream);
     if (e == cudaSuccess) return RunStatus::kOk;
-    *error =
-        std::string("one-shot ") +
-        (op == OneShotOp::kAllGather ? "all-gather: " : "reduce-scatter: ") +
-        cudaGetErrorString(e) +
-        (words * world_ > oneshot_->args.max_floats
-             ? " (message above the buffer)"
-             : "");
+    const char* name = op == OneShotOp::kAllReduce   ? "all-reduce"
+                       : op == OneShotOp::kAllGather ? "all-gather"
+                                                     : "reduce-scatter";
+    const int64_t parts = op == OneShotOp::kAllReduce ? 1 : world_;
+    *error = std::string("one-shot ") + name + ": " + cudaGetErrorString(e) +
+             (words * parts > oneshot_->args.max_floats
+                  ? " (message above the buffer)"
+                  : "");
     return RunStatus::kCudaError;
   }
 
+  // Blocking on a non-blocking communicator: enqueued calls may answer
+  // "in progress" until NCCL has taken them.
   RunStatus Nccl(ncclResult_t result, const char* call, std::string* error) {
     if (result == ncclInProgress) {
       result =

@@ -109,9 +109,4 @@ cudaError_t LaunchOneShot(const OneShotArgs& args, OneShotOp op, const void* in,
   return cudaGetLastError();
 }
 
-cudaError_t LaunchOneShotAllReduce(const OneShotArgs& args, const float* in,
-                                   float* out, int64_t n, cudaStream_t stream) {
-  return LaunchOneShot(args, OneShotOp::kAllReduce, in, out, n, stream);
-}
-
 }  // namespace moetune::gpu

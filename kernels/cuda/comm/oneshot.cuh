@@ -46,13 +46,11 @@ struct OneShotArgs {
   int64_t max_floats = 0;
 };
 
-// out[i] = sum over ranks r (in order) of rank r's in[i], i < n <=
-// max_floats. `in` and `out` may be the same buffer.
-cudaError_t LaunchOneShotAllReduce(const OneShotArgs& args, const float* in,
-                                   float* out, int64_t n, cudaStream_t stream);
-
-// The same synchronisation for data-parallel attention's MoE dispatch and
-// combine, n 4-byte words a rank (world * n <= max_floats):
+// One call of the kernel, n 4-byte words a rank:
+//  - kAllReduce: out[i] = sum over ranks r (in order) of rank r's in[i] (n
+//    floats <= max_floats; in and out may be the same buffer).
+// Data-parallel attention's MoE dispatch and combine (world * n <=
+// max_floats):
 //  - kReduceScatter: in [world][n] floats; out[i] = the rank-order sum of
 //    every rank's in[rank * n + i] (out apart from in);
 //  - kAllGather: rank r's words in[r * n .. (r + 1) * n) go to every rank's

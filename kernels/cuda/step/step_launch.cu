@@ -1,6 +1,5 @@
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <initializer_list>
 #include <vector>
 
@@ -67,20 +66,13 @@ GpuStatus Upload(void* dst, const void* src, size_t bytes) {
   return OkStatus();
 }
 
-// The other ranks' MoE inputs without a gang (StepProblem::peer_moe_input):
-// into the MoE input rows, as floats and as the BF16 the experts read (the
-// values are BF16 already: the top half of each float's bits).
+// The other ranks' MoE inputs without a gang (StepProblem::peer_moe_input)
+// into the MoE input rows, as the layer reads them (BF16 values already).
 GpuStatus UploadPeerInputs(const StepProblem& p, const StepBuffers& b) {
   const std::vector<float>& x = p.peer_moe_input;
-  std::vector<uint16_t> bits(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    uint32_t u;
-    std::memcpy(&u, &x[i], sizeof(u));
-    bits[i] = static_cast<uint16_t>(u >> 16);
-  }
-  MG_RETURN_IF_ERROR(Upload(b.moe_x, x.data(), x.size() * sizeof(float)));
-  return Upload(const_cast<uint16_t*>(b.moe.x_bf16), bits.data(),
-                bits.size() * sizeof(uint16_t));
+  if (x.empty()) return OkStatus();
+  return UploadBf16Input(x.data(), x.size(),
+                         const_cast<uint16_t*>(b.moe.x_bf16), b.moe_x);
 }
 
 // Weight rows of a GEMV over the batch: plain (one input for all rows).

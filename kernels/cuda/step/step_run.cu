@@ -91,7 +91,7 @@ GpuStatus ValidateDataParallel(const StepProblem& p) {
 
 GpuStatus ValidateStep(const StepProblem& p) {
   const StepDims& d = p.dims;
-  const int world = p.dp_attention ? 1 : World(p);
+  const int world = MakeStepGeometry(p).world;  // the split's ranks
   if (p.layers < 1) return Bad("problem.layers: must be >= 1");
   if (p.context < 0) return Bad("problem.context: must be >= 0");
   if (Prefilled(p) > p.context) {

@@ -11,8 +11,10 @@
 namespace moetune::gpu::testing {
 namespace {
 
-Bf16Gemv ToGemv(const GemvShape& s) {
-  Bf16Gemv g;
+// The shape's fields, which the BF16 and NVFP4 GEMVs name alike.
+template <class Gemv>
+Gemv WithShape(const GemvShape& s) {
+  Gemv g;
   g.k = s.k;
   g.rows_per_x = s.rows_per_x;
   g.w_group_stride = s.w_group_stride;
@@ -23,6 +25,8 @@ Bf16Gemv ToGemv(const GemvShape& s) {
   g.rows = s.rows;
   return g;
 }
+
+Bf16Gemv ToGemv(const GemvShape& s) { return WithShape<Bf16Gemv>(s); }
 
 // Device buffers freed when the run ends, however it ends.
 class DeviceBuffers {
@@ -195,16 +199,8 @@ std::string RunGemvBf16(const GemvShape& shape, const std::vector<uint16_t>& w,
 }
 
 Nvfp4Gemv ToNvfp4(const GemvShape& s) {
-  Nvfp4Gemv g;
-  g.rows = s.rows;
-  g.k = s.k;
-  g.batch = s.batch;
-  g.x_stride = s.x_stride;
+  Nvfp4Gemv g = WithShape<Nvfp4Gemv>(s);
   g.y_stride = s.rows;
-  g.rows_per_x = s.rows_per_x;
-  g.w_group_stride = s.w_group_stride;
-  g.w_group_offset = s.w_group_offset;
-  g.x_group_stride = s.x_group_stride;
   return g;
 }
 
