@@ -49,11 +49,19 @@ using KernelRecord = MOETUNE_CUPTI_KERNEL_RECORD;
 constexpr size_t kBufferBytes = size_t{8} << 20;
 static_assert(kBufferBytes % ACTIVITY_RECORD_ALIGNMENT == 0);
 
+// Kernel records left out of the spans, or suspect in them.
+struct RecordCounts {
+  uint64_t untimed = 0;  // start 0: CUPTI lacked device memory to time it
+  uint64_t dropped = 0;  // CUPTI dropped them for want of a buffer
+  // correlationId 0: such kernels all fall in one launch, and the grouping
+  // by launch means nothing. Counted to show it; not expected.
+  uint64_t uncorrelated = 0;
+};
+
 struct Recorder {
   std::mutex mu;
   std::vector<KernelSpan> spans;
-  uint64_t untimed = 0;  // records without timestamps (CUPTI's device memory)
-  uint64_t dropped = 0;  // records CUPTI dropped for want of a buffer
+  RecordCounts counts;
   bool written = false;
 };
 
@@ -94,10 +102,10 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size,
   *max_records = 0;  // as many as fit
 }
 
-// The kernel records of a completed buffer as spans; counts in `untimed`
-// those CUPTI could not time (start 0).
+// The kernel records of a completed buffer as spans, counting untimed and
+// uncorrelated ones in `counts`.
 std::vector<KernelSpan> SpansIn(uint8_t* buffer, size_t valid_bytes,
-                                uint64_t& untimed) {
+                                RecordCounts& counts) {
   std::vector<KernelSpan> spans;
   CUpti_Activity* record = nullptr;
   while (true) {
@@ -108,9 +116,10 @@ std::vector<KernelSpan> SpansIn(uint8_t* buffer, size_t valid_bytes,
     if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
     const auto* kernel = reinterpret_cast<const KernelRecord*>(record);
     if (kernel->start == 0 || kernel->end < kernel->start) {
-      ++untimed;
+      ++counts.untimed;
       continue;
     }
+    if (kernel->correlationId == 0) ++counts.uncorrelated;
     spans.push_back({Demangled(kernel->name), kernel->start, kernel->end,
                      kernel->correlationId, kernel->graphId});
   }
@@ -121,9 +130,9 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id,
                               uint8_t* buffer, size_t /*size*/,
                               size_t valid_bytes) {
   if (buffer == nullptr) return;
-  uint64_t untimed = 0;
+  RecordCounts counts;
   std::vector<KernelSpan> spans = valid_bytes > 0
-                                      ? SpansIn(buffer, valid_bytes, untimed)
+                                      ? SpansIn(buffer, valid_bytes, counts)
                                       : std::vector<KernelSpan>();
   std::free(buffer);
   size_t dropped = 0;
@@ -136,8 +145,9 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id,
   recorder.spans.insert(recorder.spans.end(),
                         std::make_move_iterator(spans.begin()),
                         std::make_move_iterator(spans.end()));
-  recorder.untimed += untimed;
-  recorder.dropped += dropped;
+  recorder.counts.untimed += counts.untimed;
+  recorder.counts.dropped += dropped;
+  recorder.counts.uncorrelated += counts.uncorrelated;
 }
 
 // MOETUNE_KERNEL_TIMELINE with every "%p" replaced by the process id.
@@ -166,12 +176,14 @@ void WriteTimeline() {
   std::ofstream out(path);
   WriteSpansCsv(recorder.spans, out);
   out.close();
+  const RecordCounts& c = recorder.counts;
   std::fprintf(stderr,
-               "moetune kernel timeline: %zu kernels %s %s (%llu untimed, "
-               "%llu dropped by CUPTI)\n",
+               "moetune kernel timeline: %zu kernels %s %s (left out: %llu "
+               "untimed, %llu dropped by CUPTI; %llu without correlation id)\n",
                recorder.spans.size(), out ? "written to" : "NOT WRITTEN to",
-               path.c_str(), static_cast<unsigned long long>(recorder.untimed),
-               static_cast<unsigned long long>(recorder.dropped));
+               path.c_str(), static_cast<unsigned long long>(c.untimed),
+               static_cast<unsigned long long>(c.dropped),
+               static_cast<unsigned long long>(c.uncorrelated));
   std::fputs(FormatSummary(Summarize(recorder.spans)).c_str(), stderr);
 }
 
