@@ -12,6 +12,16 @@ GpuStatus CudaFailure(cudaError_t error, const char* call, const char* file,
   return Fail(RunStatus::kCudaError, std::move(message));
 }
 
+int CurrentDeviceSmCount() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) !=
+          cudaSuccess) {
+    return 0;
+  }
+  return count;
+}
+
 GpuStatus DeviceBuffer::Allocate(size_t bytes) {
   Reset();
   if (bytes < 256) bytes = 256;

@@ -81,6 +81,10 @@ class DeviceBuffer {
 // Rounds up to a multiple of 256 bytes (carving one allocation into parts).
 inline size_t Align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+// The current device's SM count, for kernels that size their grids to it
+// (0 when it cannot be read; the launch then reports the device's fault).
+int CurrentDeviceSmCount();
+
 // Carves consecutive 256-byte-aligned parts out of one allocation.
 class Carver {
  public:

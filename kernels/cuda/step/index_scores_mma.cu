@@ -10,8 +10,7 @@ namespace moetune::gpu {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kWarpTokens = 16;  // mma's M
-constexpr int kBlockTokens = kWarps * kWarpTokens;
+constexpr int kWarpTokens = 16;                 // mma's M
 constexpr int kHeadTiles = kMaxIndexHeads / 8;  // mma's N = 8 heads
 
 // Two E4M3 bytes (the lower one at the lower dim) to two FP16 (exact).
@@ -33,24 +32,33 @@ __device__ __forceinline__ int StepDims(int j, int c) {
 
 // Each lane's query fragments for every (k-step, head tile), hi and lo, in
 // shared memory [D / 16][kHeadTiles][32 lanes]; heads past s.heads zero;
-// and the scaled head weights.
+// and the scaled head weights. Every thread's queries are loaded before any
+// is split: the block's one trip to L2 on the way to its first product
+// (one load a loop turn made the trips in sequence).
 template <int D>
 __device__ void StageQueryFragments(const IndexerScores& s, int b, uint4* qf,
                                     float* w) {
   constexpr int kEntries = D / 16 * kHeadTiles * 32;
-  for (int i = threadIdx.x; i < kEntries; i += blockDim.x) {
+  constexpr int kPerThread = kEntries / (kWarps * 32);
+  static_assert(kEntries % (kWarps * 32) == 0);
+  float4 q[kPerThread];
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) {
+    const int i = threadIdx.x + u * kWarps * 32;
     const int lane = i % 32, nt = (i / 32) % kHeadTiles,
               j = i / 32 / kHeadTiles;
     const int head = nt * 8 + lane / 4;
-    float4 q = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (head < s.heads) {
-      q = *reinterpret_cast<const float4*>(
-          s.q + (int64_t{b} * s.heads + head) * D + StepDims(j, lane % 4));
-    }
+    q[u] = head < s.heads ? *reinterpret_cast<const float4*>(
+                                s.q + (int64_t{b} * s.heads + head) * D +
+                                StepDims(j, lane % 4))
+                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) {
     uint4 f;
-    SplitHalf(q.x, q.y, &f.x, &f.z);
-    SplitHalf(q.z, q.w, &f.y, &f.w);
-    qf[i] = f;  // {hi b0, hi b1, lo b0, lo b1}
+    SplitHalf(q[u].x, q[u].y, &f.x, &f.z);
+    SplitHalf(q[u].z, q[u].w, &f.y, &f.w);
+    qf[threadIdx.x + u * kWarps * 32] = f;  // {hi b0, hi b1, lo b0, lo b1}
   }
   for (int h = threadIdx.x; h < kMaxIndexHeads; h += blockDim.x) {
     w[h] = h < s.heads ? s.w[b * s.heads + h] * s.w_scale : 0.0f;
@@ -74,81 +82,146 @@ __device__ void FreshScore(const IndexerScores& s, int b, const float* w,
   if (lane == 0) s.scores[int64_t{b} * (s.context + 1) + s.context] = score;
 }
 
-// Warp: tokens t0 .. t0 + 15 (rows g and g + 8 for lane (g, c)) x 32 heads.
+// Lane (g, c)'s key bytes of tokens t0 + g and t0 + g + 8 (16 dims a
+// 64-dim group). Past keys are this step's inputs, not any kernel's
+// outputs, so they are loaded before the wait for the kernels before.
 template <int D>
-__device__ void PastScores(const IndexerScores& s, int b, int t0,
-                           const uint4* qf, const float* w, int lane) {
+struct KeyFragments {
+  uint4 a[D / 64], b[D / 64];
+};
+
+template <int D>
+__device__ __forceinline__ KeyFragments<D> LoadKeys(const IndexerScores& s,
+                                                    int b, int t0, int lane) {
   const int g = lane / 4, c = lane % 4;
-  const int last = s.context - 1;
+  const int last = max(s.context - 1, 0);
   const uint8_t* ka =
       s.keys + (int64_t{b} * s.key_stride + min(t0 + g, last)) * D + 16 * c;
   const uint8_t* kb =
       s.keys + (int64_t{b} * s.key_stride + min(t0 + g + 8, last)) * D + 16 * c;
-  uint4 ra[D / 64], rb[D / 64];
+  KeyFragments<D> k;
 #pragma unroll
   for (int i = 0; i < D / 64; ++i) {
-    ra[i] = *reinterpret_cast<const uint4*>(ka + 64 * i);
-    rb[i] = *reinterpret_cast<const uint4*>(kb + 64 * i);
+    k.a[i] = *reinterpret_cast<const uint4*>(ka + 64 * i);
+    k.b[i] = *reinterpret_cast<const uint4*>(kb + 64 * i);
   }
-  float acc[kHeadTiles][4] = {};
+  return k;
+}
+
+__device__ __forceinline__ uint32_t Word(const uint4& x, int i) {
+  return i == 0 ? x.x : i == 1 ? x.y : i == 2 ? x.z : x.w;
+}
+
+// The warp's 16 tokens (rows g and g + 8 for lane (g, c)) x its HT head
+// tiles from nt0: the weighted ReLU'd dot products summed over those heads,
+// *sa for token g and *sb for g + 8 (in every lane of the quad).
+template <int D, int HT>
+__device__ void PastScores(const IndexerScores& s, const KeyFragments<D>& k,
+                           int nt0, const uint4* qf, const float* w, int lane,
+                           float* sa, float* sb) {
+  const int c = lane % 4;
+  float acc[HT][4] = {};
 #pragma unroll
   for (int j = 0; j < D / 16; ++j) {
-    const uint4& x = ra[j / 4];
-    const uint4& y = rb[j / 4];
-    const uint32_t wa = j % 4 == 0   ? x.x
-                        : j % 4 == 1 ? x.y
-                        : j % 4 == 2 ? x.z
-                                     : x.w;
-    const uint32_t wb = j % 4 == 0   ? y.x
-                        : j % 4 == 1 ? y.y
-                        : j % 4 == 2 ? y.z
-                                     : y.w;
+    const uint32_t wa = Word(k.a[j / 4], j % 4), wb = Word(k.b[j / 4], j % 4);
     const uint32_t a0 = E4m3x2ToHalf2(wa & 0xffffu);
     const uint32_t a1 = E4m3x2ToHalf2(wb & 0xffffu);
     const uint32_t a2 = E4m3x2ToHalf2(wa >> 16);
     const uint32_t a3 = E4m3x2ToHalf2(wb >> 16);
 #pragma unroll
-    for (int nt = 0; nt < kHeadTiles; ++nt) {
-      const uint4 f = qf[(j * kHeadTiles + nt) * 32 + lane];
+    for (int nt = 0; nt < HT; ++nt) {
+      const uint4 f = qf[(j * kHeadTiles + nt0 + nt) * 32 + lane];
       MmaF16(acc[nt], a0, a1, a2, a3, f.z, f.w);
       MmaF16(acc[nt], a0, a1, a2, a3, f.x, f.y);
     }
   }
   // Lane (g, c) holds heads nt * 8 + 2c, + 1 of tokens g and g + 8.
-  float sa = 0.0f, sb = 0.0f;
+  *sa = *sb = 0.0f;
 #pragma unroll
-  for (int nt = 0; nt < kHeadTiles; ++nt) {
+  for (int nt = 0; nt < HT; ++nt) {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const float wh = w[nt * 8 + 2 * c + e];
-      sa += wh * fmaxf(acc[nt][e] * s.dot_scale, 0.0f);
-      sb += wh * fmaxf(acc[nt][2 + e] * s.dot_scale, 0.0f);
+      const float wh = w[(nt0 + nt) * 8 + 2 * c + e];
+      *sa += wh * fmaxf(acc[nt][e] * s.dot_scale, 0.0f);
+      *sb += wh * fmaxf(acc[nt][2 + e] * s.dot_scale, 0.0f);
     }
   }
 #pragma unroll
   for (int o = 1; o < 4; o <<= 1) {
-    sa += __shfl_xor_sync(0xffffffffu, sa, o);
-    sb += __shfl_xor_sync(0xffffffffu, sb, o);
+    *sa += __shfl_xor_sync(0xffffffffu, *sa, o);
+    *sb += __shfl_xor_sync(0xffffffffu, *sb, o);
   }
-  float* out = s.scores + int64_t{b} * (s.context + 1);
-  if (c == 0 && t0 + g < s.context) out[t0 + g] = sa;
-  if (c == 0 && t0 + g + 8 < s.context) out[t0 + g + 8] = sb;
 }
 
-// Block (64 past tokens, sequence); block 0's first warp also scores the
-// new token.
-template <int D>
+// Block (TT token tiles of 16 past tokens, sequence): its 4 warps are TT
+// tiles x 4 / TT parts of the 32 heads, the parts' sums added in shared
+// memory in a fixed order. Fewer tokens a block where the batch and context
+// make too few blocks to fill the GPU (batch 1 at 4096 tokens: 64 blocks of
+// 64 tokens took 10 us for 0.5 MB; device run 73). Block 0's first warp
+// also scores the new token.
+template <int D, int TT>
 __global__ void __launch_bounds__(kWarps * 32)
     IndexerScoresMmaKernel(IndexerScores s) {
+  constexpr int kParts = kWarps / TT, kHt = kHeadTiles / kParts;
   __shared__ uint4 qf[D / 16 * kHeadTiles * 32];
   __shared__ float w[kMaxIndexHeads];
-  EnterAfterPriorKernels();
+  __shared__ float part_sum[kWarps][kWarpTokens];
   const int b = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int tile = warp / kParts, part = warp % kParts;
+  const int t0 = (blockIdx.x * TT + tile) * kWarpTokens;
+  const bool live = t0 < s.context;
+  KeyFragments<D> keys;
+  if (live) keys = LoadKeys<D>(s, b, t0, lane);
+  EnterAfterPriorKernels();
   StageQueryFragments<D>(s, b, qf, w);
   __syncthreads();
   if (blockIdx.x == 0 && warp == 0) FreshScore<D>(s, b, w, lane);
-  const int t0 = blockIdx.x * kBlockTokens + warp * kWarpTokens;
-  if (t0 < s.context) PastScores<D>(s, b, t0, qf, w, lane);
+  float sa = 0.0f, sb = 0.0f;
+  if (live) PastScores<D, kHt>(s, keys, part * kHt, qf, w, lane, &sa, &sb);
+  const int g = lane / 4;
+  if (lane % 4 == 0) {
+    part_sum[warp][g] = sa;
+    part_sum[warp][g + 8] = sb;
+  }
+  __syncthreads();
+  if (part != 0 || !live || lane >= kWarpTokens) return;
+  float score = 0.0f;
+  for (int p = 0; p < kParts; ++p) score += part_sum[tile * kParts + p][lane];
+  if (t0 + lane < s.context) {
+    s.scores[int64_t{b} * (s.context + 1) + t0 + lane] = score;
+  }
+}
+
+// Token tiles a block: the most (fewest repeats of the query staging)
+// that still give every SM two blocks.
+int TilesPerBlock(const IndexerScores& s, int sm_count) {
+  const int tiles = std::max(1, (s.context + kWarpTokens - 1) / kWarpTokens);
+  for (int tt : {4, 2}) {
+    if (int64_t{(tiles + tt - 1) / tt} * s.batch >= 2 * sm_count) return tt;
+  }
+  return 1;
+}
+
+int SmCountOf(const IndexerScores& s) {
+  return s.sm_count > 0 ? s.sm_count : CurrentDeviceSmCount();
+}
+
+template <int D>
+GpuStatus LaunchForDim(const IndexerScores& s, cudaStream_t stream) {
+  const int tt = TilesPerBlock(s, SmCountOf(s));
+  const int tiles = std::max(1, (s.context + kWarpTokens - 1) / kWarpTokens);
+  const dim3 grid((tiles + tt - 1) / tt, s.batch);
+  switch (tt) {
+    case 4:
+      return LaunchOverlapped(IndexerScoresMmaKernel<D, 4>, grid, kWarps * 32,
+                              0, stream, s);
+    case 2:
+      return LaunchOverlapped(IndexerScoresMmaKernel<D, 2>, grid, kWarps * 32,
+                              0, stream, s);
+    default:
+      return LaunchOverlapped(IndexerScoresMmaKernel<D, 1>, grid, kWarps * 32,
+                              0, stream, s);
+  }
 }
 
 }  // namespace
@@ -162,18 +235,13 @@ bool IndexerScoresMmaFits(const IndexerScores& s) {
 }
 
 GpuStatus LaunchIndexerScoresMma(const IndexerScores& s, cudaStream_t stream) {
-  const dim3 grid(std::max(1, (s.context + kBlockTokens - 1) / kBlockTokens),
-                  s.batch);
   switch (s.dim) {
     case 64:
-      return LaunchOverlapped(IndexerScoresMmaKernel<64>, grid, kWarps * 32, 0,
-                              stream, s);
+      return LaunchForDim<64>(s, stream);
     case 128:
-      return LaunchOverlapped(IndexerScoresMmaKernel<128>, grid, kWarps * 32, 0,
-                              stream, s);
+      return LaunchForDim<128>(s, stream);
     case 256:
-      return LaunchOverlapped(IndexerScoresMmaKernel<256>, grid, kWarps * 32, 0,
-                              stream, s);
+      return LaunchForDim<256>(s, stream);
   }
   return Fail(RunStatus::kCannotImplement,
               "the tensor-core indexer takes head dims 64, 128 or 256, got " +

@@ -28,6 +28,7 @@ struct IndexerScores {
   int heads = 0, dim = 0, context = 0, batch = 1;
   float w_scale = 0, dot_scale = 0;
   float* scores = nullptr;  // [batch][context + 1]
+  int sm_count = 0;         // 0: the current device's
 };
 GpuStatus LaunchIndexerScores(const IndexerScores& s, cudaStream_t stream);
 

@@ -261,6 +261,7 @@ IndexerScores ScoresOf(const StepLaunch& s, int layer) {
   scores.w_scale = static_cast<float>(1.0 / std::sqrt(double(d.index_heads)));
   scores.dot_scale = static_cast<float>(1.0 / std::sqrt(double(d.index_dim)));
   scores.scores = b.scores;
+  scores.sm_count = s.sm_count;
   return scores;
 }
 

@@ -127,6 +127,10 @@ TEST(IndexScoresGpuTest, Glm5ScoresMatchADoubleEvaluation) {
     ExpectScoresMatch(Shape(32, 128, context, 2));
   }
   ExpectScoresMatch(Shape(32, 128, 700, 5));
+  // Blocks of 2 and 4 token tiles (chosen where the blocks still fill an
+  // H200's SMs twice), the context ending inside a block.
+  ExpectScoresMatch(Shape(32, 128, 4090, 3));
+  ExpectScoresMatch(Shape(32, 128, 4000, 8));
 }
 
 // Fewer heads than 32 (zero-padded) and the other head dims it is built for.
