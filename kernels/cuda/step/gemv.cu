@@ -6,33 +6,20 @@
 #include "kernels/cuda/step/gemv_mma.cuh"
 #include "kernels/cuda/step/gemv_nvfp4_mma.cuh"
 #include "kernels/cuda/step/gemv_rows.cuh"
+#include "kernels/cuda/step/gemv_stream.cuh"
 #include "kernels/cuda/step/reduce.cuh"
 #include "kernels/model/nvfp4_format.h"
 
 namespace moetune::gpu {
 namespace {
 
+using gemv_detail::Dot8;
 using gemv_detail::GemvRow;
 using gemv_detail::OutputOf;
 using gemv_detail::RowOf;
+using gemv_detail::Unpack8;
 
 constexpr int kWarpsPerBlock = 8;
-
-__device__ __forceinline__ void Unpack8(const uint4& w, float* out) {
-  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    out[2 * i] = __uint_as_float(words[i] << 16);
-    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-  }
-}
-
-__device__ __forceinline__ float Dot8(const float* w, const float* x) {
-  const float4 a = reinterpret_cast<const float4*>(x)[0];
-  const float4 b = reinterpret_cast<const float4*>(x)[1];
-  return w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x +
-         w[5] * b.y + w[6] * b.z + w[7] * b.w;
-}
 
 // Loads in flight per lane: enough bytes per SM to cover DRAM latency (at
 // a batch of one or two, the whole row part of most rows of the step in one
@@ -250,6 +237,10 @@ GpuStatus LaunchGemvBf16(const Bf16Gemv& given, cudaStream_t stream) {
                     std::to_string(Bf16Gemv::kMaxSegments) + " segments");
   }
   if (g.rows_per_x == 0) g.rows_per_x = g.rows;
+  GemvStreamPlan plan;
+  if (PlanGemvStream(g, CurrentDeviceSmCount(), &plan)) {
+    return LaunchGemvBf16Stream(g, plan, stream);
+  }
   if (g.batch >= kGemvMmaMinBatch && GemvBf16MmaFits(g)) {
     return LaunchGemvBf16Mma(g, stream);
   }

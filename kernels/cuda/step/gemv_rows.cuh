@@ -1,6 +1,7 @@
 // Where a Bf16Gemv's row r reads its weights and input, and where output
-// (r, sequence b) goes: shared by the CUDA-core GEMV (gemv.cu) and the
-// tensor-core one (gemv_mma.cu). Device-only; included by those two files.
+// (r, sequence b) goes, and the BF16 product of eight: shared by the
+// CUDA-core GEMVs (gemv.cu, gemv_stream.cu) and the tensor-core one
+// (gemv_mma.cu). Device-only; included by those files.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,24 @@ __device__ __forceinline__ GemvRow RowOf(const Bf16Gemv& g, int r) {
   const int64_t w_row = group * g.w_group_stride + g.w_group_offset + within;
   return {reinterpret_cast<const uint4*>(g.w + w_row * g.k),
           g.x + group * g.x_group_stride};
+}
+
+// Eight BF16 weights (one 16-byte load) as floats.
+__device__ __forceinline__ void Unpack8(const uint4& w, float* out) {
+  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(words[i] << 16);
+    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+}
+
+// w[0..7] . x[0..7], x 16-byte aligned.
+__device__ __forceinline__ float Dot8(const float* w, const float* x) {
+  const float4 a = reinterpret_cast<const float4*>(x)[0];
+  const float4 b = reinterpret_cast<const float4*>(x)[1];
+  return w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x +
+         w[5] * b.y + w[6] * b.z + w[7] * b.w;
 }
 
 // Where output row r of sequence b goes (Bf16Gemv's segments).

@@ -110,7 +110,7 @@ Case Plain(int rows, int k, int batch) {
 TEST(GemvGpuTest, PlainProductsMatchADoubleEvaluation) {
   SKIP_WITHOUT_GPU();
   ASSERT_TRUE(TensorCoresTake(Plain(300, 6144, 8).shape));
-  for (int batch : {1, TensorCoreMinBatch(), 3, 8, 9, 16, 17, 32, 37}) {
+  for (int batch : {1, 2, TensorCoreMinBatch(), 3, 8, 9, 16, 17, 32, 37}) {
     ExpectMatches(Plain(300, 6144, batch));
   }
   // Few rows and a long K (split over K in one block), and many rows.
@@ -150,6 +150,42 @@ TEST(GemvGpuTest, PerHeadProductsReadTheirOwnInputs) {
     c.w_rows = 512;
     ASSERT_TRUE(TensorCoresTake(c.shape));
     ExpectMatches(c);
+  }
+}
+
+// The streaming GEMV (batch 2) in each of its stage layouts: 8, 4,
+// 2 and 1 whole rows a stage, and rows in 2, 3 and 4 pieces (20000 K do
+// not split in 3 whole vectors); rows that end a stage partly, groups of
+// rows that allow only 4 rows a stage.
+TEST(GemvGpuTest, StreamedStageLayoutsMatch) {
+  SKIP_WITHOUT_GPU();
+  struct Layout {
+    int rows, k, rows_per_stage, pieces;
+  };
+  for (const Layout& l : {Layout{1000, 512, 8, 1}, Layout{777, 2048, 4, 1},
+                          Layout{300, 4096, 2, 1}, Layout{301, 6144, 1, 1},
+                          Layout{67, 16384, 1, 2}, Layout{50, 24000, 1, 3},
+                          Layout{33, 20000, 1, 4}, Layout{90, 40, 8, 1}}) {
+    const Case c = Plain(l.rows, l.k, 2);
+    int rows_per_stage = 0, pieces = 0;
+    ASSERT_TRUE(StreamingTakes(c.shape, &rows_per_stage, &pieces));
+    EXPECT_EQ(rows_per_stage, l.rows_per_stage) << "k " << l.k;
+    EXPECT_EQ(pieces, l.pieces) << "k " << l.k;
+    ExpectMatches(c);
+  }
+  Case heads = Plain(80, 512, 2);
+  heads.shape.rows_per_x = 20;  // 8 rows a stage would straddle two inputs
+  heads.shape.w_group_stride = 40;
+  heads.shape.x_group_stride = 512;
+  heads.shape.x_stride = 4 * 512;
+  heads.w_rows = 160;
+  int rows_per_stage = 0, pieces = 0;
+  ASSERT_TRUE(StreamingTakes(heads.shape, &rows_per_stage, &pieces));
+  EXPECT_EQ(rows_per_stage, 4);
+  ExpectMatches(heads);
+  for (int batch : {1, 3}) {
+    EXPECT_FALSE(StreamingTakes(Plain(300, 6144, batch).shape, &rows_per_stage,
+                                &pieces));
   }
 }
 

@@ -38,6 +38,9 @@ bool TensorCoresTakeNvfp4(const GemvShape& shape);
 // assumed), and the batch from which LaunchGemvBf16 uses it.
 bool TensorCoresTake(const GemvShape& shape);
 int TensorCoreMinBatch();
+// Whether the streaming GEMV (gemv_stream.cuh: a batch of 2) takes
+// the shape on this device, and its stages' rows and pieces a row.
+bool StreamingTakes(const GemvShape& shape, int* rows_per_stage, int* pieces);
 
 // The indexer's scores (mla.cuh IndexerScores: q [batch][heads][dim], w
 // [batch][heads], keys [batch][key_stride][dim] E4M3 bytes, new_key
