@@ -96,6 +96,31 @@ std::string RunIndexerScores(const ScoresShape& shape,
   return "";
 }
 
+std::string RunTopK(const std::vector<float>& scores, int n, int k, int batch,
+                    std::vector<std::vector<int>>* kept) {
+  DeviceBuffers buffers;
+  const float* d_scores = Copied(buffers, scores);
+  int* d_kept = buffers.Alloc<int>(static_cast<size_t>(batch) * k);
+  int* d_kept_n = buffers.Alloc<int>(batch);
+  if (!d_scores || !d_kept || !d_kept_n) return "cudaMalloc failed";
+  const GpuStatus launched =
+      LaunchTopK(d_scores, n, k, batch, d_kept, d_kept_n, nullptr);
+  if (!launched.ok()) return launched.message;
+  if (cudaDeviceSynchronize() != cudaSuccess) return "the top-k failed";
+  std::vector<int> all(static_cast<size_t>(batch) * k), counts(batch);
+  cudaMemcpy(all.data(), d_kept, all.size() * sizeof(int),
+             cudaMemcpyDeviceToHost);
+  cudaMemcpy(counts.data(), d_kept_n, counts.size() * sizeof(int),
+             cudaMemcpyDeviceToHost);
+  kept->assign(batch, {});
+  for (int b = 0; b < batch; ++b) {
+    if (counts[b] < 0 || counts[b] > k) return "a kept count out of range";
+    (*kept)[b].assign(all.begin() + static_cast<size_t>(b) * k,
+                      all.begin() + static_cast<size_t>(b) * k + counts[b]);
+  }
+  return "";
+}
+
 std::string RunSparseAttention(const AttentionShape& shape,
                                const AttentionData& data,
                                std::vector<float>* out_lat) {

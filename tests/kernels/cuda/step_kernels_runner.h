@@ -38,6 +38,11 @@ bool TensorCoresTakeNvfp4(const GemvShape& shape);
 // assumed), and the batch from which LaunchGemvBf16 uses it.
 bool TensorCoresTake(const GemvShape& shape);
 int TensorCoreMinBatch();
+// The indexer's top-k (mla.cuh LaunchTopK) of `batch` rows of n scores
+// each, k kept: each row's kept indices, ascending; "" or the failure.
+std::string RunTopK(const std::vector<float>& scores, int n, int k, int batch,
+                    std::vector<std::vector<int>>* kept);
+
 // Whether the streaming GEMV (gemv_stream.cuh: a batch of 2) takes
 // the shape on this device, and its stages' rows and pieces a row.
 bool StreamingTakes(const GemvShape& shape, int* rows_per_stage, int* pieces);
