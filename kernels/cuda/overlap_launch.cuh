@@ -80,4 +80,29 @@ GpuStatus LaunchOverlapped(void (*kernel)(Params...), dim3 grid, dim3 block,
   return OkStatus();
 }
 
+// As LaunchOverlapped, in clusters of cluster_x blocks along x (Hopper's
+// thread block clusters: their blocks share their shared memory).
+template <typename... Params, typename... Args>
+GpuStatus LaunchOverlappedInClusters(void (*kernel)(Params...), dim3 grid,
+                                     dim3 block, size_t smem,
+                                     cudaStream_t stream, int cluster_x,
+                                     Args&&... args) {
+  cudaLaunchAttribute attributes[2] = {};
+  attributes[0].id = cudaLaunchAttributeClusterDimension;
+  attributes[0].val.clusterDim.x = cluster_x;
+  attributes[0].val.clusterDim.y = 1;
+  attributes[0].val.clusterDim.z = 1;
+  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attributes[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attributes;
+  config.numAttrs = overlap_launches_enabled ? 2 : 1;
+  MG_CUDA(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+  return OkStatus();
+}
+
 }  // namespace moetune::gpu

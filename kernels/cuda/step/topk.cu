@@ -1,11 +1,16 @@
-// The DSA indexer's top-k (mla.cuh LaunchTopK): one block a sequence, a
-// radix select of the k-th largest score, 8 bits a pass from the most
-// significant, then every index at or above it written in order. At 32768
-// tokens and batch 1 it takes 41 us a layer, 3.2 ms of an 11.2 ms step
-// (device run 78); copying the keys that hold a pass's prefix to lists of
-// their own, so that later passes read only those, did not shorten it
-// (run 79: 3.25 ms, and 0.11 ms more at 4096 tokens). Launch-only; not
-// thread-safe.
+// The DSA indexer's top-k (mla.cuh LaunchTopK): a radix select of the
+// k-th largest score, 8 bits a pass from the most significant, then every
+// index at or above it written in order. A sequence's scores are split
+// over a cluster of blocks (each stages and counts its slice; every block
+// sums the cluster's histograms from their shared memory, so all pick the
+// same digit), at long contexts: one block a sequence was bound by one
+// SM's issue (ncu, run 80: 32 warps, 1.1 eligible a scheduler, 17 cycles
+// an instruction) and took 41 us a layer at 32768 tokens, 3.2 ms of an
+// 11.2 ms batch-1 step.
+// Copying the keys holding a pass's prefix to lists of their own did not
+// shorten it (run 79). Launch-only; not thread-safe.
+#include <cooperative_groups.h>
+
 #include <atomic>
 #include <cstdint>
 
@@ -16,7 +21,16 @@
 namespace moetune::gpu {
 namespace {
 
+namespace cg = cooperative_groups;
+
 constexpr int kSelectThreads = 1024;
+constexpr int kClusterBlocks = 8;  // the portable cluster size
+// Scores a sequence from which a cluster selects: at 32768 tokens it made
+// the TP8 step 11.45 -> 9.38 ms at batch 1 and 21.07 -> 18.88 at batch 8,
+// but at 4096 one block a sequence was faster (batch 1 by 0.2 ms, batch 32
+// by 1.2 ms: 256 blocks of 1024 threads and their cluster barriers for
+// 4097 scores each; device run 81, alternating twice).
+constexpr int kClusterMinScores = 8192;
 
 // Floats ordered as unsigned integers (larger float, larger key).
 __device__ __forceinline__ uint32_t OrderKey(float f) {
@@ -87,11 +101,38 @@ __device__ void StageKeys(const float* scores, int n, uint32_t* keys) {
   __syncthreads();
 }
 
+// Where a pass's digit counts are whole: one block's own histogram, or
+// every block of the cluster summing all the blocks' (the same sums in
+// each, so all pick the same digit).
+struct OneBlock {
+  __device__ const int* Total(const int* hist, int* /*total*/) const {
+    return hist;
+  }
+};
+struct WholeCluster {
+  __device__ const int* Total(int* hist, int* total) const {
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();  // every block's counts are in
+    const int blocks = static_cast<int>(cluster.num_blocks());
+    for (int d = threadIdx.x; d < 256; d += blockDim.x) {
+      int sum = 0;
+      for (int r = 0; r < blocks; ++r)
+        sum += cluster.map_shared_rank(hist, r)[d];
+      total[d] = sum;
+    }
+    __syncthreads();
+    return total;
+  }
+};
+
 // The k-th largest key among n (radix select, 8 bits a pass, most
 // significant first); *equal_taken = how many keys equal to it are kept.
-template <typename Keys>
-__device__ uint32_t KthKey(const Keys& keys, int n, int k, int* hist,
-                           int* equal_taken) {
+// Passes alternate between the two halves of hists[512], so that a
+// cluster's blocks may still read a pass's counts while the next is made
+// (the one after waits at the cluster barrier for every block).
+template <typename Keys, typename Counts>
+__device__ uint32_t KthKey(const Keys& keys, int n, int k, int* hists,
+                           int* total, int* equal_taken, Counts counts) {
   __shared__ uint32_t prefix_s;
   __shared__ int remaining_s;
   if (threadIdx.x == 0) {
@@ -99,7 +140,8 @@ __device__ uint32_t KthKey(const Keys& keys, int n, int k, int* hist,
     remaining_s = k;
   }
   uint32_t mask = 0;
-  for (int shift = 24; shift >= 0; shift -= 8) {
+  for (int pass = 0, shift = 24; shift >= 0; ++pass, shift -= 8) {
+    int* hist = hists + (pass & 1) * 256;
     for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
     __syncthreads();
     const uint32_t prefix = prefix_s;
@@ -116,10 +158,11 @@ __device__ uint32_t KthKey(const Keys& keys, int n, int k, int* hist,
       }
     }
     __syncthreads();
+    const int* whole = counts.Total(hist, total);
     if (threadIdx.x < 32) {
       const int wanted = remaining_s;
       int digit = 0;
-      const int remaining = DigitHolding(hist, wanted, &digit);
+      const int remaining = DigitHolding(whole, wanted, &digit);
       __syncwarp();  // every lane has read remaining_s before one writes it
       if (digit >= 0) {
         remaining_s = remaining;
@@ -161,10 +204,12 @@ __device__ int BlockExclusiveScan(int flag, int* scratch, int* total) {
 // keys equal to it, in ascending order: each thread counts a contiguous run
 // of the keys, two block scans place the runs (a scan per 1024 keys, as
 // before, cost ~20 block barriers at 4096 tokens).
+// Indices are written plus index_base; *kept_n (when not null) = kept_before
+// + the keys this block keeps.
 template <typename Keys>
 __device__ void WriteKept(const Keys& keys, int n, uint32_t kth,
                           int equal_quota, int* scratch, int* out,
-                          int* kept_n) {
+                          int index_base, int kept_before, int* kept_n) {
   const int per = (n + blockDim.x - 1) / blockDim.x;
   const int lo = min(n, static_cast<int>(threadIdx.x) * per);
   const int hi = min(n, lo + per);
@@ -181,9 +226,29 @@ __device__ void WriteKept(const Keys& keys, int n, uint32_t kth,
   for (int i = lo, equal_seen = 0; i < hi; ++i) {
     const uint32_t key = keys(i);
     const bool equal_here = key == kth && equal_seen++ < equal_kept;
-    if (key > kth || equal_here) out[at++] = i;
+    if (key > kth || equal_here) out[at++] = index_base + i;
   }
-  if (threadIdx.x == 0) *kept_n = keep_total;
+  if (threadIdx.x == 0 && kept_n != nullptr) *kept_n = kept_before + keep_total;
+}
+
+// This block's keys above kth and equal to it, into counts[0] and [1].
+template <typename Keys>
+__device__ void CountAround(const Keys& keys, int n, uint32_t kth,
+                            int* counts) {
+  if (threadIdx.x == 0) counts[0] = counts[1] = 0;
+  __syncthreads();
+  int above = 0, equal = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const uint32_t key = keys(i);
+    above += key > kth;
+    equal += key == kth;
+  }
+  above = __reduce_add_sync(0xffffffffu, above);
+  equal = __reduce_add_sync(0xffffffffu, equal);
+  if ((threadIdx.x & 31) == 0) {
+    atomicAdd(&counts[0], above);
+    atomicAdd(&counts[1], equal);
+  }
 }
 
 // One block a sequence; kStaged: its keys in dynamic shared memory.
@@ -192,7 +257,7 @@ __global__ void TopKKernel(const float* all_scores, int n, int k, int* kept,
                            int* kept_n) {
   EnterAfterPriorKernels();
   extern __shared__ uint32_t staged_keys[];
-  __shared__ int hist[256];
+  __shared__ int hists[2 * 256];
   __shared__ int scratch[32];
   const float* scores = all_scores + static_cast<int64_t>(blockIdx.x) * n;
   int* out = kept + static_cast<int64_t>(blockIdx.x) * k;
@@ -204,14 +269,61 @@ __global__ void TopKKernel(const float* all_scores, int n, int k, int* kept,
   if (kStaged) StageKeys(scores, n, staged_keys);
   const TopKKeys<kStaged> keys{scores, staged_keys};
   int equal_quota = 0;
-  const uint32_t kth = KthKey(keys, n, k, hist, &equal_quota);
-  WriteKept(keys, n, kth, equal_quota, scratch, out, kept_n + blockIdx.x);
+  const uint32_t kth =
+      KthKey(keys, n, k, hists, nullptr, &equal_quota, OneBlock{});
+  WriteKept(keys, n, kth, equal_quota, scratch, out, 0, 0, kept_n + blockIdx.x);
+}
+
+// A cluster of blocks a sequence, block r staging and selecting over
+// slice r of the scores; each writes its slice's kept indices after those
+// of the slices before it (their counts read from their shared memory).
+__global__ void __launch_bounds__(kSelectThreads)
+    ClusterTopKKernel(const float* all_scores, int n, int k, int* kept,
+                      int* kept_n) {
+  EnterAfterPriorKernels();
+  extern __shared__ uint32_t slice_keys[];
+  __shared__ int hists[2 * 256], total[256], scratch[32], around[2];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int blocks = static_cast<int>(cluster.num_blocks());
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int sequence = blockIdx.x / blocks;
+  const float* scores = all_scores + static_cast<int64_t>(sequence) * n;
+  int* out = kept + static_cast<int64_t>(sequence) * k;
+  const int per = (n + blocks - 1) / blocks;
+  const int lo = min(n, rank * per), m = min(n, lo + per) - lo;
+  StageKeys(scores + lo, m, slice_keys);
+  const TopKKeys<true> keys{scores + lo, slice_keys};
+  int equal_quota = 0;
+  const uint32_t kth =
+      KthKey(keys, m, k, hists, total, &equal_quota, WholeCluster{});
+  CountAround(keys, m, kth, around);
+  cluster.sync();
+  int above_before = 0, equal_before = 0;
+  for (int r = 0; r < rank; ++r) {
+    const int* c = cluster.map_shared_rank(around, r);
+    above_before += c[0];
+    equal_before += c[1];
+  }
+  const int kept_before = above_before + min(equal_quota, equal_before);
+  WriteKept(keys, m, kth, max(0, equal_quota - equal_before), scratch,
+            out + kept_before, lo, kept_before,
+            rank == blocks - 1 ? kept_n + sequence : nullptr);
+  cluster.sync();  // no block leaves while another reads its counts
 }
 
 }  // namespace
 
 GpuStatus LaunchTopK(const float* scores, int n, int k, int batch, int* kept,
                      int* kept_n, cudaStream_t stream) {
+  const int per_block = (n + kClusterBlocks - 1) / kClusterBlocks;
+  if (n > kClusterMinScores && n > k && per_block <= kTopKStagedMax) {
+    const size_t smem = sizeof(uint32_t) * per_block;
+    static std::atomic<size_t> allowed{48 * 1024};
+    MG_RETURN_IF_ERROR(AllowSharedMemory(ClusterTopKKernel, smem, &allowed));
+    return LaunchOverlappedInClusters(
+        ClusterTopKKernel, batch * kClusterBlocks, kSelectThreads, smem, stream,
+        kClusterBlocks, scores, n, k, kept, kept_n);
+  }
   if (n > kTopKStagedMax) {
     return LaunchOverlapped(TopKKernel<false>, batch, kSelectThreads, 0, stream,
                             scores, n, k, kept, kept_n);

@@ -1,8 +1,9 @@
 // kernels/cuda/step/topk.cu LaunchTopK: the DSA indexer's top-k against the
 // reference's rule (kernels/reference/attention.h TopKIndices: the k
 // largest, ties at the boundary to the lower index, ascending) exactly, at
-// the step's contexts (4096 and 32768 tokens + the new one), past the
-// staged size, and with scores whose ties and spread exercise each pass of
+// the step's contexts (4096 and 32768 tokens + the new one: one block a
+// sequence, and a cluster of blocks), past one block's staged size, and
+// with scores whose ties and spread exercise each pass of
 // the radix select. Skips without a device.
 #include <cmath>
 #include <cstdint>
@@ -57,6 +58,8 @@ TEST(TopKGpuTest, IndexerLikeScoresKeepTheReferenceSet) {
     ExpectReferenceTopK(Scores(n, 2, relu_sums), n, kTopK, 2);
   }
   ExpectReferenceTopK(Scores(60001, 1, relu_sums), 60001, kTopK, 1);
+  // Past a cluster's staged slices: one block reading the scores each pass.
+  ExpectReferenceTopK(Scores(420001, 1, relu_sums), 420001, kTopK, 1);
 }
 
 // Few distinct values: the boundary value held by many keys, the lower
