@@ -91,15 +91,22 @@ function renderProgress(sweep) {
       `${done} of ${sweep.total_trials} trials finished — ${counts.join(', ')}`;
 }
 
-// The fastest full-fidelity DONE trial per (backend, context, batch): what a
-// line per backend shows. Screening rungs stand in only where nothing else
-// was measured.
+// Whether the trial's attention is data-parallel (TrialConfig.attention;
+// absent means "tp").
+function dpAttention(trial) {
+  return trial.config.attention === 'dp';
+}
+
+// The fastest full-fidelity DONE trial per (backend, attention, context,
+// batch): what a line per backend (and attention layout) shows. Screening
+// rungs stand in only where nothing else was measured.
 function bestPoints(trials) {
   const best = new Map();
   for (const trial of trials) {
     if (trial.state !== 'DONE') continue;
     const stats = trial.result.stats;
-    const key = [trial.config.moe_backend, trial.workload.context_length,
+    const key = [trial.config.moe_backend, dpAttention(trial),
+                 trial.workload.context_length,
                  trial.workload.batch_size].join('|');
     const old = best.get(key);
     const better = !old || (trial.rung === 0 && old.rung !== 0) ||
@@ -110,13 +117,15 @@ function bestPoints(trials) {
   return [...best.values()];
 }
 
-// Series label -> points sorted by batch. The context joins the label only
-// when the sweep has more than one.
+// Series label -> points sorted by batch. Data-parallel attention's points
+// are lines of their own (" dp-attn": the layout a tp-vs-dp sweep compares);
+// the context joins the label only when the sweep has more than one.
 function groupSeries(points) {
   const contexts = new Set(points.map((t) => t.workload.context_length));
   const series = new Map();
   for (const trial of points) {
     const label = trial.config.moe_backend +
+        (dpAttention(trial) ? ' dp-attn' : '') +
         (contexts.size > 1 ? ` ctx ${trial.workload.context_length}` : '');
     if (!series.has(label)) series.set(label, []);
     series.get(label).push(trial);
@@ -132,7 +141,7 @@ function configText(trial) {
   const tile = c.tile && c.tile.block_n ? `${c.tile.block_n}x${c.tile.block_k}`
                                         : '-';
   // Data-parallel attention is another layout of the same tp x ep ranks.
-  const attention = c.attention === 'dp' ? ' dp-attn' : '';
+  const attention = dpAttention(trial) ? ' dp-attn' : '';
   return `tile ${tile}, tp${c.tp}xep${c.ep}${attention}, ` +
       `graph ${c.cuda_graph ? 'on' : 'off'}`;
 }
@@ -185,6 +194,7 @@ function draw(id, datasets, options) {
                                                       options});
 }
 
+// The three charts of the trials; the points drawn and the series' labels.
 function drawCharts(trials) {
   const points = bestPoints(trials);
   const series = groupSeries(points);
@@ -208,7 +218,7 @@ function drawCharts(trials) {
        axisOptions('Efficiency', logX, '% of the roofline floor', false));
   draw('roofline-chart', rooflineDatasets(series),
        axisOptions('Roofline', logX, 'GB/s', false));
-  return points.length;
+  return {points: points.length, series: [...series.keys()]};
 }
 
 // Achieved bandwidth per backend, and the ceiling the floor assumes:
@@ -258,10 +268,11 @@ async function refreshSweep() {
                                              allTrials(sweepId)]);
   if (sweepId !== selectedSweep) return;  // another was chosen meanwhile
   renderProgress(sweep);
-  const points = drawCharts(trials);
+  const drawn = drawCharts(trials);
   await renderWinners(sweepId);
   Object.assign(document.body.dataset, {
-    state: 'drawn', sweep: sweepId, trials: trials.length, points,
+    state: 'drawn', sweep: sweepId, trials: trials.length,
+    points: drawn.points, series: drawn.series.join('; '),
     charts: Object.keys(charts).length,
     datasets: Object.values(charts).reduce(
         (n, c) => n + c.data.datasets.filter((d) => d.data.length).length, 0),

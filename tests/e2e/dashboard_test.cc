@@ -7,13 +7,16 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "proto/moetune.pb.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/process.h"
 #include "tests/e2e/recorded_db.h"
@@ -41,13 +44,21 @@ std::string Chromium() {
   return "";
 }
 
+const std::string kRecordedSweep =
+    kSource + "/tests/data/recorded_h200_sweep.json";
+
 class DashboardTest : public ::testing::Test {
  protected:
+  // The sweep the page shows, written to the database before the
+  // coordinator starts.
+  virtual absl::StatusOr<int64_t> WriteSweep(const std::string& db) {
+    return WriteRecordedSweep(kRecordedSweep, db, "recorded-h200");
+  }
+
   void SetUp() override {
     dir_ = TempDir("dashboard");
     const std::string db = (dir_ / "dashboard.db").string();
-    absl::StatusOr<int64_t> sweep = WriteRecordedSweep(
-        kSource + "/tests/data/recorded_h200_sweep.json", db, "recorded-h200");
+    absl::StatusOr<int64_t> sweep = WriteSweep(db);
     ASSERT_TRUE(sweep.ok()) << sweep.status();
     sweep_id_ = *sweep;
     coordinator_ = std::make_unique<Process>(
@@ -73,6 +84,18 @@ class DashboardTest : public ::testing::Test {
   }
 
   httplib::Result Get(const std::string& path) { return client_->Get(path); }
+
+  // Headless Chromium's command line, to which the caller appends what to do
+  // with the page, and the page's address showing the sweep.
+  std::string ChromiumCommand(const std::string& chromium) const {
+    return absl::StrCat(
+        chromium, " --headless --no-sandbox --disable-gpu --hide-scrollbars ",
+        "--user-data-dir=", (dir_ / "chromium").string(),
+        " --window-size=1400,1300 --virtual-time-budget=20000 ");
+  }
+  std::string PageUrl() const {
+    return absl::StrCat("http://", http_address_, "/#sweep=", sweep_id_);
+  }
 
   fs::path dir_;
   int64_t sweep_id_ = 0;
@@ -152,12 +175,8 @@ TEST_F(DashboardTest, ServesThePageButNothingOutsideIt) {
 TEST_F(DashboardTest, PageDrawsTheChartsInHeadlessChromium) {
   const std::string chromium = Chromium();
   if (chromium.empty()) GTEST_SKIP() << "chromium is not installed";
-  const std::string url =
-      absl::StrCat("http://", http_address_, "/#sweep=", sweep_id_);
-  const std::string flags = absl::StrCat(
-      chromium, " --headless --no-sandbox --disable-gpu --hide-scrollbars ",
-      "--user-data-dir=", (dir_ / "chromium").string(),
-      " --window-size=1400,1300 --virtual-time-budget=20000 ");
+  const std::string url = PageUrl();
+  const std::string flags = ChromiumCommand(chromium);
   CommandResult dom = RunCommand(flags + "--dump-dom '" + url + "'");
   ASSERT_EQ(dom.exit_code, 0) << dom.output;
   EXPECT_THAT(dom.output, HasSubstr("data-state=\"drawn\""));
@@ -179,6 +198,64 @@ TEST_F(DashboardTest, PageDrawsTheChartsInHeadlessChromium) {
   // A blank page compresses to a few KB; three drawn charts do not.
   EXPECT_GT(fs::file_size(png), 40000u) << png;
   std::cout << "screenshot: " << png.string() << "\n";
+}
+
+// The recorded sweep with each fused_gemv trial repeated under
+// data-parallel attention, its times 1.3x the recorded ones: made-up
+// figures, which only the page's grouping of points into lines reads.
+absl::StatusOr<int64_t> WriteSweepWithDpTrials(const std::string& db,
+                                               const fs::path& dir) {
+  std::ifstream in(kRecordedSweep);
+  const std::string json{std::istreambuf_iterator<char>(in), {}};
+  v1::QueryTrialsResponse trials;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  if (!google::protobuf::util::JsonStringToMessage(json, &trials, options)
+           .ok()) {
+    return absl::InvalidArgumentError(kRecordedSweep + ": not a sweep");
+  }
+  const int recorded = trials.trials_size();
+  for (int i = 0; i < recorded; ++i) {
+    if (trials.trials(i).config().moe_backend() != "fused_gemv") continue;
+    v1::Trial dp = trials.trials(i);
+    dp.mutable_config()->set_attention("dp");
+    v1::TimingStats& stats = *dp.mutable_result()->mutable_stats();
+    stats.set_median_us(stats.median_us() * 1.3);
+    stats.set_ci_low_us(stats.ci_low_us() * 1.3);
+    stats.set_ci_high_us(stats.ci_high_us() * 1.3);
+    *trials.add_trials() = dp;
+  }
+  std::string out;
+  if (!google::protobuf::util::MessageToJsonString(trials, &out).ok()) {
+    return absl::InternalError("the derived sweep does not print");
+  }
+  const std::string path = (dir / "with_dp.json").string();
+  std::ofstream(path) << out;
+  return WriteRecordedSweep(path, db, "recorded-h200-with-dp");
+}
+
+class DashboardDpTest : public DashboardTest {
+ protected:
+  absl::StatusOr<int64_t> WriteSweep(const std::string& db) override {
+    return WriteSweepWithDpTrials(db, fs::path(db).parent_path());
+  }
+};
+
+// A sweep of tp against dp attention (deploy/h200_dp_sweep.json's kind): a
+// backend's dp points are a line of their own, not folded into its tp line.
+TEST_F(DashboardDpTest, DataParallelAttentionGetsItsOwnLine) {
+  const std::string chromium = Chromium();
+  if (chromium.empty()) GTEST_SKIP() << "chromium is not installed";
+  CommandResult dom =
+      RunCommand(ChromiumCommand(chromium) + "--dump-dom '" + PageUrl() + "'");
+  ASSERT_EQ(dom.exit_code, 0) << dom.output;
+  EXPECT_THAT(dom.output, HasSubstr("data-state=\"drawn\""));
+  // The 9 best points of the recorded sweep and fused_gemv's 3 under dp.
+  EXPECT_THAT(dom.output, HasSubstr("data-points=\"12\""));
+  EXPECT_THAT(dom.output, HasSubstr("fused_gemv dp-attn"));
+  // One more backend line: 3 latency, 3 efficiency and 1 roofline datasets.
+  EXPECT_THAT(dom.output, HasSubstr("data-datasets=\"29\""));
+  EXPECT_THAT(dom.output, ::testing::Not(HasSubstr("data-error")));
 }
 
 // Server-Sent Events in `stream`, and how many of them carry a trial.
