@@ -1,6 +1,8 @@
 #include "worker/cpu_backend.h"
 
+#include <algorithm>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "kernels/reference/decode_step.h"
 #include "kernels/reference/moe_reference.h"
 #include "kernels/reference/router.h"
+#include "kernels/reference/step_spec.h"
 
 namespace moetune::worker {
 namespace {
@@ -69,6 +72,32 @@ RegionFn MoeRegion(const TrialInputs& in, ref::MoeFn moe) {
       };
 }
 
+// Under data-parallel attention a rank's MoE layers compute every rank's
+// tokens. With no peers, as on the GPU (kernels/cuda/step_gpu.h
+// StepProblem::peer_moe_input), the other ranks' rows are the synthetic MoE
+// input, the rank's own rows its tokens, and it keeps its own rows of the
+// output (its partial sums standing in for the reduce-scatter): the experts'
+// load, and the time, are the whole batch's, as the floor counts them. A
+// token's outputs do not depend on the other rows, so the check is unchanged.
+ref::MoeFn WithSyntheticPeers(const ref::StepSpec& step, ref::MoeFn moe) {
+  if (!step.shard.dp_attention || ref::World(step.shard) == 1) return moe;
+  auto peers = std::make_shared<const std::vector<float>>(
+      ref::MoeLayerInput(step, FirstMoeLayer(step)));
+  const int batch = step.batch, hidden = step.config.hidden;
+  const size_t first =
+      static_cast<size_t>(ref::FirstOwnSequence(step.shard, batch)) * hidden;
+  return [moe = std::move(moe), peers, batch, hidden, first](
+             int layer, const float* x, int own, float* y) -> absl::Status {
+    const size_t rows = static_cast<size_t>(own) * hidden;
+    std::vector<float> whole = *peers;
+    std::copy(x, x + rows, whole.begin() + first);
+    std::vector<float> out(whole.size(), 0.0f);
+    RETURN_IF_ERROR(moe(layer, whole.data(), batch, out.data()));
+    std::copy(out.begin() + first, out.begin() + first + rows, y);
+    return absl::OkStatus();
+  };
+}
+
 RegionFn DecodeRegion(const TrialInputs& in, ref::MoeFn moe) {
   const ref::StepSpec step = in.step;
   return [step, moe = std::move(moe)](std::vector<float>* out) {
@@ -118,8 +147,9 @@ class CpuBackend final : public Backend {
     const v1::TileShape& tile = in.trial.config().tile();
     ASSIGN_OR_RETURN(ref::MoeFn moe,
                      make_moe_(in.step, {tile.block_n(), tile.block_k()}));
-    RegionFn region =
-        IsMoeRegion(in) ? MoeRegion(in, moe) : DecodeRegion(in, moe);
+    RegionFn region = IsMoeRegion(in)
+                          ? MoeRegion(in, moe)
+                          : DecodeRegion(in, WithSyntheticPeers(in.step, moe));
     return RunRegion(*clock_, in, region, RegionBytes(in));
   }
 

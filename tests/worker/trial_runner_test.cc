@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "common/clock.h"
+#include "common/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/backends/cpu/cpu_registry.h"
@@ -356,6 +357,46 @@ TEST(TrialRunnerTest, CpuBackendsRunDataParallelAttention) {
     EXPECT_EQ(odd.outcome(), v1::FAILED) << backend;
     EXPECT_THAT(odd.reason(), HasSubstr("step.batch")) << backend;
   }
+}
+
+// The batches cpu_reference's MoE layers were called with, by
+// RecordingCpuMoe (a MoeFactory is a plain function: the record is static).
+std::vector<int>& MoeBatches() {
+  static std::vector<int> batches;
+  return batches;
+}
+
+absl::StatusOr<ref::MoeFn> RecordingCpuMoe(const ref::StepSpec& step,
+                                           const backends::Tile& tile) {
+  ASSIGN_OR_RETURN(ref::MoeFn moe,
+                   backends::FindCpuMoe("cpu_reference")(step, tile));
+  return ref::MoeFn([moe](int layer, const float* x, int batch, float* y) {
+    MoeBatches().push_back(batch);
+    return moe(layer, x, batch, y);
+  });
+}
+
+// A CPU worker's data-parallel rank computes every rank's tokens in its MoE
+// layers (synthetic peers, as the GPU step does), so its time is the load
+// its floor counts; its own logits are still the reference's.
+TEST(TrialRunnerTest, CpuDataParallelMoeLayersComputeTheWholeBatch) {
+  BackendRegistry registry;
+  registry.Register(MakeCpuBackend(*backends::FindBackend("cpu_reference"),
+                                   &RecordingCpuMoe, RealClock::Get()));
+  TrialRunner runner(&registry);
+  v1::TrialExecution execution = Execution("cpu_reference", v1::DECODE_STEP, 4);
+  execution.mutable_trial()->mutable_config()->set_ep(2);
+  execution.mutable_trial()->mutable_config()->set_attention("dp");
+  MoeBatches().clear();
+  const v1::TrialResult dp = runner.Run(execution);
+  ASSERT_EQ(dp.outcome(), v1::DONE) << dp.reason();
+  EXPECT_LE(dp.max_rel_error(), 1e-4);
+  ASSERT_FALSE(MoeBatches().empty());
+  for (int batch : MoeBatches()) EXPECT_EQ(batch, 4);
+  MoeBatches().clear();
+  execution.mutable_trial()->mutable_config()->set_attention("tp");
+  ASSERT_EQ(runner.Run(execution).outcome(), v1::DONE);
+  for (int batch : MoeBatches()) EXPECT_EQ(batch, 4);
 }
 
 TEST(RelativeL2ErrorTest, HandComputed) {
