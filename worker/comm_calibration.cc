@@ -15,6 +15,12 @@ absl::Status CheckFit(const v1::CollectiveFit& fit, int index) {
     return absl::InvalidArgumentError(absl::StrCat(
         at, "allreduce: '", fit.allreduce(), "'; allowed: nccl, oneshot"));
   }
+  if (!fit.op().empty() && fit.op() != "allreduce" && fit.op() != "allgather" &&
+      fit.op() != "reducescatter") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(at, "op: '", fit.op(),
+                     "'; allowed: allreduce, allgather, reducescatter"));
+  }
   if (fit.world_size() < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat(at, "world_size: ", fit.world_size(), "; must be >= 1"));

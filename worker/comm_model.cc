@@ -4,14 +4,31 @@
 
 namespace moetune::worker {
 
-CollectiveCost CostOf(const CommModelParams& params,
-                      const std::string& allreduce, int world) {
-  const std::string name = allreduce.empty() ? "nccl" : allreduce;
+namespace {
+
+// The stream fit of `op` by `name` at `world`, or nullptr.
+const v1::CollectiveFit* FitOf(const CommModelParams& params,
+                               const std::string& name, int world,
+                               const std::string& op) {
   for (const v1::CollectiveFit& fit : params.fits) {
-    if (fit.allreduce() == name && fit.world_size() == world) {
-      return {fit.latency_us(), fit.bus_gbps()};
+    const std::string fit_op = fit.op().empty() ? "allreduce" : fit.op();
+    if (fit.allreduce() == name && fit.world_size() == world && fit_op == op &&
+        !fit.in_graph()) {
+      return &fit;
     }
   }
+  return nullptr;
+}
+
+}  // namespace
+
+CollectiveCost CostOf(const CommModelParams& params,
+                      const std::string& allreduce, int world,
+                      const std::string& op) {
+  const std::string name = allreduce.empty() ? "nccl" : allreduce;
+  const v1::CollectiveFit* fit = FitOf(params, name, world, op);
+  if (fit == nullptr) fit = FitOf(params, name, world, "allreduce");
+  if (fit != nullptr) return {fit->latency_us(), fit->bus_gbps()};
   return name == "oneshot" ? params.oneshot : params.nccl;
 }
 
@@ -24,21 +41,21 @@ double ModelAllReduceUs(const CommModelParams& params,
   return cost.latency_us + wire_us;
 }
 
-// moetune-comm-bench calibrates all-reduces only. NCCL runs all-gather and
-// reduce-scatter on the rings and NVLink channels its all-reduce uses, and
-// nccl-tests defines busbw so that the three reach the same bus bandwidth on
-// one link (the all-gather and the reduce-scatter move (W - 1) / W of the
-// whole a rank, the all-reduce twice that); the one-shot kernel runs all
-// three with the same synchronisation and peer reads. So they take their
-// implementation's all-reduce latency and bus bandwidth (its fit at this
-// world where one was measured): the simplest model, and calibration files
-// keep their format. The latency is a whole all-reduce's, which overstates
+// Where a calibration measured the all-gather and reduce-scatter
+// themselves (moetune-comm-bench --ops=...,allgather,reducescatter) their
+// own fits price them. Without: NCCL runs them on the rings and NVLink
+// channels its all-reduce uses, and nccl-tests defines busbw so that the
+// three reach the same bus bandwidth on one link (the all-gather and the
+// reduce-scatter move (W - 1) / W of the whole a rank, the all-reduce twice
+// that); the one-shot kernel runs all three with the same synchronisation
+// and peer reads. So they take their implementation's all-reduce latency
+// and bus bandwidth. That latency is a whole all-reduce's, which overstates
 // NCCL's single ring pass where latency dominates (small batches).
 double ModelGatherOrScatterUs(const CommModelParams& params,
-                              const std::string& allreduce, int ranks,
-                              double bytes) {
+                              const std::string& allreduce,
+                              const std::string& op, int ranks, double bytes) {
   if (ranks <= 1) return 0;
-  const CollectiveCost cost = CostOf(params, allreduce, ranks);
+  const CollectiveCost cost = CostOf(params, allreduce, ranks, op);
   const double moved = static_cast<double>(ranks - 1) / ranks * bytes;
   const double wire_us = cost.bus_gbps > 0 ? moved / (cost.bus_gbps * 1e3) : 0;
   return cost.latency_us + wire_us;
@@ -68,9 +85,10 @@ double DpStepUs(const CommShape& s, const CommModelParams& p) {
   const int moe_layers = std::max(0, s.layers - s.dense_layers);
   const int world = s.tp * s.ep;
   const double tokens = static_cast<double>(s.batch) * s.hidden;
-  return moe_layers *
-         (ModelGatherOrScatterUs(p, s.allreduce, world, 2.0 * tokens) +
-          ModelGatherOrScatterUs(p, s.allreduce, world, 4.0 * tokens));
+  return moe_layers * (ModelGatherOrScatterUs(p, s.allreduce, "allgather",
+                                              world, 2.0 * tokens) +
+                       ModelGatherOrScatterUs(p, s.allreduce, "reducescatter",
+                                              world, 4.0 * tokens));
 }
 
 }  // namespace

@@ -61,24 +61,30 @@ struct CommShape {
   bool dp_attention = false;
 };
 
-// The cost parameters of `allreduce` ("nccl" / "" or "oneshot") at `world`
-// ranks: a measured fit if there is one, else the assumption.
+// The cost parameters of collective `op` ("allreduce", "allgather" or
+// "reducescatter") by `allreduce`'s implementation ("nccl" / "" or
+// "oneshot") at `world` ranks: the measured stream fit of that op if there
+// is one; for an all-gather or reduce-scatter without one, the
+// implementation's all-reduce fit (ModelGatherOrScatterUs says why); else
+// the assumption.
 CollectiveCost CostOf(const CommModelParams& params,
-                      const std::string& allreduce, int world);
+                      const std::string& allreduce, int world,
+                      const std::string& op = "allreduce");
 
 // Modelled time (us) of one all-reduce of `bytes` over `ranks` (0 for one
 // rank).
 double ModelAllReduceUs(const CommModelParams& params,
                         const std::string& allreduce, int ranks, double bytes);
 
-// Modelled time (us) of one all-gather or one reduce-scatter over `ranks`
-// of `bytes` in all (the gathered whole; each rank holds bytes / ranks) (0
-// for one rank) by `allreduce`'s implementation ("nccl" / "" or "oneshot"):
-// latency + bytes (ranks - 1) / ranks / bus_gbps, as nccl-tests' busbw
-// counts both, with that implementation's all-reduce parameters.
+// Modelled time (us) of one all-gather or one reduce-scatter (`op`
+// "allgather" or "reducescatter") over `ranks` of `bytes` in all (the
+// gathered whole; each rank holds bytes / ranks) (0 for one rank) by
+// `allreduce`'s implementation ("nccl" / "" or "oneshot"): latency + bytes
+// (ranks - 1) / ranks / bus_gbps, as nccl-tests' busbw counts both, with
+// CostOf's parameters.
 double ModelGatherOrScatterUs(const CommModelParams& params,
-                              const std::string& allreduce, int ranks,
-                              double bytes);
+                              const std::string& allreduce,
+                              const std::string& op, int ranks, double bytes);
 
 // Modelled time (us) of the region's collectives: for a whole step, as
 // CommShape says; for a MoE layer, a BF16 all-reduce over tp and EP

@@ -46,6 +46,14 @@ TEST(CommCalibrationTest, ABadFitIsRefusedNamingTheFieldAndTheFile) {
       << calibration.status();
   EXPECT_NE(calibration.status().message().find("cal_bad.json"),
             std::string::npos);
+  const auto bad_op = LoadCommCalibration(Write("cal_op.json", R"({
+    "fits": [{"allreduce": "nccl", "world_size": 2, "op": "alltoall"}]})"));
+  ASSERT_FALSE(bad_op.ok());
+  EXPECT_NE(bad_op.status().message().find(
+                "fits[0].op: 'alltoall'; allowed: allreduce, allgather, "
+                "reducescatter"),
+            std::string::npos)
+      << bad_op.status();
 }
 
 TEST(CommCalibrationTest, AMissingOrMalformedFileIsAnError) {

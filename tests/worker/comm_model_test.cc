@@ -73,7 +73,8 @@ TEST(CommModelTest, DpAttentionGathersAndScattersEveryMoeLayerByHand) {
   shape.whole_step = true;
   shape.dense_layers = 1;
   shape.dp_attention = true;
-  EXPECT_DOUBLE_EQ(ModelGatherOrScatterUs(ByHand(), "nccl", 4, 16000), 15.0);
+  EXPECT_DOUBLE_EQ(
+      ModelGatherOrScatterUs(ByHand(), "nccl", "allgather", 4, 16000), 15.0);
   EXPECT_DOUBLE_EQ(ModelCommFloorUs(shape, ByHand()), 2 * (9.0 + 15.0));
   // By the one-shot kernel at 500 B/us + 1 us: 6000 B -> 13 us, 12000 B ->
   // 25 us.
@@ -100,7 +101,7 @@ TEST(CommModelTest, DpAttentionWithoutMoeLayersOrPeersCommunicatesNothing) {
   shape.layers = 3;
   shape.tp = 1;  // one rank: nothing to gather
   EXPECT_EQ(ModelCommFloorUs(shape, ByHand()), 0);
-  EXPECT_EQ(ModelGatherOrScatterUs(ByHand(), "", 1, 16000), 0);
+  EXPECT_EQ(ModelGatherOrScatterUs(ByHand(), "", "reducescatter", 1, 16000), 0);
 }
 
 // All-gather and reduce-scatter take their implementation's all-reduce fit
@@ -117,9 +118,48 @@ TEST(CommModelTest, DpAttentionUsesItsImplementationsFitAtItsWorld) {
   fit.set_allreduce("oneshot");
   fit.set_latency_us(1);
   params.fits.push_back(fit);
-  EXPECT_DOUBLE_EQ(ModelGatherOrScatterUs(params, "", 4, 16000), 16.0);
-  EXPECT_DOUBLE_EQ(ModelGatherOrScatterUs(params, "oneshot", 4, 16000), 7.0);
-  EXPECT_DOUBLE_EQ(ModelGatherOrScatterUs(params, "nccl", 2, 16000), 3.0 + 8.0);
+  EXPECT_DOUBLE_EQ(ModelGatherOrScatterUs(params, "", "allgather", 4, 16000),
+                   16.0);
+  EXPECT_DOUBLE_EQ(
+      ModelGatherOrScatterUs(params, "oneshot", "reducescatter", 4, 16000),
+      7.0);
+  EXPECT_DOUBLE_EQ(
+      ModelGatherOrScatterUs(params, "nccl", "allgather", 2, 16000), 3.0 + 8.0);
+}
+
+// A calibration that measured the all-gather and reduce-scatter themselves
+// prices each by its own fit (nccl at world 4: all-reduce 10 us at 2000
+// B/us, all-gather 4 us at 4000 B/us, reduce-scatter 6 us at 1000 B/us:
+// 12000 B on the link -> 3 and 12 us); in-graph points (one latency each)
+// price nothing.
+TEST(CommModelTest, EachCollectivesOwnFitPricesIt) {
+  CommModelParams params = ByHand();
+  v1::CollectiveFit fit;
+  fit.set_allreduce("nccl");
+  fit.set_world_size(4);
+  fit.set_latency_us(0.5);
+  fit.set_in_graph(true);
+  fit.set_op("allgather");
+  params.fits.push_back(fit);  // an in-graph point, listed first
+  fit.set_in_graph(false);
+  fit.set_op("");  // a file written before the field: the all-reduce
+  fit.set_latency_us(10);
+  fit.set_bus_gbps(2.0);
+  params.fits.push_back(fit);
+  fit.set_op("allgather");
+  fit.set_latency_us(4);
+  fit.set_bus_gbps(4.0);
+  params.fits.push_back(fit);
+  fit.set_op("reducescatter");
+  fit.set_latency_us(6);
+  fit.set_bus_gbps(1.0);
+  params.fits.push_back(fit);
+  EXPECT_DOUBLE_EQ(
+      ModelGatherOrScatterUs(params, "nccl", "allgather", 4, 16000), 7.0);
+  EXPECT_DOUBLE_EQ(
+      ModelGatherOrScatterUs(params, "nccl", "reducescatter", 4, 16000), 18.0);
+  EXPECT_DOUBLE_EQ(ModelAllReduceUs(params, "nccl", 4, 16000), 10.0 + 12.0);
+  EXPECT_DOUBLE_EQ(CostOf(params, "nccl", 4, "allreduce").latency_us, 10.0);
 }
 
 TEST(CommModelTest, AMeasuredFitReplacesTheAssumptionAtItsWorldOnly) {

@@ -19,7 +19,8 @@
 // fingerprint) for a worker's --comm_calibration: per implementation, the
 // latency (the median time of messages up to 32 KB) and the bus bandwidth
 // (busbw of the largest message), and the fit's worst error over the sizes;
-// a graph fit per --graph_bytes run (latency only). All-reduce rows only.
+// a graph fit per --graph_bytes run (latency only); for each collective of
+// --ops its own (worker/comm_fit.h, whose fits the model prices each by).
 // Several ranks a GPU run the one-shot path only (NCCL refuses them): on one
 // GPU they exercise its synchronisation where NCCL can only run world 1.
 #include <algorithm>
@@ -39,6 +40,7 @@
 #include "kernels/cuda/comm_gpu.h"
 #include "kernels/cuda/moe_gpu.h"
 #include "proto/moetune.pb.h"
+#include "worker/comm_fit.h"
 
 namespace moetune::gpu {
 namespace {
@@ -199,44 +201,6 @@ bool RunImpl(const std::string& name, const std::vector<int>& devices,
   return ok;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-// The stream fit of one implementation: latency from the small messages,
-// bus bandwidth from the largest, and the worst error over every size.
-v1::CollectiveFit FitStream(const std::vector<Row>& rows,
-                            const std::string& impl, int world) {
-  v1::CollectiveFit fit;
-  fit.set_allreduce(impl);
-  fit.set_world_size(world);
-  std::vector<double> small;
-  const Row* largest = nullptr;
-  for (const Row& r : rows) {
-    if (r.impl != impl || r.in_graph || r.op != "allreduce") continue;
-    if (r.bytes <= 32768) small.push_back(r.time_us);
-    if (largest == nullptr || r.bytes > largest->bytes) largest = &r;
-  }
-  fit.set_latency_us(Median(small));
-  if (largest != nullptr && world > 1) {
-    const double moved = 2.0 * (world - 1) / world * largest->bytes;
-    const double wire_us = std::max(largest->time_us - fit.latency_us(), 1e-3);
-    fit.set_bus_gbps(moved / wire_us / 1e3);
-  }
-  for (const Row& r : rows) {
-    if (r.impl != impl || r.in_graph || r.op != "allreduce") continue;
-    const double moved = 2.0 * (world - 1) / world * r.bytes;
-    const double model =
-        fit.latency_us() +
-        (fit.bus_gbps() > 0 ? moved / (fit.bus_gbps() * 1e3) : 0);
-    fit.set_max_rel_error(
-        std::max(fit.max_rel_error(), std::abs(model - r.time_us) / r.time_us));
-    fit.set_points(fit.points() + 1);
-  }
-  return fit;
-}
-
 bool WriteCalibration(const std::vector<Row>& rows, int gpus,
                       const std::string& path) {
   v1::CommCalibration cal;
@@ -250,24 +214,13 @@ bool WriteCalibration(const std::vector<Row>& rows, int gpus,
       std::chrono::duration_cast<std::chrono::milliseconds>(
           std::chrono::system_clock::now().time_since_epoch())
           .count());
-  std::vector<std::pair<std::string, int>> seen;
+  std::vector<worker::CollectiveSample> samples;
   for (const Row& r : rows) {
-    if (r.op != "allreduce") continue;
-    if (std::find(seen.begin(), seen.end(), std::pair{r.impl, r.world}) !=
-        seen.end()) {
-      continue;
-    }
-    seen.emplace_back(r.impl, r.world);
-    *cal.add_fits() = FitStream(rows, r.impl, r.world);
+    if (r.wrong != 0 || !r.error.empty()) continue;  // not a measurement
+    samples.push_back({r.impl, r.op, r.world, r.bytes, r.in_graph, r.time_us});
   }
-  for (const Row& r : rows) {
-    if (!r.in_graph || r.op != "allreduce") continue;
-    v1::CollectiveFit* fit = cal.add_fits();
-    fit->set_allreduce(r.impl);
-    fit->set_world_size(r.world);
-    fit->set_latency_us(r.time_us);
-    fit->set_points(1);
-    fit->set_in_graph(true);
+  for (v1::CollectiveFit& fit : worker::FitCalibration(samples)) {
+    *cal.add_fits() = std::move(fit);
   }
   std::string text;
   google::protobuf::util::JsonPrintOptions options;
