@@ -7,14 +7,13 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "gmock/gmock.h"
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "proto/moetune.pb.h"
 #include "tests/e2e/cluster.h"
@@ -203,17 +202,9 @@ TEST_F(DashboardTest, PageDrawsTheChartsInHeadlessChromium) {
 // The recorded sweep with each fused_gemv trial repeated under
 // data-parallel attention, its times 1.3x the recorded ones: made-up
 // figures, which only the page's grouping of points into lines reads.
-absl::StatusOr<int64_t> WriteSweepWithDpTrials(const std::string& db,
-                                               const fs::path& dir) {
-  std::ifstream in(kRecordedSweep);
-  const std::string json{std::istreambuf_iterator<char>(in), {}};
-  v1::QueryTrialsResponse trials;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = true;
-  if (!google::protobuf::util::JsonStringToMessage(json, &trials, options)
-           .ok()) {
-    return absl::InvalidArgumentError(kRecordedSweep + ": not a sweep");
-  }
+absl::StatusOr<int64_t> WriteSweepWithDpTrials(const std::string& db) {
+  ASSIGN_OR_RETURN(v1::QueryTrialsResponse trials,
+                   ReadRecording(kRecordedSweep));
   const int recorded = trials.trials_size();
   for (int i = 0; i < recorded; ++i) {
     if (trials.trials(i).config().moe_backend() != "fused_gemv") continue;
@@ -225,19 +216,13 @@ absl::StatusOr<int64_t> WriteSweepWithDpTrials(const std::string& db,
     stats.set_ci_high_us(stats.ci_high_us() * 1.3);
     *trials.add_trials() = dp;
   }
-  std::string out;
-  if (!google::protobuf::util::MessageToJsonString(trials, &out).ok()) {
-    return absl::InternalError("the derived sweep does not print");
-  }
-  const std::string path = (dir / "with_dp.json").string();
-  std::ofstream(path) << out;
-  return WriteRecordedSweep(path, db, "recorded-h200-with-dp");
+  return WriteRecordedSweep(trials, db, "recorded-h200-with-dp");
 }
 
 class DashboardDpTest : public DashboardTest {
  protected:
   absl::StatusOr<int64_t> WriteSweep(const std::string& db) override {
-    return WriteSweepWithDpTrials(db, fs::path(db).parent_path());
+    return WriteSweepWithDpTrials(db);
   }
 };
 

@@ -13,21 +13,6 @@
 namespace moetune::e2e {
 namespace {
 
-absl::StatusOr<v1::QueryTrialsResponse> ReadRecording(
-    const std::string& json_path) {
-  std::ifstream in(json_path);
-  if (!in) return absl::NotFoundError(json_path + ": cannot be read");
-  const std::string json{std::istreambuf_iterator<char>(in), {}};
-  v1::QueryTrialsResponse recording;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = true;
-  if (!google::protobuf::util::JsonStringToMessage(json, &recording, options)
-           .ok()) {
-    return absl::InvalidArgumentError(json_path + ": not a recorded sweep");
-  }
-  return recording;
-}
-
 // The trial's recorded end: its result under a lease, or a final state
 // without one (UNAVAILABLE, FAILED before running).
 absl::Status Replay(db::Store& store, const v1::Trial& recorded,
@@ -46,11 +31,32 @@ absl::Status Replay(db::Store& store, const v1::Trial& recorded,
 
 }  // namespace
 
+absl::StatusOr<v1::QueryTrialsResponse> ReadRecording(
+    const std::string& json_path) {
+  std::ifstream in(json_path);
+  if (!in) return absl::NotFoundError(json_path + ": cannot be read");
+  const std::string json{std::istreambuf_iterator<char>(in), {}};
+  v1::QueryTrialsResponse recording;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  if (!google::protobuf::util::JsonStringToMessage(json, &recording, options)
+           .ok()) {
+    return absl::InvalidArgumentError(json_path + ": not a recorded sweep");
+  }
+  return recording;
+}
+
 absl::StatusOr<int64_t> WriteRecordedSweep(const std::string& json_path,
                                            const std::string& db_path,
                                            const std::string& name) {
   ASSIGN_OR_RETURN(const v1::QueryTrialsResponse recording,
                    ReadRecording(json_path));
+  return WriteRecordedSweep(recording, db_path, name);
+}
+
+absl::StatusOr<int64_t> WriteRecordedSweep(
+    const v1::QueryTrialsResponse& recording, const std::string& db_path,
+    const std::string& name) {
   ASSIGN_OR_RETURN(std::unique_ptr<db::Store> store, db::Store::Open(db_path));
   v1::SweepSpec spec;
   spec.set_name(name);

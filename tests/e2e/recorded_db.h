@@ -9,11 +9,21 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "proto/moetune.pb.h"
 
 namespace moetune::e2e {
 
-// Appends one FINISHED sweep named `name` to the database at `db_path`
-// (created if needed); returns its id.
+// The recorded sweep's trials (its file read and parsed).
+absl::StatusOr<v1::QueryTrialsResponse> ReadRecording(
+    const std::string& json_path);
+
+// Appends one FINISHED sweep named `name` of the recorded trials to the
+// database at `db_path` (created if needed); returns its id.
+absl::StatusOr<int64_t> WriteRecordedSweep(
+    const v1::QueryTrialsResponse& recording, const std::string& db_path,
+    const std::string& name);
+
+// The same, from the recording's file.
 absl::StatusOr<int64_t> WriteRecordedSweep(const std::string& json_path,
                                            const std::string& db_path,
                                            const std::string& name);
