@@ -238,7 +238,7 @@ GpuStatus LaunchGemvBf16(const Bf16Gemv& given, cudaStream_t stream) {
   }
   if (g.rows_per_x == 0) g.rows_per_x = g.rows;
   GemvStreamPlan plan;
-  if (PlanGemvStream(g, CurrentDeviceSmCount(), &plan)) {
+  if (PlanGemvStream(g, &plan)) {
     return LaunchGemvBf16Stream(g, plan, stream);
   }
   if (g.batch >= kGemvMmaMinBatch && GemvBf16MmaFits(g)) {

@@ -184,16 +184,18 @@ bool PlanStages(const Bf16Gemv& g, GemvStreamPlan* p) {
 
 }  // namespace
 
-bool PlanGemvStream(const Bf16Gemv& g, int sm_count, GemvStreamPlan* plan) {
+bool PlanGemvStream(const Bf16Gemv& g, GemvStreamPlan* plan) {
   const auto aligned = [](const void* p) {
     return reinterpret_cast<uintptr_t>(p) % 16 == 0;
   };
   if (g.batch != 2 || g.k <= 0 || g.k % 8 != 0 || g.rows <= 0 ||
-      g.rows_per_x <= 0 || sm_count <= 0 || !aligned(g.w)) {
+      g.rows_per_x <= 0 || !aligned(g.w)) {
     return false;
   }
   GemvStreamPlan p;
   if (!PlanStages(g, &p)) return false;
+  const int sm_count = CurrentDeviceSmCount();
+  if (sm_count <= 0) return false;
   const int m = p.rows_per_stage, target = kBlocksPerSm * sm_count;
   int per_block = (g.rows + target - 1) / target;
   per_block = std::min((per_block + m - 1) / m * m, kMaxBlockRows / m * m);

@@ -31,10 +31,11 @@ struct GemvStreamPlan {
   int blocks = 0;
 };
 
-// The plan for g on a device of sm_count SMs, or false where the kernel
-// does not take g (a batch other than 2, rows whose K does not split into
-// whole 16-byte pieces, weights not 16-byte aligned).
-bool PlanGemvStream(const Bf16Gemv& g, int sm_count, GemvStreamPlan* plan);
+// The plan for g on the current device, or false where the kernel does not
+// take g (a batch other than 2, rows whose K does not split into whole
+// 16-byte pieces, weights not 16-byte aligned). The device's SM count is
+// read only for a shape it takes: every BF16 GEMV launch asks.
+bool PlanGemvStream(const Bf16Gemv& g, GemvStreamPlan* plan);
 
 // g (rows_per_x set) by the plan.
 GpuStatus LaunchGemvBf16Stream(const Bf16Gemv& g, const GemvStreamPlan& plan,

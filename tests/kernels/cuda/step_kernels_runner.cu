@@ -270,7 +270,7 @@ bool StreamingTakes(const GemvShape& shape, int* rows_per_stage, int* pieces) {
   g.w = reinterpret_cast<const uint16_t*>(uintptr_t{256});  // aligned
   if (g.rows_per_x == 0) g.rows_per_x = g.rows;
   GemvStreamPlan plan;
-  if (!PlanGemvStream(g, CurrentDeviceSmCount(), &plan)) return false;
+  if (!PlanGemvStream(g, &plan)) return false;
   *rows_per_stage = plan.rows_per_stage;
   *pieces = plan.pieces;
   return true;
