@@ -61,23 +61,44 @@ class ScopedOverlapLaunches {
   bool saved_;
 };
 
-// kernel<<<grid, block, smem, stream>>>(args...), overlapped with the
-// kernel before it when overlap_launches_enabled; the launch checked.
+namespace overlap_detail {
+
+// kernel<<<grid, block, smem, stream>>>(args...) with the first `count` of
+// `attributes`, the launch checked.
 template <typename... Params, typename... Args>
-GpuStatus LaunchOverlapped(void (*kernel)(Params...), dim3 grid, dim3 block,
-                           size_t smem, cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attribute = {};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
+GpuStatus LaunchWith(void (*kernel)(Params...), dim3 grid, dim3 block,
+                     size_t smem, cudaStream_t stream,
+                     cudaLaunchAttribute* attributes, int count,
+                     Args&&... args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = overlap_launches_enabled ? 1 : 0;
+  config.attrs = attributes;
+  config.numAttrs = count;
   MG_CUDA(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
   return OkStatus();
+}
+
+inline cudaLaunchAttribute Overlap() {
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  return attribute;
+}
+
+}  // namespace overlap_detail
+
+// kernel<<<grid, block, smem, stream>>>(args...), overlapped with the
+// kernel before it when overlap_launches_enabled; the launch checked.
+template <typename... Params, typename... Args>
+GpuStatus LaunchOverlapped(void (*kernel)(Params...), dim3 grid, dim3 block,
+                           size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attribute = overlap_detail::Overlap();
+  return overlap_detail::LaunchWith(
+      kernel, grid, block, smem, stream, &attribute,
+      overlap_launches_enabled ? 1 : 0, std::forward<Args>(args)...);
 }
 
 // As LaunchOverlapped, in clusters of cluster_x blocks along x (Hopper's
@@ -87,22 +108,14 @@ GpuStatus LaunchOverlappedInClusters(void (*kernel)(Params...), dim3 grid,
                                      dim3 block, size_t smem,
                                      cudaStream_t stream, int cluster_x,
                                      Args&&... args) {
-  cudaLaunchAttribute attributes[2] = {};
+  cudaLaunchAttribute attributes[2] = {{}, overlap_detail::Overlap()};
   attributes[0].id = cudaLaunchAttributeClusterDimension;
   attributes[0].val.clusterDim.x = cluster_x;
   attributes[0].val.clusterDim.y = 1;
   attributes[0].val.clusterDim.z = 1;
-  attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attributes[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  config.attrs = attributes;
-  config.numAttrs = overlap_launches_enabled ? 2 : 1;
-  MG_CUDA(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
-  return OkStatus();
+  return overlap_detail::LaunchWith(
+      kernel, grid, block, smem, stream, attributes,
+      overlap_launches_enabled ? 2 : 1, std::forward<Args>(args)...);
 }
 
 }  // namespace moetune::gpu
