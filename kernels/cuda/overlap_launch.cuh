@@ -48,6 +48,13 @@ __device__ __forceinline__ void EnterAfterPriorKernels() {
 // default; a bench turns it off to compare).
 inline thread_local bool overlap_launches_enabled = true;
 
+// Set: the next LaunchOverlapped or LaunchOverlappedInClusters from this
+// thread launches plainly, and clears it. For the kernel after a join of
+// streams: an overlapped launch waits only for the kernel before it in its
+// own stream, and nothing promises that it also waits for an event waited
+// on between; the kernels after it overlap again.
+inline thread_local bool next_launch_plain = false;
+
 class ScopedOverlapLaunches {
  public:
   explicit ScopedOverlapLaunches(bool on) : saved_(overlap_launches_enabled) {
@@ -62,6 +69,13 @@ class ScopedOverlapLaunches {
 };
 
 namespace overlap_detail {
+
+// Whether this launch overlaps (and the one-shot plain flag consumed).
+inline bool OverlapThisLaunch() {
+  const bool plain = next_launch_plain;
+  next_launch_plain = false;
+  return overlap_launches_enabled && !plain;
+}
 
 // kernel<<<grid, block, smem, stream>>>(args...) with the first `count` of
 // `attributes`, the launch checked.
@@ -98,7 +112,7 @@ GpuStatus LaunchOverlapped(void (*kernel)(Params...), dim3 grid, dim3 block,
   cudaLaunchAttribute attribute = overlap_detail::Overlap();
   return overlap_detail::LaunchWith(
       kernel, grid, block, smem, stream, &attribute,
-      overlap_launches_enabled ? 1 : 0, std::forward<Args>(args)...);
+      overlap_detail::OverlapThisLaunch() ? 1 : 0, std::forward<Args>(args)...);
 }
 
 // As LaunchOverlapped, in clusters of cluster_x blocks along x (Hopper's
@@ -115,7 +129,7 @@ GpuStatus LaunchOverlappedInClusters(void (*kernel)(Params...), dim3 grid,
   attributes[0].val.clusterDim.z = 1;
   return overlap_detail::LaunchWith(
       kernel, grid, block, smem, stream, attributes,
-      overlap_launches_enabled ? 2 : 1, std::forward<Args>(args)...);
+      overlap_detail::OverlapThisLaunch() ? 2 : 1, std::forward<Args>(args)...);
 }
 
 }  // namespace moetune::gpu

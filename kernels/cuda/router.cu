@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/backends/expert_mma/act_fp8.cuh"
+#include "kernels/cuda/overlap_launch.cuh"
 #include "kernels/cuda/router.cuh"
 
 namespace moetune::gpu {
@@ -85,24 +86,37 @@ __device__ void SideWork(const RouterParams& p) {
 }
 
 // Logits of expert blockIdx.x for every token, 8 tokens per pass. Each
-// thread's weight vectors are loaded at once (kMaxPerThread x 16 bytes),
-// with token 0's input (batch 1's only token: no load after SideWork).
+// thread's weight vectors (kMaxPerThread x 16 bytes) are loaded by
+// LoadWeights before the wait for the kernels before (no kernel writes
+// them: under an overlapped launch they arrive while the norm before still
+// runs), token 0's input after it (batch 1's only token: no load after
+// SideWork).
 constexpr int kMaxPerThread = kRouterMaxHidden / kThreads / 8;
 
-__device__ void Logits(const RouterParams& p, RouterShared& sh) {
-  const int e = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+__device__ __forceinline__ void LoadWeights(const RouterParams& p,
+                                            uint4 (&wv)[kMaxPerThread]) {
   const int vecs = p.hidden / 8;
-  const uint4* wrow =
-      reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(e) * p.hidden);
-  const uint4* x0row = reinterpret_cast<const uint4*>(p.buf.x_bf16);
-  uint4 wv[kMaxPerThread], x0[kMaxPerThread];
+  const uint4* wrow = reinterpret_cast<const uint4*>(
+      p.w + static_cast<int64_t>(blockIdx.x) * p.hidden);
 #pragma unroll
   for (int r = 0; r < kMaxPerThread; ++r) {
     const int q = threadIdx.x + r * kThreads;
     wv[r] = q < vecs ? __ldg(wrow + q) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+__device__ void Logits(const RouterParams& p, const uint4 (&wv)[kMaxPerThread],
+                       RouterShared& sh) {
+  const int e = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int vecs = p.hidden / 8;
+  const uint4* x0row = reinterpret_cast<const uint4*>(p.buf.x_bf16);
+  uint4 x0[kMaxPerThread];
+#pragma unroll
+  for (int r = 0; r < kMaxPerThread; ++r) {
+    const int q = threadIdx.x + r * kThreads;
     x0[r] = q < vecs ? __ldg(x0row + q) : make_uint4(0, 0, 0, 0);
   }
-  SideWork(p);  // while the weights arrive
+  SideWork(p);  // while the input arrives
   for (int t0 = 0; t0 < p.batch; t0 += kTokGroup) {
     float part[kTokGroup] = {};
 #pragma unroll
@@ -471,10 +485,17 @@ __global__ void __launch_bounds__(kThreads) RouterKernel(RouterParams p) {
   LaneBiases(p, bias);
   const float one_bias =
       threadIdx.x < p.experts ? __ldg(p.buf.bias + threadIdx.x) : 0.0f;
+  uint4 wv[kMaxPerThread];
+  LoadWeights(p, wv);
+  // The norm's output (x), and y and the tables that the kernels before
+  // may still read, only after they are done.
+  WaitForPriorKernels();
   // fused_gemv's gate_up may start now: it streams the shared expert, which
-  // needs nothing from here, and waits for this grid before the rest.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-  Logits(p, sh);
+  // needs nothing from here, and waits for this grid before the rest. Not
+  // before the wait: its shared expert reads the norm's output before its
+  // own wait (device run 87: wrong steps on fused_gemv).
+  LetNextKernelStart();
+  Logits(p, wv, sh);
   const bool last = IsLastBlock(p, sh);
   if (!last) return;
   if (threadIdx.x == 0) *p.buf.router_counter = 0;  // ready for the next run
@@ -635,9 +656,7 @@ GpuStatus LaunchRouter(const LayerArgs& args, cudaStream_t stream) {
   p.buf = args.buf;
   if (g.batch >= kManyTokens && g.experts % 8 == 0 && g.hidden % 64 == 0)
     return LaunchManyTokenRouter(p, stream);
-  RouterKernel<<<g.experts, kThreads, 0, stream>>>(p);
-  MG_CHECK_LAUNCH();
-  return OkStatus();
+  return LaunchOverlapped(RouterKernel, g.experts, kThreads, 0, stream, p);
 }
 
 }  // namespace moetune::gpu

@@ -7,6 +7,7 @@
 #include "kernels/cuda/run_buffers.cuh"
 #include "kernels/cuda/step/gemv.cuh"
 #include "kernels/cuda/step/mla.cuh"
+#include "kernels/cuda/step/mla_mma.cuh"
 #include "kernels/cuda/step/step_launch.cuh"
 #include "kernels/cuda/trusted.cuh"
 
@@ -392,8 +393,17 @@ GpuStatus Mla(const StepLaunch& s, int layer, const LayerParams& w,
   StepBuffers& b = *s.buffers;
   const int n = s.problem->batch, width = g.heads * d.v_dim;
   {
-    const ScopedOverlapLaunches plain(s.side == nullptr &&
-                                      overlap_launches_enabled);
+    // After the side stream's join its first kernel goes plainly. Where
+    // that is the split kernel (no query kernel: TP ranks below
+    // kPrebuiltQueriesFromBatch) the combine after it overlaps (batch 1
+    // -0.04 ms); from 16 sequences overlapping the kernels after the first
+    // cost 0.7 ms at 16 and 32, so all go plainly there (device run 88).
+    const bool after_join = s.side != nullptr;
+    const bool combine_overlaps =
+        after_join && !s.problem->dp_attention && n < kPrebuiltQueriesFromBatch;
+    const ScopedOverlapLaunches scope(overlap_launches_enabled &&
+                                      (!after_join || combine_overlaps));
+    if (after_join) next_launch_plain = true;
     STEP_LAUNCH("mla/attention", LaunchSparseAttention(AttentionOf(s, layer),
                                                        s.sm_count, stream));
   }
