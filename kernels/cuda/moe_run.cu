@@ -62,8 +62,8 @@ GpuStatus CheckedRun(Context* ctx, const MoeProblem& p, const MoeRunOptions& o,
   if (!o.compute_reference) return OkStatus();
   MoeProblem layer = p;
   layer.layer = p.layer + i;
-  MG_RETURN_IF_ERROR(
-      RunTrusted(layer, a.geo, st.x_float, a.buf.bias, st.y_ref, ctx->stream));
+  MG_RETURN_IF_ERROR(RunTrusted(layer, a.geo, st.x_float, a.buf.bias,
+                                a.buf.topk_idx, st.y_ref, ctx->stream));
   return AppendOut(st.y_ref, bh, &r->reference_output);
 }
 

@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "kernels/cuda/trusted.cuh"
+#include "kernels/model/near_top_k.h"
 #include "kernels/model/nvfp4_format.h"
 #include "kernels/model/weight_gen.h"
 
@@ -16,10 +17,14 @@ struct TrustedParams {
   const float* x;
   const float* bias;
   float* logits;  // [batch][experts]
-  int* idx;       // [batch][top_k]
-  float* w;       // [batch][top_k]
-  float* h;       // [batch][top_k + 1][inter_local]
-  float* y;       // [batch][hidden]
+  float* score;   // [batch][experts]: sigmoid + bias, the selection's key
+  // The backend's selection [batch][top_k], taken where it is a top-k of
+  // these scores to within route::kTieTolerance (null: never).
+  const int* candidate;
+  int* idx;  // [batch][top_k]
+  float* w;  // [batch][top_k]
+  float* h;  // [batch][top_k + 1][inter_local]
+  float* y;  // [batch][hidden]
 };
 
 // Weight (row, col) of NVFP4 tensor `tensor` with rows of k_full elements.
@@ -50,36 +55,42 @@ __global__ void RouterKernel(TrustedParams p) {
 }
 
 // One thread per token: selection of the top-k by s + bias (ties: lower
-// index), weights = s / sum(s) * scaling.
+// index), weights = s / sum(s) * scaling. Where the backend's selection
+// (p.candidate) is a top-k of the same scores to within the tie tolerance,
+// it is taken instead (route::IsNearTopK: a near-tie broken the other way).
 __global__ void TopKKernel(TrustedParams p) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= p.batch) return;
   const float* logit = p.logits + static_cast<int64_t>(t) * p.experts;
+  float* score = p.score + static_cast<int64_t>(t) * p.experts;
+  for (int e = 0; e < p.experts; ++e)
+    score[e] = 1.0f / (1.0f + expf(-logit[e])) + p.bias[e];
   int chosen[32];
-  float s_chosen[32];
-  float sum = 0.0f;
+  float kth = 0.0f;
   for (int r = 0; r < p.top_k; ++r) {
     int best = -1;
-    float best_score = 0.0f, best_s = 0.0f;
     for (int e = 0; e < p.experts; ++e) {
       bool taken = false;
       for (int q = 0; q < r; ++q) taken = taken || chosen[q] == e;
-      if (taken) continue;
-      const float s = 1.0f / (1.0f + expf(-logit[e]));
-      const float score = s + p.bias[e];
-      if (best < 0 || score > best_score) {
-        best = e;
-        best_score = score;
-        best_s = s;
-      }
+      if (!taken && (best < 0 || score[e] > score[best])) best = e;
     }
     chosen[r] = best;
-    s_chosen[r] = best_s;
-    sum += best_s;
+    kth = score[best];
+  }
+  const int* cand =
+      p.candidate == nullptr ? nullptr : p.candidate + t * p.top_k;
+  if (cand != nullptr && route::IsNearTopK(score, p.experts, cand, p.top_k, kth,
+                                           route::kTieTolerance)) {
+    for (int r = 0; r < p.top_k; ++r) chosen[r] = cand[r];
+  }
+  float s[32], sum = 0.0f;
+  for (int r = 0; r < p.top_k; ++r) {
+    s[r] = 1.0f / (1.0f + expf(-logit[chosen[r]]));
+    sum += s[r];
   }
   for (int r = 0; r < p.top_k; ++r) {
     p.idx[t * p.top_k + r] = chosen[r];
-    p.w[t * p.top_k + r] = s_chosen[r] / sum * p.scaling;
+    p.w[t * p.top_k + r] = s[r] / sum * p.scaling;
   }
 }
 
@@ -146,8 +157,8 @@ unsigned Blocks(int64_t threads) {
 }  // namespace
 
 GpuStatus RunTrusted(const MoeProblem& problem, const Geometry& geo,
-                     const float* x, const float* bias, float* y,
-                     cudaStream_t stream) {
+                     const float* x, const float* bias, const int* backend_topk,
+                     float* y, cudaStream_t stream) {
   TrustedParams p{};
   p.seed = problem.seed;
   p.layer = static_cast<uint32_t>(problem.layer);
@@ -167,6 +178,7 @@ GpuStatus RunTrusted(const MoeProblem& problem, const Geometry& geo,
   p.ts_down = weights::Nvfp4TensorScale(geo.inter);
   p.x = x;
   p.bias = bias;
+  p.candidate = backend_topk;
   p.y = y;
   const int64_t b = geo.batch;
   DeviceBuffer scratch;
@@ -174,6 +186,7 @@ GpuStatus RunTrusted(const MoeProblem& problem, const Geometry& geo,
                n_h = b * (geo.top_k + 1) * geo.inter_local;
   auto carve = [&](Carver& c) {  // sized, then carved: one list
     p.logits = c.Take<float>(n_logits);
+    p.score = c.Take<float>(n_logits);
     p.idx = c.Take<int>(n_topk);
     p.w = c.Take<float>(n_topk);
     p.h = c.Take<float>(n_h);

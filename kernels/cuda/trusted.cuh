@@ -14,9 +14,13 @@
 namespace moetune::gpu {
 
 // y [batch][hidden] = the rank's partial MoE output for x [batch][hidden]
-// (device floats, the BF16-rounded input) and bias [experts] (device).
+// (device floats, the BF16-rounded input) and bias [experts] (device). Each
+// token routed as the trusted path selects, or as backend_topk [batch][top_k]
+// (device; the backend's selection, or null) does where that is a top-k of
+// the trusted scores to within route::kTieTolerance (kernels/model/
+// near_top_k.h): so a near-tie that the two break differently is no failure.
 GpuStatus RunTrusted(const MoeProblem& problem, const Geometry& geo,
-                     const float* x, const float* bias, float* y,
-                     cudaStream_t stream);
+                     const float* x, const float* bias, const int* backend_topk,
+                     float* y, cudaStream_t stream);
 
 }  // namespace moetune::gpu

@@ -476,13 +476,15 @@ GpuStatus AppendDevice(const float* src, size_t n, cudaStream_t stream,
   return OkStatus();
 }
 
-// The trusted path on the layer's own input (its BF16-rounded floats), and
-// both outputs kept for the check.
+// The trusted path on the layer's own input (its BF16-rounded floats; the
+// backend's routing where it differs only by near-ties), and both outputs
+// kept for the check.
 GpuStatus CheckMoe(const StepLaunch& s, int layer, cudaStream_t stream) {
   StepBuffers& b = *s.buffers;
   const LayerArgs& args = s.moe_args[layer - s.problem->dims.num_dense_layers];
   MG_RETURN_IF_ERROR(RunTrusted(MoeLayerProblem(*s.problem, layer), args.geo,
-                                b.moe_x, args.buf.bias, b.moe_y, stream));
+                                b.moe_x, args.buf.bias, args.buf.topk_idx,
+                                b.moe_y, stream));
   const size_t n =
       static_cast<size_t>(MoeTokens(*s.problem)) * s.problem->dims.hidden;
   MG_RETURN_IF_ERROR(AppendDevice(args.buf.y, n, stream, s.moe_output));
