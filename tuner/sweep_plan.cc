@@ -14,17 +14,18 @@
 namespace moetune::tuner {
 namespace {
 
-// The tiles a backend runs (see the header); std::nullopt is the single
-// entry of a backend without tiles, whose config leaves `tile` unset.
+// The tiles a backend runs on `shape` (see the header); std::nullopt is the
+// single entry of a backend without tiles, whose config leaves `tile` unset.
 std::vector<std::optional<backends::Tile>> TilesFor(
-    const backends::BackendDescriptor& backend, const v1::SearchSpace& space) {
+    const backends::BackendDescriptor& backend, const v1::SearchSpace& space,
+    const backends::LayerShape& shape) {
   if (backend.tiles.empty()) return {std::nullopt};
   std::vector<std::optional<backends::Tile>> tiles;
   for (const v1::TileShape& listed : space.tiles()) {
     const backends::Tile tile{listed.block_n(), listed.block_k()};
     if (backend.HasTile(tile)) tiles.push_back(tile);
   }
-  if (tiles.empty()) tiles.push_back(backend.DefaultTile());
+  if (tiles.empty()) tiles.push_back(backend.TileFor(shape));
   return tiles;
 }
 
@@ -136,7 +137,8 @@ void AppendLayoutConfigs(const backends::BackendDescriptor& backend,
                          std::vector<v1::TrialConfig>& configs) {
   const backends::LayerShape shape{preset.hidden,
                                    preset.moe_intermediate / layout.tp, batch};
-  for (const std::optional<backends::Tile>& tile : TilesFor(backend, space)) {
+  for (const std::optional<backends::Tile>& tile :
+       TilesFor(backend, space, shape)) {
     if (!backend.CanImplement(shape, tile.value_or(backends::Tile{})).empty()) {
       continue;
     }

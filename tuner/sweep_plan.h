@@ -17,8 +17,10 @@
 //                      process keeps its shard while the layout stays
 //           x tile      backend without tiles: one config, tile unset;
 //                       with tiles: each space.tiles entry among ITS tiles
-//                       (spec order), or its first (default) tile when
-//                       space.tiles names none of them
+//                       (spec order), or when space.tiles names none of
+//                       them its default tile, or the first of its tiles
+//                       that runs the layout where the default does not
+//                       (BackendDescriptor::TileFor)
 //             x cuda_graph  the list for GPU backends whose region can be
 //                           captured; false once for the others
 //               x allreduce x communication  (list order; each list empty

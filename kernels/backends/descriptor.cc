@@ -19,6 +19,13 @@ Tile BackendDescriptor::DefaultTile() const {
   return tiles.empty() ? Tile{} : tiles.front();
 }
 
+Tile BackendDescriptor::TileFor(const LayerShape& shape) const {
+  for (const Tile& tile : tiles) {
+    if (CanImplement(shape, tile).empty()) return tile;
+  }
+  return DefaultTile();
+}
+
 std::string BackendDescriptor::TileList() const {
   std::string out;
   for (const Tile& tile : tiles) {

@@ -78,6 +78,11 @@ struct BackendDescriptor {
   bool HasTile(const Tile& tile) const;
   // tiles.front(), or Tile{} without tiles.
   Tile DefaultTile() const;
+  // The tile of a run or sweep that names none: the default, or where that
+  // cannot run `shape` the first of the others that can (fused_gemv_fp8's
+  // 128x512 does not divide a TP8 slice of 256; its 128x256 does); the
+  // default when none can, so that the refusal names it.
+  Tile TileFor(const LayerShape& shape) const;
   // "16x256, 16x512" ("" without tiles).
   std::string TileList() const;
   // "" when this backend can run `tile` on `shape`: the tile is one of its

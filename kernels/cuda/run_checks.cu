@@ -127,16 +127,18 @@ GpuStatus ResolveLauncher(const MoeRunOptions& o, const Launcher** launcher) {
 }
 
 backends::Tile RunTile(const MoeRunOptions& o,
-                       const backends::BackendDescriptor& backend) {
+                       const backends::BackendDescriptor& backend,
+                       const Geometry& g) {
   const backends::Tile asked{o.block_n, o.block_k};
-  return asked == backends::Tile{} ? backend.DefaultTile() : asked;
+  if (!(asked == backends::Tile{})) return asked;
+  return backend.TileFor({g.hidden, g.inter_local, g.batch});
 }
 
 GpuStatus CheckCanImplement(const Geometry& g, const MoeRunOptions& o,
                             const backends::BackendDescriptor& backend) {
   MG_RETURN_IF_ERROR(CheckRouterLimits(g));
   const std::string why = backend.CanImplement(
-      {g.hidden, g.inter_local, g.batch}, RunTile(o, backend));
+      {g.hidden, g.inter_local, g.batch}, RunTile(o, backend, g));
   if (!why.empty()) return Fail(RunStatus::kCannotImplement, why);
   if (o.cuda_graph && !backend.graph_capturable) {
     return Fail(

@@ -16,10 +16,12 @@ GpuStatus ValidateProblem(const MoeProblem& problem,
 // The launcher of options.backend, available on options.device.
 GpuStatus ResolveLauncher(const MoeRunOptions& options,
                           const Launcher** launcher);
-// The tile the run uses: options' (block_n, block_k), or the backend's
-// default tile when both are 0.
+// The tile the run uses on layer geometry g: options' (block_n, block_k),
+// or when both are 0 the backend's tile for g's shape (its default, or the
+// first that runs it: BackendDescriptor::TileFor).
 backends::Tile RunTile(const MoeRunOptions& options,
-                       const backends::BackendDescriptor& backend);
+                       const backends::BackendDescriptor& backend,
+                       const Geometry& g);
 GpuStatus CheckCanImplement(const Geometry& g, const MoeRunOptions& options,
                             const backends::BackendDescriptor& backend);
 

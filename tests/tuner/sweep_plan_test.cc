@@ -120,6 +120,27 @@ TEST(SweepPlanTest, DefaultTileWhenNoneListedForTheBackend) {
                                      Row{"fused_gemv", "16x256", 1, 1, false}));
 }
 
+// A backend whose default tile does not fit a layout runs there with the
+// first of its tiles that does, when the spec names none of them:
+// fused_gemv_fp8's 128x512 does not divide GLM-5's TP8 slice of 256.
+TEST(SweepPlanTest, FirstFittingTileWhereTheDefaultDoesNotFit) {
+  v1::SweepSpec spec = TinyLayerSpec(R"pb(
+    space { moe_backends: "fused_gemv_fp8" tp: 1 tp: 8 cuda_graph: true }
+  )pb");
+  spec.mutable_workload()->set_model_preset("glm5");
+  EXPECT_THAT(
+      Rows(Expand(spec)),
+      ::testing::ElementsAre(Row{"fused_gemv_fp8", "128x512", 1, 1, true},
+                             Row{"fused_gemv_fp8", "128x256", 8, 1, true}));
+  // A listed tile of its own is kept as listed: 128x512 alone runs TP1 only.
+  v1::TileShape* tile = spec.mutable_space()->add_tiles();
+  tile->set_block_n(128);
+  tile->set_block_k(512);
+  EXPECT_THAT(
+      Rows(Expand(spec)),
+      ::testing::ElementsAre(Row{"fused_gemv_fp8", "128x512", 1, 1, true}));
+}
+
 TEST(SweepPlanTest, WorldSizeFiltersTpEpPairs) {
   v1::SweepSpec spec = Parse(R"pb(
     workload { model_preset: "tiny" batch_sizes: 1 context_lengths: 256 }

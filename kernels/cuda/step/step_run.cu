@@ -403,7 +403,9 @@ GpuStatus RunLocked(const StepProblem& p, const StepRunOptions& o,
   SideStream side;
   MG_RETURN_IF_ERROR(side.Init());
   s.side = &side;
-  const backends::Tile tile = RunTile(MoeOptions(o), *launcher->descriptor);
+  const backends::Tile tile =
+      RunTile(MoeOptions(o), *launcher->descriptor,
+              MakeGeometry(MoeLayerProblem(p, p.dims.num_dense_layers)));
   PrepareMoeArgs(&s, tile.block_n, tile.block_k);
   r->weight_bytes = weights->bytes;
   r->cache_bytes = caches->bytes;

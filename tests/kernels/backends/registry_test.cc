@@ -80,6 +80,21 @@ TEST(DescriptorTest, CanImplementNamesTheBackendAndTheReason) {
               HasSubstr("at most 4096 tokens"));
 }
 
+// A run or sweep that names no tile takes the default, or where that does
+// not run the shape the first tile that does; the default when none does
+// (so that the refusal names it).
+TEST(DescriptorTest, TileForTakesTheFirstTileThatRunsTheShape) {
+  const BackendDescriptor& fp8 = *FindBackend("fused_gemv_fp8");
+  EXPECT_EQ(fp8.TileFor(kGlm5), (Tile{128, 512}));
+  // A TP8 slice of 256: block_k 512 does not divide it, 256 does.
+  EXPECT_EQ(fp8.TileFor({6144, 2048 / 8, 1}), (Tile{128, 256}));
+  // A TP16 slice of 128: 128x128 (block_n 128 divides 2 x 128 too).
+  EXPECT_EQ(fp8.TileFor({6144, 2048 / 16, 1}), (Tile{128, 128}));
+  // Two tokens: no tile runs them.
+  EXPECT_EQ(fp8.TileFor({6144, 2048 / 8, 2}), (Tile{128, 512}));
+  EXPECT_EQ(FindBackend("dequant_cublas")->TileFor(kGlm5), Tile{});
+}
+
 TEST(DescriptorTest, GpuNeedsSayWhatEachBackendUses) {
   EXPECT_TRUE(FindBackend("fused_gemv_fp8")->gpu.arch_specific);
   EXPECT_TRUE(FindBackend("dequant_cublas")->gpu.cublas);
