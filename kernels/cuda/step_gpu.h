@@ -158,6 +158,10 @@ struct StepRunResult {
   // Nodes of the step's CUDA graph (kernels and copies); 0 when the
   // backend cannot be captured.
   int kernels_per_step = 0;
+  // The MoE backend's tile the step ran (StepRunOptions' or, naming none,
+  // the backend's for the layer: BackendDescriptor::TileFor); 0 x 0 for a
+  // backend without tiles.
+  int block_n = 0, block_k = 0;
   int64_t weight_bytes = 0;  // resident weights of the rank's shard
   int64_t cache_bytes = 0;   // resident KV caches and indexer keys
   // profile_parts: ("part/kernel", microseconds of one eager step, summed

@@ -180,6 +180,7 @@ double WorstBlockError(const std::vector<float>& a, const std::vector<float>& b,
 // The bytes by category, the eager pass's time by part ("part/kernel"
 // summed by part) and its slowest kernels.
 void PrintBreakdown(const ref::StepBytes& bytes, const StepRunResult& r) {
+  if (r.block_n > 0) std::printf("    moe tile %dx%d\n", r.block_n, r.block_k);
   std::printf("    bytes MB:");
   for (const auto& [name, value] : bytes.Categories()) {
     if (value > 0) std::printf(" %s %.1f", name.c_str(), value / 1e6);

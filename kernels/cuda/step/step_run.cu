@@ -407,6 +407,8 @@ GpuStatus RunLocked(const StepProblem& p, const StepRunOptions& o,
       RunTile(MoeOptions(o), *launcher->descriptor,
               MakeGeometry(MoeLayerProblem(p, p.dims.num_dense_layers)));
   PrepareMoeArgs(&s, tile.block_n, tile.block_k);
+  r->block_n = tile.block_n;
+  r->block_k = tile.block_k;
   r->weight_bytes = weights->bytes;
   r->cache_bytes = caches->bytes;
   {
