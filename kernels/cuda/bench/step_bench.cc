@@ -12,7 +12,10 @@
 //       [--backend=fused_gemv] [--rank=0] [--iterations=20]
 //       [--warmup=3] [--preset=glm5] [--device=D]
 //       [--kv_cache_dtype=bf16,fp8] [--quantization=default,all_nvfp4]
-//       [--overlap=on|off|both]
+//       [--overlap=on|off|both] [--tile=NxK]
+// --tile: the MoE backend's tile (block_n x block_k, one of its own); by
+// default its tile for the layer (the default, or where that cannot run the
+// layout the first that can: BackendDescriptor::TileFor), printed per run.
 // --kv_cache_dtype: the latent cache's formats (bf16; fp8: E4M3 with an
 // FP32 scale a 128 values, BF16 rope). --quantization: the weight maps
 // (default: NVFP4 MLPs, BF16 attention and lm_head; all_nvfp4: attention
@@ -49,6 +52,7 @@ struct Flags {
   std::vector<int> contexts = {4096, 32768};
   std::string graph = "both", backend = "fused_gemv", preset = "glm5";
   std::string overlap = "on";
+  std::string tile;  // "NxK", or "" for the backend's own choice
   std::vector<std::string> kv_dtypes = {"bf16"}, quantizations = {"default"};
   int layers = 0, rank = 0, iterations = 20, warmup = 3, device = 0;
 };
@@ -76,6 +80,8 @@ bool ParseFlag(const std::string& arg, Flags* f) {
     f->overlap = value;
   else if (key == "backend")
     f->backend = value;
+  else if (key == "tile")
+    f->tile = value;
   else if (key == "preset")
     f->preset = value;
   else if (key == "layers")
@@ -95,6 +101,27 @@ bool ParseFlag(const std::string& arg, Flags* f) {
   else
     return false;
   return true;
+}
+
+// --tile's "NxK" as (block_n, block_k); false when malformed. "" is 0 x 0:
+// the backend's own choice.
+bool ParseTile(const std::string& text, int* block_n, int* block_k) {
+  *block_n = *block_k = 0;
+  if (text.empty()) return true;
+  char extra = 0;
+  return std::sscanf(text.c_str(), "%dx%d%c", block_n, block_k, &extra) == 2 &&
+         *block_n > 0 && *block_k > 0;
+}
+
+// Refuses a malformed --tile, naming the allowed form.
+bool TileFlagOk(const std::string& tile) {
+  int block_n = 0, block_k = 0;
+  if (ParseTile(tile, &block_n, &block_k)) return true;
+  std::fprintf(stderr,
+               "--tile=%s: not allowed; allowed: NxK, one of the backend's "
+               "tiles (e.g. 128x256), or none for its own choice\n",
+               tile.c_str());
+  return false;
 }
 
 // "tp8" -> {8, 1}, "ep8" -> {1, 8}, "dp8" -> {1, 8, dp attention}; {0, 0}
@@ -227,6 +254,7 @@ bool RunOne(const Flags& f, const ref::StepSpec& spec,
             const std::string& layout, const Mode& mode, double read_gbps) {
   StepRunOptions o;
   o.backend = f.backend;
+  ParseTile(f.tile, &o.block_n, &o.block_k);  // checked in Main
   o.cuda_graph = mode.graph;
   o.overlap_launches = mode.overlap;
   o.warmup = f.warmup;
@@ -288,7 +316,7 @@ bool RunFormats(const Flags& f, ref::StepSpec spec, const std::string& layout,
 
 int Main(const Flags& f) {
   if (!FormatsFlagsOk(f) || !ModeFlagOk("graph", f.graph) ||
-      !ModeFlagOk("overlap", f.overlap)) {
+      !ModeFlagOk("overlap", f.overlap) || !TileFlagOk(f.tile)) {
     return 2;
   }
   for (const std::string& layout : f.layouts) {
