@@ -49,10 +49,10 @@ __device__ __forceinline__ void EnterAfterPriorKernels() {
 inline thread_local bool overlap_launches_enabled = true;
 
 // Set: the next LaunchOverlapped or LaunchOverlappedInClusters from this
-// thread launches plainly, and clears it. For the kernel after a join of
-// streams: an overlapped launch waits only for the kernel before it in its
-// own stream, and nothing promises that it also waits for an event waited
-// on between; the kernels after it overlap again.
+// thread launches plainly, and clears it. For the kernel after a fork or a
+// join of streams: an overlapped launch waits only for the kernel before it
+// in its own stream, and nothing promises that it also waits for an event
+// waited on between; the kernels after it overlap again.
 inline thread_local bool next_launch_plain = false;
 
 class ScopedOverlapLaunches {

@@ -372,14 +372,11 @@ GpuStatus IndexerAndAbsorb(const StepLaunch& s, int layer, const LayerParams& w,
     STEP_LAUNCH("mla/absorb", LaunchAbsorbQuery(AbsorbOf(s, w), stream));
     return OkStatus();
   }
-  // The kernels either side of a fork or join are launched plainly: an
-  // overlapped launch waits only for the kernel before it in its stream,
-  // and nothing promises that it also waits for an event waited on between.
+  // The side stream's first kernel after the fork goes plainly
+  // (next_launch_plain says why).
   MG_RETURN_IF_ERROR(s.side->Fork(stream));
-  {
-    const ScopedOverlapLaunches plain(false);
-    MG_RETURN_IF_ERROR(LaunchAbsorbQuery(AbsorbOf(s, w), s.side->stream()));
-  }
+  next_launch_plain = true;
+  MG_RETURN_IF_ERROR(LaunchAbsorbQuery(AbsorbOf(s, w), s.side->stream()));
   MG_RETURN_IF_ERROR(Indexer(s, layer, stream));
   return s.side->Join(stream);
 }
