@@ -1,5 +1,6 @@
 // Hopper's asynchronous pieces shared by the wgmma backends
-// (fused_gemv_fp8.cu, grouped_wgmma.cu): the wgmma fence / commit / wait,
+// (fused_gemv_fp8.cu, grouped_wgmma.cu) and the step's wgmma GEMV
+// (kernels/cuda/step/gemv_wgmma.cu): the wgmma fence / commit / wait,
 // mbarriers, TMA bulk copies global -> shared and an L2 evict-first policy.
 // wgmma exists on sm_90a only: other targets compile these to a trap (the
 // probe reports the wgmma backends unavailable on any device but sm_90).

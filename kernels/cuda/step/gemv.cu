@@ -7,6 +7,7 @@
 #include "kernels/cuda/step/gemv_nvfp4_mma.cuh"
 #include "kernels/cuda/step/gemv_rows.cuh"
 #include "kernels/cuda/step/gemv_stream.cuh"
+#include "kernels/cuda/step/gemv_wgmma.cuh"
 #include "kernels/cuda/step/reduce.cuh"
 #include "kernels/model/nvfp4_format.h"
 
@@ -240,6 +241,9 @@ GpuStatus LaunchGemvBf16(const Bf16Gemv& given, cudaStream_t stream) {
   GemvStreamPlan plan;
   if (PlanGemvStream(g, &plan)) {
     return LaunchGemvBf16Stream(g, plan, stream);
+  }
+  if (g.batch >= kGemvWgmmaMinBatch && GemvBf16WgmmaFits(g)) {
+    return LaunchGemvBf16Wgmma(g, stream);
   }
   if (g.batch >= kGemvMmaMinBatch && GemvBf16MmaFits(g)) {
     return LaunchGemvBf16Mma(g, stream);

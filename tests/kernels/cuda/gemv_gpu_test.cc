@@ -1,9 +1,9 @@
 // kernels/cuda/step/gemv.cuh: the step's BF16 GEMV -- the CUDA-core kernel
-// (batches below the tensor-core one's, shapes it does not take) and the
-// tensor-core one (gemv_mma.cuh) -- against a CPU evaluation in double, for
-// plain, strided, segmented and per-head (W_UV) products, ragged rows and
-// batches that fill a pass of 32 sequences partly and over. Skips without
-// a device.
+// (batches below the tensor-core one's, shapes it does not take), the
+// tensor-core one (gemv_mma.cuh) and the wgmma one (gemv_wgmma.cuh) --
+// against a CPU evaluation in double, for plain, strided, segmented and
+// per-head (W_UV) products, ragged rows and batches that fill a pass of 32
+// sequences partly and over. Skips without a device.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -49,11 +49,11 @@ void Expected(const GemvShape& s, const std::vector<uint16_t>& w,
   *magnitude = mag;
 }
 
-// Runs the GEMV and checks every output to 2e-7 of its products' magnitude
-// (a float sum's own error, 3e-8 at k = 6144; inputs split into two BF16
-// parts reached 2.5e-6), printing the worst and the mean signed error, so a
-// bias shows.
-void ExpectMatches(const Case& c) {
+// Runs the GEMV and checks every output to `bound` of its products'
+// magnitude (2e-7: a float sum's own error, 3e-8 at k = 6144; inputs split
+// into two BF16 parts reached 2.5e-6), printing the worst and the mean
+// signed error, so a bias shows.
+void ExpectMatches(const Case& c, double bound = 2e-7) {
   const GemvShape& s = c.shape;
   SCOPED_TRACE(::testing::Message()
                << "rows " << s.rows << " k " << s.k << " batch " << s.batch);
@@ -78,7 +78,7 @@ void ExpectMatches(const Case& c) {
         const double got = out[static_cast<size_t>(b) * rows + r];
         worst = std::max(worst, std::fabs(got - want) / (mag + 1e-30));
         signed_sum += (got - want) / (mag + 1e-30);
-        if (std::fabs(got - want) > 2e-7 * mag + 1e-30 && ++bad <= 5) {
+        if (std::fabs(got - want) > bound * mag + 1e-30 && ++bad <= 5) {
           ADD_FAILURE() << "row " << first + r << " sequence " << b << ": "
                         << got << " want " << want << " (magnitude " << mag
                         << ")";
@@ -96,6 +96,15 @@ void ExpectMatches(const Case& c) {
       signed_sum / (static_cast<double>(s.rows) * s.batch));
 }
 
+// The wgmma GEMV's bound (LaunchGemvBf16 gives it batches WgmmaMinBatch()
+// to 32): wgmma sums 32 K of products in the tensor cores before each float
+// add, truncating below the largest (device run 94: 2.55e-7 worst of 1.1 M
+// outputs at k = 512, 7.5e-8 at k = 6144; mma.sync's 16-K steps 5e-8).
+constexpr double kWgmmaBound = 4e-7;
+double BoundFor(int batch) {
+  return batch >= WgmmaMinBatch() && batch <= 32 ? kWgmmaBound : 2e-7;
+}
+
 Case Plain(int rows, int k, int batch) {
   Case c;
   c.shape.rows = rows;
@@ -111,7 +120,7 @@ TEST(GemvGpuTest, PlainProductsMatchADoubleEvaluation) {
   SKIP_WITHOUT_GPU();
   ASSERT_TRUE(TensorCoresTake(Plain(300, 6144, 8).shape));
   for (int batch : {1, 2, TensorCoreMinBatch(), 3, 8, 9, 16, 17, 32, 37}) {
-    ExpectMatches(Plain(300, 6144, batch));
+    ExpectMatches(Plain(300, 6144, batch), BoundFor(batch));
   }
   // Few rows and a long K (split over K in one block), and many rows.
   ExpectMatches(Plain(40, 2048, 8));
@@ -132,7 +141,7 @@ TEST(GemvGpuTest, SegmentsGoToTheirOwnOutputs) {
   for (int batch : {1, 4, 20}) {
     Case c = Plain(100 + 37 + 163, 1024, batch);
     c.shape.segments = {100, 37, 163};
-    ExpectMatches(c);
+    ExpectMatches(c, BoundFor(batch));
   }
 }
 
@@ -149,7 +158,7 @@ TEST(GemvGpuTest, PerHeadProductsReadTheirOwnInputs) {
     c.shape.x_stride = 4 * 512;
     c.w_rows = 512;
     ASSERT_TRUE(TensorCoresTake(c.shape));
-    ExpectMatches(c);
+    ExpectMatches(c, BoundFor(batch));
   }
 }
 
@@ -187,6 +196,46 @@ TEST(GemvGpuTest, StreamedStageLayoutsMatch) {
     EXPECT_FALSE(StreamingTakes(Plain(300, 6144, batch).shape, &rows_per_stage,
                                 &pieces));
   }
+}
+
+// The wgmma GEMV (gemv_wgmma.cuh), launched directly, at every n-tile count
+// (1, 2 and 4 passes of 8 sequences, batches below LaunchGemvBf16's choice
+// too) with K split over clusters of 8, 4 and 2 blocks and none (300 x
+// 6144, 100 x 1024, per-head 256 x 512, 34000 x 512: more row blocks than
+// one wave), rows not a multiple of its blocks', segments.
+TEST(GemvGpuTest, WgmmaProductsMatchAtEveryClusterSize) {
+  SKIP_WITHOUT_GPU();
+  if (!WgmmaTakes(Plain(300, 6144, 32).shape)) {
+    GTEST_SKIP() << "the device has no wgmma (sm_90)";
+  }
+  for (int batch : {1, 5, 8, 9, 16, 17, 32}) {
+    for (Case c : {Plain(300, 6144, batch), Plain(100, 1024, batch)}) {
+      c.shape.force_wgmma = true;
+      ExpectMatches(c, kWgmmaBound);
+    }
+  }
+  for (int batch : {5, 32}) {
+    Case c = Plain(34000, 512, batch);
+    c.shape.force_wgmma = true;
+    ExpectMatches(c, kWgmmaBound);
+  }
+  Case heads = Plain(256, 512, 20);
+  heads.shape.rows_per_x = 64;
+  heads.shape.w_group_stride = 128;
+  heads.shape.w_group_offset = 64;
+  heads.shape.x_group_stride = 512;
+  heads.shape.x_stride = 4 * 512;
+  heads.w_rows = 512;
+  heads.shape.force_wgmma = true;
+  ExpectMatches(heads, kWgmmaBound);
+  Case segments = Plain(100 + 37 + 163, 1024, 12);
+  segments.shape.segments = {100, 37, 163};
+  segments.shape.force_wgmma = true;
+  ExpectMatches(segments, kWgmmaBound);
+  Case straddling = heads;
+  straddling.shape.rows_per_x = 32;  // a 64-row block would read two inputs
+  EXPECT_FALSE(WgmmaTakes(straddling.shape));
+  EXPECT_TRUE(WgmmaTakes(Plain(300, 6144, WgmmaMinBatch()).shape));
 }
 
 // Shapes the tensor-core GEMV does not take run on the CUDA-core one.

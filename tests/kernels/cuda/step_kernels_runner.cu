@@ -4,6 +4,7 @@
 #include "kernels/cuda/step/gemv_mma.cuh"
 #include "kernels/cuda/step/gemv_nvfp4_mma.cuh"
 #include "kernels/cuda/step/gemv_stream.cuh"
+#include "kernels/cuda/step/gemv_wgmma.cuh"
 #include "kernels/cuda/step/index_scores_mma.cuh"
 #include "kernels/cuda/step/mla.cuh"
 #include "kernels/cuda/step/mla_mma.cuh"
@@ -212,7 +213,12 @@ std::string RunGemvBf16(const GemvShape& shape, const std::vector<uint16_t>& w,
       AddGemvSegment(&g, r, outs.back(), r);
     }
   }
-  const GpuStatus launched = LaunchGemvBf16(g, nullptr);
+  if (g.rows_per_x == 0) g.rows_per_x = g.rows;
+  if (shape.force_wgmma && !GemvBf16WgmmaFits(g)) {
+    return "the wgmma GEMV does not take the shape";
+  }
+  const GpuStatus launched = shape.force_wgmma ? LaunchGemvBf16Wgmma(g, nullptr)
+                                               : LaunchGemvBf16(g, nullptr);
   if (!launched.ok()) return launched.message;
   if (cudaDeviceSynchronize() != cudaSuccess) return "the GEMV failed";
   y->clear();
@@ -264,6 +270,16 @@ bool TensorCoresTake(const GemvShape& shape) {
 }
 
 int TensorCoreMinBatch() { return kGemvMmaMinBatch; }
+
+bool WgmmaTakes(const GemvShape& shape) {
+  Bf16Gemv g = ToGemv(shape);
+  g.x = reinterpret_cast<const float*>(uintptr_t{256});  // aligned
+  g.w = reinterpret_cast<const uint16_t*>(uintptr_t{256});
+  if (g.rows_per_x == 0) g.rows_per_x = g.rows;
+  return GemvBf16WgmmaFits(g);
+}
+
+int WgmmaMinBatch() { return kGemvWgmmaMinBatch; }
 
 bool StreamingTakes(const GemvShape& shape, int* rows_per_stage, int* pieces) {
   Bf16Gemv g = ToGemv(shape);

@@ -18,6 +18,9 @@ struct GemvShape {
   int64_t w_group_stride = 0, w_group_offset = 0;
   int64_t x_stride = 0, x_group_stride = 0;
   std::vector<int> segments;
+  // Launch the wgmma GEMV directly (gemv_wgmma.cuh), at any batch it takes,
+  // rather than through LaunchGemvBf16's choice.
+  bool force_wgmma = false;
 };
 
 // Copies w and x to the device, launches LaunchGemvBf16, and returns each
@@ -38,6 +41,10 @@ bool TensorCoresTakeNvfp4(const GemvShape& shape);
 // assumed), and the batch from which LaunchGemvBf16 uses it.
 bool TensorCoresTake(const GemvShape& shape);
 int TensorCoreMinBatch();
+// Whether the wgmma GEMV takes the shape on this device (16-byte aligned
+// inputs assumed), and the batch from which LaunchGemvBf16 uses it.
+bool WgmmaTakes(const GemvShape& shape);
+int WgmmaMinBatch();
 // The indexer's top-k (mla.cuh LaunchTopK) of `batch` rows of n scores
 // each, k kept: each row's kept indices, ascending; "" or the failure.
 std::string RunTopK(const std::vector<float>& scores, int n, int k, int batch,
