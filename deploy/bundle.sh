@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 BUILD_DIR="${1:-build}"
 OUT_DIR="${2:-bundle}"
 BINARIES=(moetune moetune-worker moetune-coordinator moetune-kernel-bench
-  moetune-step-bench moetune-comm-bench moetune-golden-export)
+  moetune-step-bench moetune-comm-bench moetune-read-bench
+  moetune-golden-export)
 # Libraries the GPU host provides itself.
 SKIP='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libgcc_s|libstdc\+\+|libcuda\.|libcudart|libcublas|libnccl|libnvidia)'
 
