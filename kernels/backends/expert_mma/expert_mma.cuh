@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/backends/expert_mma/hopper_async.cuh"
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/layer.cuh"
 #include "kernels/cuda/tiled_nvfp4.h"
@@ -137,22 +138,10 @@ struct Stage {
   static constexpr int kCount = kRaw < 2 ? 2 : kRaw > 8 ? 8 : kRaw;
 };
 
-__device__ __forceinline__ void CpAsync16(void* dst, const void* src) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src)
-               : "memory");
-}
 __device__ __forceinline__ void CpAsync8(void* dst, const void* src) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(src)
                : "memory");
-}
-__device__ __forceinline__ void CpAsyncCommit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 __device__ __forceinline__ uint32_t HMul2(uint32_t a, uint32_t b) {

@@ -1,7 +1,8 @@
-// Hopper's asynchronous pieces shared by the wgmma backends
-// (fused_gemv_fp8.cu, grouped_wgmma.cu) and the step's wgmma GEMV
-// (kernels/cuda/step/gemv_wgmma.cu): the wgmma fence / commit / wait,
-// mbarriers, TMA bulk copies global -> shared and an L2 evict-first policy.
+// Hopper's asynchronous pieces shared by the MoE backends (expert_mma*.cuh,
+// fused_gemv_fp8.cu, grouped_wgmma.cu), the step's wgmma GEMV
+// (kernels/cuda/step/gemv_wgmma.cu) and moetune-read-bench: cp.async copies,
+// the wgmma fence / commit / wait, mbarriers, TMA bulk copies global ->
+// shared and an L2 evict-first policy.
 // wgmma exists on sm_90a only: other targets compile these to a trap (the
 // probe reports the wgmma backends unavailable on any device but sm_90).
 // Device-only inline PTX; included by .cu files only.
@@ -39,6 +40,22 @@ __device__ __forceinline__ void WgmmaWait() {
 __device__ __forceinline__ void WgmmaWaitAll() { WgmmaWait<0>(); }
 __device__ __forceinline__ uint32_t SmemAddr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// 16 bytes global -> shared, asynchronously (cp.async, through L2 only);
+// complete for this thread after CpAsyncWait of its commit group.
+__device__ __forceinline__ void CpAsync16(void* dst, const void* src) {
+  asm volatile(
+      "cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(SmemAddr(dst)),
+      "l"(src)
+      : "memory");
+}
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Until at most kPending of this thread's committed groups are in flight.
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 __device__ __forceinline__ void MbarInit(uint64_t* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddr(bar)),

@@ -17,24 +17,16 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/backends/expert_mma/hopper_async.cuh"
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/device_probe.cuh"
 
 namespace moetune::gpu {
 namespace {
 
-__device__ __forceinline__ void CopyAsync16(void* dst, const void* src) {
-  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src)
-               : "memory");
-}
-__device__ __forceinline__ void Commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void WaitGroups() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
+using mma_detail::CpAsync16;
+using mma_detail::CpAsyncCommit;
+using mma_detail::CpAsyncWait;
 
 // A block: kRows rows x its rank's share of each row, kStageBytes of a row
 // a stage through a ring of kStages; consecutive threads copy consecutive
@@ -60,21 +52,21 @@ __global__ void __launch_bounds__(kThreads)
       const int64_t at = static_cast<int64_t>(r) * row_bytes +
                          static_cast<int64_t>(first + i) * kStageBytes +
                          (q % (kStageBytes / 16)) * 16;
-      CopyAsync16(stage + q * 16, w + at);
+      CpAsync16(stage + q * 16, w + at);
     }
   };
   for (int i = 0; i < kStages - 1; ++i) {
     if (i < count) issue(i);
-    Commit();
+    CpAsyncCommit();
   }
   unsigned acc = 0;
   for (int i = 0; i < count; ++i) {
-    WaitGroups<kStages - 2>();
+    CpAsyncWait<kStages - 2>();
     __syncthreads();
     acc += *reinterpret_cast<const unsigned*>(smem + (i % kStages) * kBytes +
                                               threadIdx.x * 16);
     if (i + kStages - 1 < count) issue(i + kStages - 1);
-    Commit();
+    CpAsyncCommit();
   }
   if (acc == 0x9e3779b9u) *sink = acc;
 }

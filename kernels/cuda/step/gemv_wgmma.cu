@@ -17,6 +17,9 @@ namespace {
 namespace cg = cooperative_groups;
 using gemv_detail::OutputOf;
 using gemv_detail::RowOf;
+using mma_detail::CpAsync16;
+using mma_detail::CpAsyncCommit;
+using mma_detail::CpAsyncWait;
 using mma_detail::NoSwizzleDescriptor;
 using mma_detail::SmemAddr;
 
@@ -54,19 +57,6 @@ __device__ __forceinline__ int CoreOffset(int row, int group) {
   return ((row / 8) * 8 + group) * 128 + (row % 8) * 16;
 }
 
-__device__ __forceinline__ void CpAsync16(void* dst, const void* src) {
-  asm volatile(
-      "cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(SmemAddr(dst)),
-      "l"(src)
-      : "memory");
-}
-__device__ __forceinline__ void CpAsyncCommit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
 // This thread's generic-proxy writes to shared memory (cp.async's, its
 // stores) made visible to wgmma, which reads through the async proxy.
 __device__ __forceinline__ void FenceProxyAsync() {
