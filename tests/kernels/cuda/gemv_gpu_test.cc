@@ -147,16 +147,21 @@ TEST(GemvGpuTest, SegmentsGoToTheirOwnOutputs) {
 
 // W_UV's shape: 4 heads, each 64 rows of every other 64-row block of W,
 // each reading its own head's input.
+Case PerHead(int batch) {
+  Case c = Plain(256, 512, batch);
+  c.shape.rows_per_x = 64;
+  c.shape.w_group_stride = 128;
+  c.shape.w_group_offset = 64;
+  c.shape.x_group_stride = 512;
+  c.shape.x_stride = 4 * 512;
+  c.w_rows = 512;
+  return c;
+}
+
 TEST(GemvGpuTest, PerHeadProductsReadTheirOwnInputs) {
   SKIP_WITHOUT_GPU();
   for (int batch : {1, 8, 32}) {
-    Case c = Plain(256, 512, batch);
-    c.shape.rows_per_x = 64;
-    c.shape.w_group_stride = 128;
-    c.shape.w_group_offset = 64;
-    c.shape.x_group_stride = 512;
-    c.shape.x_stride = 4 * 512;
-    c.w_rows = 512;
+    const Case c = PerHead(batch);
     ASSERT_TRUE(TensorCoresTake(c.shape));
     ExpectMatches(c, BoundFor(batch));
   }
@@ -219,13 +224,7 @@ TEST(GemvGpuTest, WgmmaProductsMatchAtEveryClusterSize) {
     c.shape.force_wgmma = true;
     ExpectMatches(c, kWgmmaBound);
   }
-  Case heads = Plain(256, 512, 20);
-  heads.shape.rows_per_x = 64;
-  heads.shape.w_group_stride = 128;
-  heads.shape.w_group_offset = 64;
-  heads.shape.x_group_stride = 512;
-  heads.shape.x_stride = 4 * 512;
-  heads.w_rows = 512;
+  Case heads = PerHead(20);
   heads.shape.force_wgmma = true;
   ExpectMatches(heads, kWgmmaBound);
   Case segments = Plain(100 + 37 + 163, 1024, 12);
