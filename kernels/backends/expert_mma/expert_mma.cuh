@@ -139,9 +139,10 @@ struct Stage {
 };
 
 __device__ __forceinline__ void CpAsync8(void* dst, const void* src) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(src)
-               : "memory");
+  asm volatile(
+      "cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(SmemAddr(dst)),
+      "l"(src)
+      : "memory");
 }
 
 __device__ __forceinline__ uint32_t HMul2(uint32_t a, uint32_t b) {

@@ -44,13 +44,14 @@ inline int Blocks(int tiles, int ks) {
 inline int NTiles(int batch) { return batch <= 8 ? 1 : batch <= 16 ? 2 : 4; }
 
 // Whether a GEMV (Bf16Gemv or Nvfp4Gemv: the same row groups and input
-// strides) suits the kernels: K whole chunks, every tile inside one input
-// group, the inputs 16-byte aligned.
+// strides) suits a tensor-core kernel: K whole chunks, every tile of
+// tile_rows inside one input group, the inputs 16-byte aligned. Shared by
+// these kernels and the wgmma one (gemv_wgmma.cu, 64-row tiles).
 template <class Gemv>
-bool Fits(const Gemv& g, int chunk_k) {
+bool Fits(const Gemv& g, int chunk_k, int tile_rows = kTileRows) {
   const bool one_group = g.rows_per_x == 0 || g.rows_per_x >= g.rows;
   const auto aligned = [](int64_t floats) { return floats % 4 == 0; };
-  return g.k % chunk_k == 0 && (one_group || g.rows_per_x % kTileRows == 0) &&
+  return g.k % chunk_k == 0 && (one_group || g.rows_per_x % tile_rows == 0) &&
          reinterpret_cast<uintptr_t>(g.x) % 16 == 0 && aligned(g.x_stride) &&
          aligned(g.x_group_stride);
 }

@@ -6,6 +6,7 @@
 
 #include "kernels/backends/expert_mma/hopper_async.cuh"
 #include "kernels/cuda/overlap_launch.cuh"
+#include "kernels/cuda/step/gemv_mma_tiles.cuh"
 #include "kernels/cuda/step/gemv_rows.cuh"
 #include "kernels/cuda/step/gemv_wgmma.cuh"
 #include "kernels/cuda/step/mma_parts.cuh"
@@ -436,13 +437,9 @@ bool DeviceHasWgmma() {
 }  // namespace
 
 bool GemvBf16WgmmaFits(const Bf16Gemv& g) {
-  const bool one_group = g.rows_per_x == 0 || g.rows_per_x >= g.rows;
-  const auto aligned = [](int64_t floats) { return floats % 4 == 0; };
   return g.batch >= 1 && g.batch <= kGemvWgmmaMaxBatch && g.k > 0 &&
-         g.k % kStageK == 0 && (one_group || g.rows_per_x % kRows<1> == 0) &&
-         reinterpret_cast<uintptr_t>(g.x) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(g.w) % 16 == 0 && aligned(g.x_stride) &&
-         aligned(g.x_group_stride) && DeviceHasWgmma();
+         gemv_mma::Fits(g, kStageK, kRows<1>) &&
+         reinterpret_cast<uintptr_t>(g.w) % 16 == 0 && DeviceHasWgmma();
 }
 
 GpuStatus LaunchGemvBf16Wgmma(const Bf16Gemv& g, cudaStream_t stream) {
