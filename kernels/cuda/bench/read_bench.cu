@@ -7,6 +7,13 @@
 // before each launch (a 192 MB read), CUDA events around the launch, the
 // best of 5 after 2 warm-ups.
 //
+// Then chains: one CUDA graph of n such kernels in a row, each reading its
+// own slice of a 512 MB buffer (nothing from L2), launched as the step's
+// kernels are (each may start while the one before runs and waits for it
+// before reading: programmatic dependent launch) and plainly: what a kernel
+// costs in a graph beyond its bytes -- the chain's bound under a step of
+// ~1250 kernels.
+//
 //   moetune-read-bench [--rows=2784] [--row_bytes=12288] [--device=D]
 #include <cuda_runtime.h>
 
@@ -17,6 +24,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/backends/expert_mma/expert_mma.cuh"
 #include "kernels/backends/expert_mma/hopper_async.cuh"
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/device_probe.cuh"
@@ -27,16 +35,21 @@ namespace {
 using mma_detail::CpAsync16;
 using mma_detail::CpAsyncCommit;
 using mma_detail::CpAsyncWait;
+using mma_detail::GridDependencyWait;
+using mma_detail::LaunchDependents;
 
 // A block: kRows rows x its rank's share of each row, kStageBytes of a row
 // a stage through a ring of kStages; consecutive threads copy consecutive
 // 16 bytes of a row. The first word of each stage is summed into *sink (so
-// nothing is elided).
+// nothing is elided). Launched as a dependent, it lets the next kernel's
+// blocks in at once and waits for its predecessor before reading.
 template <int kRows, int kStageBytes, int kStages, int kThreads>
 __global__ void __launch_bounds__(kThreads)
     RingReadKernel(const uint8_t* w, int row_bytes, int rows, int ranks,
                    unsigned* sink) {
   extern __shared__ __align__(128) uint8_t smem[];
+  GridDependencyWait();
+  LaunchDependents();
   constexpr int kBytes = kRows * kStageBytes;
   constexpr int kPieces = kBytes / 16 / kThreads;
   const int rank = blockIdx.x % ranks, r0 = (blockIdx.x / ranks) * kRows;
@@ -125,6 +138,82 @@ void TimeRing(const Buffers& b, int ranks) {
   Report(b, what, grid, us);
 }
 
+// A CUDA graph of n ring kernels of kRows-row blocks, each reading
+// rows_each rows of 12288 B from its own slice of `chain` (so no kernel
+// reads what another left in L2); dependent: as the step launches.
+template <int kRows, int kStageBytes, int kStages, int kThreads>
+cudaGraphExec_t ChainGraph(const Buffers& b, const uint8_t* chain, int n,
+                           int rows_each, int ranks, bool dependent) {
+  auto* kernel = &RingReadKernel<kRows, kStageBytes, kStages, kThreads>;
+  constexpr int kSmem = kRows * kStageBytes * kStages;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       kSmem);
+  cudaStream_t stream;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3((rows_each + kRows - 1) / kRows * ranks);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = kSmem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = dependent ? 1 : 0;
+  for (int i = 0; i < n; ++i) {
+    cudaLaunchKernelEx(&config, kernel,
+                       chain + static_cast<int64_t>(i) * rows_each * 12288,
+                       12288, rows_each, ranks, b.sink);
+  }
+  cudaGraph_t graph;
+  cudaStreamEndCapture(stream, &graph);
+  cudaGraphExec_t exec = nullptr;
+  cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  return exec;
+}
+
+// n kernels of rows_each x 12288 B in one graph, dependent and plain: the
+// graph's time and a kernel's share of it.
+template <int kRows, int kStageBytes, int kStages, int kThreads>
+void TimeChain(const Buffers& b, const uint8_t* chain, int n, int rows_each,
+               int ranks) {
+  for (const bool dependent : {true, false}) {
+    cudaGraphExec_t exec = ChainGraph<kRows, kStageBytes, kStages, kThreads>(
+        b, chain, n, rows_each, ranks, dependent);
+    const float us = BestUs(b, [&] { cudaGraphLaunch(exec, nullptr); });
+    const cudaError_t error = cudaGetLastError();
+    std::printf(
+        "chain %3d x %6.2f MB (%3d rows-blocks x K/%d), %-9s %8.1f us  "
+        "%6.2f us a kernel  %6.0f GB/s%s%s\n",
+        n, rows_each * 12288.0 / 1e6, (rows_each + kRows - 1) / kRows, ranks,
+        dependent ? "dependent" : "plain", us, us / n,
+        n * rows_each * 12288.0 / (us * 1e3), error == cudaSuccess ? "" : "  ",
+        error == cudaSuccess ? "" : cudaGetErrorString(error));
+    cudaGraphExecDestroy(exec);
+  }
+}
+
+// The chains: what a kernel costs beyond its bytes, from nearly nothing
+// (one block, 98 KB) to the input projections' 34 MB.
+void TimeChains(const Buffers& b) {
+  const size_t bytes = size_t{512} << 20;
+  uint8_t* chain = nullptr;
+  if (cudaMalloc(&chain, bytes) != cudaSuccess) {
+    std::fprintf(stderr, "cannot allocate the chains' %zu bytes\n", bytes);
+    return;
+  }
+  cudaMemset(chain, 3, bytes);
+  TimeChain<8, 4096, 4, 128>(b, chain, 64, 8, 1);      // 98 KB, 1 block
+  TimeChain<32, 512, 5, 128>(b, chain, 64, 64, 16);    // 0.8 MB
+  TimeChain<32, 512, 5, 128>(b, chain, 32, 256, 16);   // 3.1 MB
+  TimeChain<128, 128, 5, 256>(b, chain, 16, 1024, 8);  // 12.6 MB
+  TimeChain<128, 128, 5, 256>(b, chain, 8, 2784, 8);   // 34 MB
+  cudaFree(chain);
+}
+
 int ParseInt(const char* arg, const char* name, int fallback) {
   const size_t n = std::strlen(name);
   if (std::strncmp(arg, name, n) == 0 && arg[n] == '=')
@@ -180,6 +269,7 @@ int Main(int argc, char** argv) {
   TimeRing<16, 2048, 4, 128>(b, 8);
   TimeRing<32, 512, 5, 128>(b, 16);
   TimeRing<8, 4096, 4, 128>(b, 1);  // whole rows a block, no K split
+  TimeChains(b);
   return 0;
 }
 
