@@ -52,8 +52,9 @@ struct RunBuffers {
   int* topk_idx = nullptr;           // [batch][top_k]
   float* topk_w = nullptr;           // [batch][top_k]
   int* tok_pos = nullptr;            // [batch][top_k + 1] position or -1
-  int* meta = nullptr;         // slots, routed slots, positions, 64-token tiles
-  int* slot_expert = nullptr;  // [max_slots] local expert index
+  int* meta = nullptr;  // slots, routed slots, positions, 64-token tiles, wide
+                        // slots (kMeta*)
+  int* slot_expert = nullptr;   // [max_slots] local expert index
   int* slot_tok_off = nullptr;  // [max_slots] first position
   int* slot_ntok = nullptr;     // [max_slots]
   int* tile_prefix = nullptr;   // [max_slots + 1]
@@ -73,7 +74,15 @@ struct RunBuffers {
 };
 
 inline constexpr int kMetaSlots = 0, kMetaRouted = 1, kMetaPositions = 2,
-                     kMetaTiles = 3;
+                     kMetaTiles = 3, kMetaWide = 4, kMetaCount = 5;
+// Above kWideSplitBatch tokens, slots of more than kWideTokens tokens lead
+// the slot list (the shared expert first, then the wide routed ones, then
+// the rest), so that a kernel sized for one 8-token n-tile can stream the
+// rest (meta[kMetaWide] of them lead; 0 at smaller batches, whose slots
+// stay in expert order: fused_gemv keeps one kernel there, and its
+// stream-K balance measured best with the wide slots spread, device run 102).
+inline constexpr int kWideTokens = 8;
+inline constexpr int kWideSplitBatch = 16;
 inline constexpr int kGroupedTokens = 64;  // grouped_mma's token tile
 
 struct LayerArgs {

@@ -30,7 +30,7 @@ struct RouterShared {
   int count[kRouterMaxExperts];
   int fill[kRouterMaxExperts];
   int off_of[kRouterMaxExperts];
-  unsigned long long scan[kThreads / 32];
+  ulonglong2 scan[kThreads / 32];
   int sel_e[kThreads / 32][kRouterMaxTopK];
   float sel_s[kThreads / 32][kRouterMaxTopK];
   union {
@@ -295,27 +295,35 @@ __device__ void FinishTopK(const RouterParams& p, RouterShared& sh, int t,
   __syncwarp();
 }
 
-// Exclusive scan over the block (256 threads) of a 64-bit value holding
-// three packed counters; *total gets the sum.
-__device__ unsigned long long BlockExclusiveScan(unsigned long long v,
-                                                 RouterShared& sh,
-                                                 unsigned long long* total) {
+// Exclusive scan over the block (256 threads) of two 64-bit values, each
+// holding three packed counters (one pass, one pair of barriers); *total
+// gets the sums.
+__device__ ulonglong2 BlockExclusiveScan(ulonglong2 v, RouterShared& sh,
+                                         ulonglong2* total) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  unsigned long long inc = v;
+  ulonglong2 inc = v;
   for (int off = 1; off < 32; off <<= 1) {
-    const unsigned long long o = __shfl_up_sync(~0u, inc, off);
-    if (lane >= off) inc += o;
+    const unsigned long long ox = __shfl_up_sync(~0u, inc.x, off);
+    const unsigned long long oy = __shfl_up_sync(~0u, inc.y, off);
+    if (lane >= off) {
+      inc.x += ox;
+      inc.y += oy;
+    }
   }
   if (lane == 31) sh.scan[warp] = inc;
   __syncthreads();
-  unsigned long long base = 0, sum = 0;
+  ulonglong2 base{0, 0}, sum{0, 0};
   for (int w = 0; w < kThreads / 32; ++w) {
-    if (w < warp) base += sh.scan[w];
-    sum += sh.scan[w];
+    if (w < warp) {
+      base.x += sh.scan[w].x;
+      base.y += sh.scan[w].y;
+    }
+    sum.x += sh.scan[w].x;
+    sum.y += sh.scan[w].y;
   }
   __syncthreads();
   *total = sum;
-  return base + inc - v;
+  return ulonglong2{base.x + inc.x - v.x, base.y + inc.y - v.y};
 }
 
 // Packing of (slot flag, token count, 64-token tiles) into one scan value.
@@ -327,9 +335,11 @@ __device__ int SharedTiles(const RouterParams& p) {
 }
 
 // One thread: the shared expert's slot 0 and the tables' counts, from the
-// routed slots', positions' and tiles' totals.
+// routed slots', positions' and tiles' totals and the wide routed slots'
+// count.
 __device__ void WriteSharedSlotAndCounts(const RouterParams& p, int routed,
-                                         int positions, int tiles) {
+                                         int positions, int tiles,
+                                         int wide_routed) {
   if (p.has_shared) {
     p.buf.slot_expert[0] = p.shared_index;
     p.buf.slot_tok_off[0] = 0;
@@ -342,31 +352,49 @@ __device__ void WriteSharedSlotAndCounts(const RouterParams& p, int routed,
   p.buf.meta[kMetaRouted] = routed;
   p.buf.meta[kMetaPositions] = positions + p.has_shared * p.batch;
   p.buf.meta[kMetaTiles] = SharedTiles(p) + tiles;
+  p.buf.meta[kMetaWide] =
+      p.batch > kWideSplitBatch ? p.has_shared + wide_routed : 0;
+}
+
+// (slots, positions, tiles) packed as a scan value and back.
+__device__ unsigned long long PackSlot(int c) {
+  return static_cast<unsigned long long>(c > 0 ? 1 : 0) |
+         (static_cast<unsigned long long>(c) << kCountShift) |
+         (static_cast<unsigned long long>((c + kGroupedTokens - 1) /
+                                          kGroupedTokens)
+          << kTileShift);
+}
+__device__ int SlotsOf(unsigned long long v) {
+  return static_cast<int>(v & 0xffffu);
+}
+__device__ int PositionsOf(unsigned long long v) {
+  return static_cast<int>((v >> kCountShift) & 0xffffffu);
+}
+__device__ int TilesOfPacked(unsigned long long v) {
+  return static_cast<int>(v >> kTileShift);
 }
 
 // Slots: the shared expert first (slot 0, positions [0, batch): known before
-// the routing, so fused_gemv streams it while this kernel runs), then the
-// owned experts with tokens, ascending.
+// the routing, so fused_gemv streams it while this kernel runs), then above
+// kWideSplitBatch tokens the owned experts of more than kWideTokens tokens,
+// ascending, then the other owned experts with tokens, ascending (below,
+// all of them ascending); positions and tiles in slot order.
 __device__ void BuildSlots(const RouterParams& p, RouterShared& sh) {
   const int e = threadIdx.x;
   const bool owned = e < p.experts && e >= p.e_lo && e < p.e_hi;
   const int c = owned ? sh.count[e] : 0;
-  const int shared_tiles = SharedTiles(p);
-  const unsigned long long packed =
-      static_cast<unsigned long long>(c > 0 ? 1 : 0) |
-      (static_cast<unsigned long long>(c) << kCountShift) |
-      (static_cast<unsigned long long>((c + kGroupedTokens - 1) /
-                                       kGroupedTokens)
-       << kTileShift);
-  unsigned long long total;
-  const unsigned long long ex = BlockExclusiveScan(packed, sh, &total);
-  const int n_slots = static_cast<int>(total & 0xffffu);
-  const int n_pos = static_cast<int>((total >> kCountShift) & 0xffffffu);
-  const int n_tiles = static_cast<int>(total >> kTileShift);
-  const int slot = p.has_shared + static_cast<int>(ex & 0xffffu);
-  const int off = p.has_shared * p.batch +
-                  static_cast<int>((ex >> kCountShift) & 0xffffffu);
-  const int tiles = shared_tiles + static_cast<int>(ex >> kTileShift);
+  const bool wide = p.batch > kWideSplitBatch && c > kWideTokens;
+  ulonglong2 total;  // x: the wide slots, y: the others
+  const ulonglong2 ex = BlockExclusiveScan(
+      ulonglong2{wide ? PackSlot(c) : 0ull, wide ? 0ull : PackSlot(c)}, sh,
+      &total);
+  const unsigned long long before = wide ? ex.x : total.x + ex.y;
+  const int n_slots = SlotsOf(total.x) + SlotsOf(total.y);
+  const int n_pos = PositionsOf(total.x) + PositionsOf(total.y);
+  const int n_tiles = TilesOfPacked(total.x) + TilesOfPacked(total.y);
+  const int slot = p.has_shared + SlotsOf(before);
+  const int off = p.has_shared * p.batch + PositionsOf(before);
+  const int tiles = SharedTiles(p) + TilesOfPacked(before);
   if (c > 0) {
     p.buf.slot_expert[slot] = e - p.e_lo;
     p.buf.slot_tok_off[slot] = off;
@@ -375,7 +403,9 @@ __device__ void BuildSlots(const RouterParams& p, RouterShared& sh) {
   }
   sh.off_of[e] = off;
   sh.fill[e] = 0;
-  if (threadIdx.x == 0) WriteSharedSlotAndCounts(p, n_slots, n_pos, n_tiles);
+  if (threadIdx.x == 0) {
+    WriteSharedSlotAndCounts(p, n_slots, n_pos, n_tiles, SlotsOf(total.x));
+  }
   __syncthreads();
 }
 
@@ -407,7 +437,7 @@ __device__ void FillPositions(const RouterParams& p, RouterShared& sh) {
 // routing with n_owned routed slots (one position and tile each): what
 // BuildSlots and FillPositions write for batch 1.
 __device__ void OneTokenMeta(const RouterParams& p, int n_owned) {
-  WriteSharedSlotAndCounts(p, n_owned, n_owned, n_owned);
+  WriteSharedSlotAndCounts(p, n_owned, n_owned, n_owned, 0);
   if (p.has_shared) {
     p.buf.tok_list[0] = 0;
     p.buf.tok_w[0] = 1.0f;

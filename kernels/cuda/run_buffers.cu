@@ -66,7 +66,7 @@ void CarveLayerBuffers(const Geometry& g, const Launcher& launcher, Carver& c,
   b.topk_idx = c.Take<int>(g.batch * k);
   b.topk_w = c.Take<float>(g.batch * k);
   b.tok_pos = c.Take<int>(g.batch * (k + 1));
-  b.meta = c.Take<int>(4);
+  b.meta = c.Take<int>(kMetaCount);
   b.slot_expert = c.Take<int>(std::max<size_t>(s, 32));  // a warp reads 32
   b.slot_tok_off = c.Take<int>(s);
   b.slot_ntok = c.Take<int>(s);

@@ -114,7 +114,7 @@ struct HostRouting {
 
 GpuStatus FetchRouting(const LayerArgs& a, cudaStream_t stream,
                        HostRouting* r) {
-  int meta[4];
+  int meta[kMetaCount];
   r->off.resize(a.geo.max_slots);
   r->ntok.resize(a.geo.max_slots);
   MG_CUDA(cudaMemcpyAsync(meta, a.buf.meta, sizeof(meta),

@@ -61,7 +61,12 @@ struct MmaJob {
   int shared_first = 0;
   int shared_expert = 0;  // its index among the stored experts
   int round_units = 12;   // stream-K: units a warp takes per round
+  // Stream-K: which of the router's slots this launch streams (layer.cuh's
+  // wide slots lead the list).
+  int slot_part = 0;  // kAllSlots, kWideSlots or kNarrowSlots
 };
+
+inline constexpr int kAllSlots = 0, kWideSlots = 1, kNarrowSlots = 2;
 
 // The job fields every expert launch fills the same way from the layer:
 // gate_up's or down's matrix, the run buffers, B's row length, the sizes,

@@ -590,6 +590,16 @@ __device__ void RunUnits(const MmaJob& j,
   CpAsyncWait<0>();
 }
 
+// The slots [*lo, *hi) of the job's part (read through L2: down reads them
+// before waiting for gate_up, after the router finished).
+__device__ __forceinline__ void SlotPart(const MmaJob& j, int* lo, int* hi) {
+  const int slots = __ldcg(j.buf.meta + kMetaSlots);
+  const int wide =
+      j.slot_part == kAllSlots ? 0 : __ldcg(j.buf.meta + kMetaWide);
+  *lo = j.slot_part == kNarrowSlots ? wide : 0;
+  *hi = j.slot_part == kWideSlots ? wide : slots;
+}
+
 // Tiles: this block's slot, token tile and the warp's row group.
 template <int kWarps>
 __device__ bool TileWork(const MmaJob& j, int rgs, int warp, int* s, int* rg,
@@ -647,9 +657,11 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
       // Down's weights and slot list do not depend on gate_up: its first
       // copies go out before waiting for gate_up's h (the router finished
       // before gate_up started its routed part; read through L2).
-      const int units = __ldcg(job.buf.meta + kMetaSlots) * per_slot;
-      const StreamKSeq seq{WarpRange(units, W, w, job.round_units), 0, per_slot,
-                           rgs, steps};
+      int lo = 0, hi = 0;
+      SlotPart(job, &lo, &hi);
+      const StreamKSeq seq{
+          WarpRange((hi - lo) * per_slot, W, w, job.round_units), lo, per_slot,
+          rgs, steps};
       RunUnits<kRT, kCPS, kNT, kMode, kRagged, true, false, false, true>(
           job, SlotSource<false, true>{&job, 0}, seq, ring, lane);
       return;
@@ -665,9 +677,12 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
       }
       GridDependencyWait();
       LaunchDependents();
-      const int units = (__ldg(job.buf.meta + kMetaSlots) - first) * per_slot;
-      const StreamKSeq seq{WarpRange(units, W, w, job.round_units), first,
-                           per_slot, rgs, steps};
+      int lo = 0, hi = 0;
+      SlotPart(job, &lo, &hi);
+      lo = max(lo, first);
+      const StreamKSeq seq{
+          WarpRange(max(hi - lo, 0) * per_slot, W, w, job.round_units), lo,
+          per_slot, rgs, steps};
       RunUnits<kRT, kCPS, kNT, kMode, kRagged, true, false, false, false>(
           job, SlotSource<false, true>{&job, 0}, seq, ring, lane);
     }

@@ -1,5 +1,6 @@
 // fused_gemv: router, then ONE stream-K launch for gate_up of every active
-// expert (routed and shared, SiLU * up fused), then ONE for down (routing
+// expert (routed and shared, SiLU * up fused; above 16 tokens two, the
+// experts of more than 8 tokens apart), then ONE (two) for down (routing
 // weight and combine fused: fp32 atomics into the output, so the order of
 // the additions, and the last bits of y, vary between runs). The expert
 // launches use programmatic dependent launch: gate_up streams the shared
@@ -28,12 +29,39 @@ MmaJob BaseJob(const LayerArgs& a, bool gate_up) {
   return j;
 }
 
+// gate_up's or down's job over `part` of the slots.
+MmaJob PartJob(const LayerArgs& a, bool gate_up, int part) {
+  MmaJob j = BaseJob(a, gate_up);
+  j.slot_part = part;
+  if (part == kNarrowSlots) j.shared_first = 0;  // the wide part has it
+  return j;
+}
+
 template <int kRT, int kCPS, int kNT>
 GpuStatus LaunchExperts(const LayerArgs& a, cudaStream_t stream) {
   MG_RETURN_IF_ERROR((LaunchExpertMma<kRT, kCPS, kNT, kFusedWarps, true>(
-      BaseJob(a, true), a.device, a.sm_count, stream)));
+      PartJob(a, true, kAllSlots), a.device, a.sm_count, stream)));
   return LaunchExpertMma<kRT, kCPS, kNT, kFusedWarps, true>(
-      BaseJob(a, false), a.device, a.sm_count, stream);
+      PartJob(a, false, kAllSlots), a.device, a.sm_count, stream);
+}
+
+// Above 16 tokens: the wide slots (the shared expert, and any routed expert
+// of more than 8 tokens; they lead the router's list) at kNT n-tiles, then
+// the rest (at batch 32 ~1.6 tokens a routed expert on TP8 slices, ~1 on
+// whole experts) by a kernel of one n-tile, whose fewer registers let more
+// warps onto an SM. Device run 101, the glm5 layer, 16x512, uniform: batch
+// 32 1100 -> 1040 us, 64 1686 -> 1406; runs 100-101 at 9-16 tokens: the two
+// extra launches cost more than the narrow kernel saves (TP8 step batch 16
+// +2.7 %), so those keep one kernel.
+template <int kRT, int kCPS, int kNT>
+GpuStatus LaunchSplit(const LayerArgs& a, cudaStream_t stream) {
+  for (const bool gate_up : {true, false}) {
+    MG_RETURN_IF_ERROR((LaunchExpertMma<kRT, kCPS, kNT, kFusedWarps, true>(
+        PartJob(a, gate_up, kWideSlots), a.device, a.sm_count, stream)));
+    MG_RETURN_IF_ERROR((LaunchExpertMma<kRT, kCPS, 1, kFusedWarps, true>(
+        PartJob(a, gate_up, kNarrowSlots), a.device, a.sm_count, stream)));
+  }
+  return OkStatus();
 }
 
 // n-tiles of 8 tokens: the shared expert (or one routed expert) may get
@@ -41,10 +69,12 @@ GpuStatus LaunchExperts(const LayerArgs& a, cudaStream_t stream) {
 template <int kRT, int kCPS>
 GpuStatus LaunchTile(const LayerArgs& a, cudaStream_t stream) {
   const int b = a.geo.batch;
+  static_assert(kWideTokens == 8 && kWideSplitBatch == 16,
+                "one n-tile holds the narrow slots; the split starts at kNT 4");
   if (b <= 8) return LaunchExperts<kRT, kCPS, 1>(a, stream);
   if (b <= 16) return LaunchExperts<kRT, kCPS, 2>(a, stream);
-  if (b <= 32) return LaunchExperts<kRT, kCPS, 4>(a, stream);
-  return LaunchExperts<kRT, kCPS, 8>(a, stream);
+  if (b <= 32) return LaunchSplit<kRT, kCPS, 4>(a, stream);
+  return LaunchSplit<kRT, kCPS, 8>(a, stream);
 }
 
 GpuStatus Launch(const LayerArgs& a, void*, cudaStream_t stream) {

@@ -615,5 +615,42 @@ TEST(MoeGpuTest, GroupedWgmmaHandlesUnevenRoutingAtServingBatches) {
   }
 }
 
+// fused_gemv above 16 tokens streams the slots of more than 8 tokens (the
+// shared expert, and a routed expert every token takes under one_hot)
+// with a kernel of several n-tiles and the rest with one of a single
+// n-tile: the router must put the wide slots first, or the narrow kernel
+// would drop the tokens past its 8. Every tile, graph off and on, against
+// the trusted path.
+TEST(MoeGpuTest, FusedGemvSplitsWideAndNarrowSlots) {
+  SKIP_WITHOUT_GPU();
+  const BackendDescriptor& info = *backends::FindBackend("fused_gemv");
+  for (const int batch : {12, 17, 40, 64}) {
+    for (const std::string routing : {"uniform", "skewed", "one_hot"}) {
+      const MoeProblem p = Serving(batch, routing);
+      MoeRunOptions ro = Options("grouped_mma");
+      ro.compute_reference = true;
+      const MoeRunResult ref = RunMoeLayer(p, ro);
+      ASSERT_EQ(ref.status, RunStatus::kOk) << ref.message;
+      int tiles_run = 0;
+      for (const Tile& t : info.tiles) {
+        if (!Fits(info, p, t)) continue;
+        ++tiles_run;
+        for (const bool graph : {false, true}) {
+          SCOPED_TRACE(routing + " batch " + std::to_string(batch) + " " +
+                       backends::TileText(t) + (graph ? " graph" : ""));
+          const MoeRunResult r = RunMoeLayer(
+              p, Options("fused_gemv", t.block_n, t.block_k, graph));
+          ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+          const auto [rel_l2, worst] =
+              Errors(r.output, ToDouble(ref.reference_output));
+          EXPECT_LT(rel_l2, kTolerance);
+          EXPECT_LT(worst, kTolerance);
+        }
+      }
+      EXPECT_EQ(tiles_run, static_cast<int>(info.tiles.size()));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace moetune::gpu
