@@ -567,6 +567,30 @@ MoeProblem Serving(int batch, const std::string& routing) {
   return p;
 }
 
+// The trusted path's output for p (a grouped_mma run that computes it).
+std::vector<double> TrustedOutput(const MoeProblem& p) {
+  MoeRunOptions ro = Options("grouped_mma");
+  ro.compute_reference = true;
+  const MoeRunResult ref = RunMoeLayer(p, ro);
+  EXPECT_EQ(ref.status, RunStatus::kOk) << ref.message;
+  return ToDouble(ref.reference_output);
+}
+
+// `backend` with tile t on p, checked against `want`; its output (empty
+// when it did not run).
+std::vector<float> RunMatching(const MoeProblem& p, const std::string& backend,
+                               const Tile& t, bool graph,
+                               const std::vector<double>& want) {
+  const MoeRunResult r =
+      RunMoeLayer(p, Options(backend, t.block_n, t.block_k, graph));
+  EXPECT_EQ(r.status, RunStatus::kOk) << r.message;
+  if (r.status != RunStatus::kOk) return {};
+  const auto [rel_l2, worst] = Errors(r.output, want);
+  EXPECT_LT(rel_l2, kTolerance);
+  EXPECT_LT(worst, kTolerance);
+  return r.output;
+}
+
 TEST(MoeGpuTest, GroupedWgmmaHandlesUnevenRoutingAtServingBatches) {
   SKIP_WITHOUT_GPU();
   const BackendDescriptor& info = *backends::FindBackend("grouped_wgmma");
@@ -574,25 +598,19 @@ TEST(MoeGpuTest, GroupedWgmmaHandlesUnevenRoutingAtServingBatches) {
     for (const std::string routing :
          {"uniform", "skewed", "replayed", "one_hot"}) {
       const MoeProblem p = Serving(batch, routing);
-      MoeRunOptions ro = Options("grouped_mma");
-      ro.compute_reference = true;
-      const MoeRunResult ref = RunMoeLayer(p, ro);
-      ASSERT_EQ(ref.status, RunStatus::kOk) << ref.message;
+      const std::vector<double> want = TrustedOutput(p);
+      ASSERT_FALSE(want.empty());
       for (const Tile& t : info.tiles) {
         ASSERT_TRUE(Fits(info, p, t)) << backends::TileText(t);
         for (const bool graph : {false, true}) {
           SCOPED_TRACE(routing + " batch " + std::to_string(batch) + " " +
                        backends::TileText(t) + (graph ? " graph" : ""));
-          const MoeRunResult r = RunMoeLayer(
-              p, Options("grouped_wgmma", t.block_n, t.block_k, graph));
-          ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
-          const auto [rel_l2, worst] =
-              Errors(r.output, ToDouble(ref.reference_output));
-          EXPECT_LT(rel_l2, kTolerance);
-          EXPECT_LT(worst, kTolerance);
+          const std::vector<float> out =
+              RunMatching(p, "grouped_wgmma", t, graph, want);
+          ASSERT_FALSE(out.empty());
           const MoeRunResult again = RunMoeLayer(
               p, Options("grouped_wgmma", t.block_n, t.block_k, graph));
-          EXPECT_EQ(r.output, again.output);
+          EXPECT_EQ(out, again.output);
         }
       }
       // The CPU in double on a few tokens (the first, a middle one, the
@@ -627,10 +645,8 @@ TEST(MoeGpuTest, FusedGemvSplitsWideAndNarrowSlots) {
   for (const int batch : {12, 17, 40, 64}) {
     for (const std::string routing : {"uniform", "skewed", "one_hot"}) {
       const MoeProblem p = Serving(batch, routing);
-      MoeRunOptions ro = Options("grouped_mma");
-      ro.compute_reference = true;
-      const MoeRunResult ref = RunMoeLayer(p, ro);
-      ASSERT_EQ(ref.status, RunStatus::kOk) << ref.message;
+      const std::vector<double> want = TrustedOutput(p);
+      ASSERT_FALSE(want.empty());
       int tiles_run = 0;
       for (const Tile& t : info.tiles) {
         if (!Fits(info, p, t)) continue;
@@ -638,13 +654,7 @@ TEST(MoeGpuTest, FusedGemvSplitsWideAndNarrowSlots) {
         for (const bool graph : {false, true}) {
           SCOPED_TRACE(routing + " batch " + std::to_string(batch) + " " +
                        backends::TileText(t) + (graph ? " graph" : ""));
-          const MoeRunResult r = RunMoeLayer(
-              p, Options("fused_gemv", t.block_n, t.block_k, graph));
-          ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
-          const auto [rel_l2, worst] =
-              Errors(r.output, ToDouble(ref.reference_output));
-          EXPECT_LT(rel_l2, kTolerance);
-          EXPECT_LT(worst, kTolerance);
+          EXPECT_FALSE(RunMatching(p, "fused_gemv", t, graph, want).empty());
         }
       }
       EXPECT_EQ(tiles_run, static_cast<int>(info.tiles.size()));
