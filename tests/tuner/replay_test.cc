@@ -157,10 +157,11 @@ TEST_F(ReplayTest, GridReplayIsDeterministicAndFindsTheRecordedBest) {
 }
 
 // tests/data/recorded_h200_serving_sweep.json: deploy/h200_serving_sweep.json
-// on the H200 (kernels/PERF.md "Serving batches", device run 40; glm5 MoE
-// layer, batches 1-512, graph on). A grid replay proposes exactly the
-// recorded trials and picks the crossovers the sweep found: fused_gemv_fp8
-// at 1 token, fused_gemv at 8 and 32, grouped_wgmma 128x256 from 64 on.
+// on the H200 (kernels/PERF.md "Serving batches", device run 103, `moetune
+// results --sweep 1 --format json`; glm5 MoE layer, batches 1-512, graph
+// on). A grid replay proposes exactly the recorded trials and picks the
+// crossovers the sweep found: fused_gemv_fp8 at 1 token, fused_gemv at 8 to
+// 64, grouped_wgmma 128x256 from 128 on.
 TEST(ServingReplayTest, TheGridPicksTheRecordedCrossovers) {
   const absl::StatusOr<ReplayOracle> oracle = ReplayOracle::FromJsonFile(
       std::string(MOETUNE_SOURCE_DIR) +
@@ -183,7 +184,7 @@ TEST(ServingReplayTest, TheGridPicksTheRecordedCrossovers) {
             (std::map<int, std::string>{{1, "fused_gemv_fp8|128x512"},
                                         {8, "fused_gemv|16x512"},
                                         {32, "fused_gemv|16x512"},
-                                        {64, "grouped_wgmma|128x256"},
+                                        {64, "fused_gemv|16x512"},
                                         {128, "grouped_wgmma|128x256"},
                                         {256, "grouped_wgmma|128x256"},
                                         {512, "grouped_wgmma|128x256"}}));
