@@ -138,9 +138,13 @@ void TimeRing(const Buffers& b, int ranks) {
   Report(b, what, grid, us);
 }
 
+// The input projections' row (2784 rows of it by default): the default
+// --row_bytes and the chains' row length.
+constexpr int kProjectionRowBytes = 12288;
+
 // A CUDA graph of n ring kernels of kRows-row blocks, each reading
-// rows_each rows of 12288 B from its own slice of `chain` (so no kernel
-// reads what another left in L2); dependent: as the step launches.
+// rows_each rows of kProjectionRowBytes from its own slice of `chain` (so no
+// kernel reads what another left in L2); dependent: as the step launches.
 template <int kRows, int kStageBytes, int kStages, int kThreads>
 cudaGraphExec_t ChainGraph(const Buffers& b, const uint8_t* chain, int n,
                            int rows_each, int ranks, bool dependent) {
@@ -162,9 +166,10 @@ cudaGraphExec_t ChainGraph(const Buffers& b, const uint8_t* chain, int n,
   config.attrs = attr;
   config.numAttrs = dependent ? 1 : 0;
   for (int i = 0; i < n; ++i) {
-    cudaLaunchKernelEx(&config, kernel,
-                       chain + static_cast<int64_t>(i) * rows_each * 12288,
-                       12288, rows_each, ranks, b.sink);
+    cudaLaunchKernelEx(
+        &config, kernel,
+        chain + static_cast<int64_t>(i) * rows_each * kProjectionRowBytes,
+        kProjectionRowBytes, rows_each, ranks, b.sink);
   }
   cudaGraph_t graph;
   cudaStreamEndCapture(stream, &graph);
@@ -175,11 +180,13 @@ cudaGraphExec_t ChainGraph(const Buffers& b, const uint8_t* chain, int n,
   return exec;
 }
 
-// n kernels of rows_each x 12288 B in one graph, dependent and plain: the
-// graph's time and a kernel's share of it.
+// n kernels of rows_each x kProjectionRowBytes in one graph, dependent and
+// plain: the graph's time and a kernel's share of it.
 template <int kRows, int kStageBytes, int kStages, int kThreads>
 void TimeChain(const Buffers& b, const uint8_t* chain, int n, int rows_each,
                int ranks) {
+  const double bytes_each =
+      static_cast<double>(rows_each) * kProjectionRowBytes;
   for (const bool dependent : {true, false}) {
     cudaGraphExec_t exec = ChainGraph<kRows, kStageBytes, kStages, kThreads>(
         b, chain, n, rows_each, ranks, dependent);
@@ -188,9 +195,9 @@ void TimeChain(const Buffers& b, const uint8_t* chain, int n, int rows_each,
     std::printf(
         "chain %3d x %6.2f MB (%3d rows-blocks x K/%d), %-9s %8.1f us  "
         "%6.2f us a kernel  %6.0f GB/s%s%s\n",
-        n, rows_each * 12288.0 / 1e6, (rows_each + kRows - 1) / kRows, ranks,
+        n, bytes_each / 1e6, (rows_each + kRows - 1) / kRows, ranks,
         dependent ? "dependent" : "plain", us, us / n,
-        n * rows_each * 12288.0 / (us * 1e3), error == cudaSuccess ? "" : "  ",
+        n * bytes_each / (us * 1e3), error == cudaSuccess ? "" : "  ",
         error == cudaSuccess ? "" : cudaGetErrorString(error));
     cudaGraphExecDestroy(exec);
   }
@@ -224,7 +231,7 @@ int ParseInt(const char* arg, const char* name, int fallback) {
 bool Setup(int argc, char** argv, Buffers* b) {
   int device = 0;
   b->rows = 2784;
-  b->row_bytes = 12288;
+  b->row_bytes = kProjectionRowBytes;
   for (int i = 1; i < argc; ++i) {
     b->rows = ParseInt(argv[i], "--rows", b->rows);
     b->row_bytes = ParseInt(argv[i], "--row_bytes", b->row_bytes);
