@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "kernels/backends/registry.h"
+#include "kernels/cuda/bench/bench_flags.h"
 #include "kernels/cuda/bench/cpu_check.h"
 #include "kernels/cuda/moe_gpu.h"
 #include "kernels/model/model_config.h"
@@ -65,28 +66,16 @@ struct Flags {
   bool tiny = false, cpu_check = true;
 };
 
-std::vector<std::string> Split(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t comma = s.find(',', start);
-    const size_t end = comma == std::string::npos ? s.size() : comma;
-    if (end > start) out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
 bool ParseFlag(const std::string& arg, Flags* f) {
   const size_t eq = arg.find('=');
   const std::string key = arg.substr(0, eq),
                     value = eq == std::string::npos ? "" : arg.substr(eq + 1);
   if (key == "--batches") {
     f->batches.clear();
-    for (const std::string& b : Split(value))
+    for (const std::string& b : SplitList(value))
       f->batches.push_back(std::atoi(b.c_str()));
   } else if (key == "--backends") {
-    f->backends = Split(value);
+    f->backends = SplitList(value);
   } else if (key == "--iterations") {
     f->iterations = std::atoi(value.c_str());
   } else if (key == "--warmup") {
@@ -105,9 +94,9 @@ bool ParseFlag(const std::string& arg, Flags* f) {
              (value == "both" || value == "on" || value == "off")) {
     f->graph = value;
   } else if (key == "--tiles") {
-    f->tiles = Split(value);
+    f->tiles = SplitList(value);
   } else if (key == "--routing") {
-    f->routings = Split(value);
+    f->routings = SplitList(value);
     for (const std::string& r : f->routings) {
       if (r != "uniform" && r != "skewed") return false;
     }
