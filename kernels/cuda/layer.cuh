@@ -24,6 +24,7 @@ struct Geometry {
   int has_shared = 0;      // the shared expert's TP slice (ep_rank 0)
   int max_slots = 0;       // routed slots + shared, upper bound
   int max_positions = 0;   // token-slot pairs, upper bound
+  int max_tiles = 0;       // 64-token tiles of the slots, upper bound
 };
 Geometry MakeGeometry(const MoeProblem& problem);
 
@@ -58,10 +59,14 @@ struct RunBuffers {
   int* slot_tok_off = nullptr;  // [max_slots] first position
   int* slot_ntok = nullptr;     // [max_slots]
   int* tile_prefix = nullptr;   // [max_slots + 1]
+  // [max_tiles] each 64-token tile of the slots, in slot order: its first
+  // position, and its local expert | (its tokens << 16). fused_gemv's wide
+  // kernel walks tiles, not slots.
+  int2* tile_info = nullptr;
   int* tok_list = nullptr;      // [max_positions] token id
   float* tok_w = nullptr;       // [max_positions] routing weight
   float* gu_partial = nullptr;  // [max_positions][2 * inter_local]
-  int* gu_counters = nullptr;   // [max_slots][inter_local / 8]
+  int* gu_counters = nullptr;   // [max_tiles][inter_local / 8]
   __half* h = nullptr;          // [max_positions][inter_local]
   float* y = nullptr;           // [batch][hidden], the output
   // fused_gemv_fp8's activations (act_fp8.cuh): the input's and h's blocks

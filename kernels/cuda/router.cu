@@ -334,6 +334,17 @@ __device__ int SharedTiles(const RouterParams& p) {
   return p.has_shared * ((p.batch + kGroupedTokens - 1) / kGroupedTokens);
 }
 
+// layer.cuh's tile_info entries of a slot of `tokens` tokens from position
+// `first` (one a 64-token tile from tile `tile`).
+__device__ void WriteTiles(const RouterParams& p, int tile, int first,
+                           int tokens, int local_expert) {
+  for (int t = 0; t * kGroupedTokens < tokens; ++t) {
+    const int n = min(kGroupedTokens, tokens - t * kGroupedTokens);
+    p.buf.tile_info[tile + t] =
+        make_int2(first + t * kGroupedTokens, local_expert | (n << 16));
+  }
+}
+
 // One thread: the shared expert's slot 0 and the tables' counts, from the
 // routed slots', positions' and tiles' totals and the wide routed slots'
 // count.
@@ -345,6 +356,7 @@ __device__ void WriteSharedSlotAndCounts(const RouterParams& p, int routed,
     p.buf.slot_tok_off[0] = 0;
     p.buf.slot_ntok[0] = p.batch;
     p.buf.tile_prefix[0] = 0;
+    WriteTiles(p, 0, 0, p.batch, p.shared_index);
   }
   const int slots = routed + p.has_shared;
   p.buf.tile_prefix[slots] = SharedTiles(p) + tiles;
@@ -400,6 +412,7 @@ __device__ void BuildSlots(const RouterParams& p, RouterShared& sh) {
     p.buf.slot_tok_off[slot] = off;
     p.buf.slot_ntok[slot] = c;
     p.buf.tile_prefix[slot] = tiles;
+    WriteTiles(p, tiles, off, c, e - p.e_lo);
   }
   sh.off_of[e] = off;
   sh.fill[e] = 0;
@@ -474,6 +487,7 @@ __device__ void OneTokenTail(const RouterParams& p, RouterShared& sh) {
       p.buf.slot_tok_off[pos] = pos;
       p.buf.slot_ntok[pos] = 1;
       p.buf.tile_prefix[pos] = pos;
+      p.buf.tile_info[pos] = make_int2(pos, (e - p.e_lo) | (1 << 16));
       p.buf.tok_list[pos] = 0;
       p.buf.tok_w[pos] = w;
     }

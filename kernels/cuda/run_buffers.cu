@@ -71,10 +71,13 @@ void CarveLayerBuffers(const Geometry& g, const Launcher& launcher, Carver& c,
   b.slot_tok_off = c.Take<int>(s);
   b.slot_ntok = c.Take<int>(s);
   b.tile_prefix = c.Take<int>(s + 1);
+  b.tile_info = c.Take<int2>(g.max_tiles);
   b.tok_list = c.Take<int>(pos);
   b.tok_w = c.Take<float>(pos);
   b.gu_partial = c.Take<float>(pos * 2 * il);
-  b.gu_counters = c.Take<int>(s * (il / 8 + 1));
+  // Indexed by slot (one kernel for all slots, or the narrow ones) or by
+  // tile (fused_gemv's wide kernel); max_tiles >= max_slots.
+  b.gu_counters = c.Take<int>(g.max_tiles * (il / 8 + 1));
   b.h = c.Take<__half>(pos * il);
   b.y = c.Take<float>(bh);
   if (fp8) {  // only its backend reads them (8 bytes a value)

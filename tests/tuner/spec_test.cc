@@ -264,8 +264,8 @@ TEST(DeploySpecsTest, H200SpecsValidateAndExpand) {
 }
 
 // The serving-batch specs (issue 23: batches 1 to 512, uniform and skewed
-// routing): valid, and past batch 64 only the backends that take such
-// batches are planned (fused_gemv stops at 64, fused_gemv_fp8 at 1).
+// routing): valid, and past batch 1 only the backends that take such
+// batches are planned (fused_gemv_fp8 stops at 1).
 TEST(DeploySpecsTest, ServingSpecsPlanTheLargeBatchesOnTheirBackends) {
   for (const std::string name :
        {"h200_serving_sweep.json", "h200_serving_skewed_sweep.json"}) {
@@ -278,7 +278,8 @@ TEST(DeploySpecsTest, ServingSpecsPlanTheLargeBatchesOnTheirBackends) {
       if (t.workload().batch_size() == 512)
         at_512.insert(t.config().moe_backend());
     }
-    EXPECT_EQ(at_512, (std::set<std::string>{"grouped_mma", "grouped_wgmma"}))
+    EXPECT_EQ(at_512, (std::set<std::string>{"fused_gemv", "grouped_mma",
+                                             "grouped_wgmma"}))
         << name;
   }
 }

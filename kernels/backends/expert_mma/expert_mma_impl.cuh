@@ -86,18 +86,24 @@ __device__ __forceinline__ uint16_t ScaleOf(uint2 group, int q) {
   return static_cast<uint16_t>(q % 2 == 0 ? w & 0xffffu : w >> 16);
 }
 
-// A whole unit whose chunks all exist, one n-tile (<= 8 tokens: the common
-// case): every code word and scale of a group read from shared memory at
-// once, the next chunk's activations loaded while this one is decoded.
-template <int kRT, int kCPS, int kNT, bool kB16>
+// A whole unit whose chunks all exist, the first kUse n-tiles (one: <= 8
+// tokens, the common case; two: a 9-16-token tile): every code word and
+// scale of a group read from shared memory at once, the next chunk's
+// activations loaded while this one is decoded.
+template <int kRT, int kCPS, int kNT, int kUse, bool kB16>
 __device__ __forceinline__ void ComputeUnitFast(const uint8_t* stage, int ks,
                                                 const Run<kNT>& run,
                                                 float (&acc)[kRT][kNT][4],
                                                 int lane) {
+  static_assert(kUse >= 1 && kUse <= kNT, "n-tiles used: 1 to kNT");
   using S = Stage<kRT, kCPS>;
-  const uint16_t* bp = run.b[0] + ks * kCPS * tiled::kChunkK;
-  uint32_t bnext[8];
-  LoadB<kB16>(bp, bnext);
+  const uint16_t* bp[kUse];
+  uint32_t bnext[kUse][8];
+#pragma unroll
+  for (int u = 0; u < kUse; ++u) {
+    bp[u] = run.b[u] + ks * kCPS * tiled::kChunkK;
+    LoadB<kB16>(bp[u], bnext[u]);
+  }
 #pragma unroll
   for (int g4 = 0; g4 < (kCPS + 3) / 4; ++g4) {
     constexpr int kInGroup = kCPS < 4 ? kCPS : 4;
@@ -115,11 +121,14 @@ __device__ __forceinline__ void ComputeUnitFast(const uint8_t* stage, int ks,
 #pragma unroll
     for (int q = 0; q < kInGroup; ++q) {
       const int chunk = g4 * 4 + q;  // within the unit
-      uint32_t bw[8];
+      uint32_t bw[kUse][8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) bw[i] = bnext[i];
-      if (chunk + 1 < kCPS)
-        LoadB<kB16>(bp + (chunk + 1) * tiled::kChunkK, bnext);
+      for (int u = 0; u < kUse; ++u) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) bw[u][i] = bnext[u][i];
+        if (chunk + 1 < kCPS)
+          LoadB<kB16>(bp[u] + (chunk + 1) * tiled::kChunkK, bnext[u]);
+      }
       // Chunk position inside its scale group: units of < 4 chunks start
       // inside a group.
       const int qs = kCPS < 4 ? (ks * kCPS + q) % 4 : q;
@@ -133,7 +142,9 @@ __device__ __forceinline__ void ComputeUnitFast(const uint8_t* stage, int ks,
         for (int m = 0; m < 4; ++m) {
           uint32_t a[4];
           DecodeScaled(words[m], s_lo, s_hi, a);
-          Mma(acc[rt][0], a, bw[2 * m], bw[2 * m + 1]);
+#pragma unroll
+          for (int u = 0; u < kUse; ++u)
+            Mma(acc[rt][u], a, bw[u][2 * m], bw[u][2 * m + 1]);
         }
       }
     }
@@ -241,8 +252,11 @@ __device__ __forceinline__ void ComputeUnitRing(const uint8_t* stage, int ks,
   }
 }
 
-// The general unit: any number of n-tiles, chunks past K skipped.
-template <int kRT, int kCPS, int kNT, bool kB16>
+// The general unit: the first kUse n-tiles (the rest of a run's columns are
+// past its tokens), chunks past K skipped. Each chunk's activations of all
+// kUse n-tiles are loaded at once (a loop that stopped at the run's last
+// n-tile serialised them: device run 109, +7 % at 64 tokens skewed).
+template <int kRT, int kCPS, int kNT, int kUse, bool kB16>
 __device__ __forceinline__ void ComputeUnitGeneral(const uint8_t* stage, int ks,
                                                    int chunks,
                                                    const Run<kNT>& run,
@@ -271,7 +285,7 @@ __device__ __forceinline__ void ComputeUnitGeneral(const uint8_t* stage, int ks,
       DecodeScaled(cw.z, s_lo, s_hi, a[2]);
       DecodeScaled(cw.w, s_lo, s_hi, a[3]);
 #pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) {
+      for (int nt = 0; nt < kUse; ++nt) {
         uint32_t bw[8];
         LoadB<kB16>(run.b[nt] + kc * tiled::kChunkK, bw);
 #pragma unroll
@@ -282,36 +296,92 @@ __device__ __forceinline__ void ComputeUnitGeneral(const uint8_t* stage, int ks,
   }
 }
 
+// Whether a stream-K kernel's units walk the router's 64-token tiles (the
+// wide part, kernels of 4 or 8 n-tiles: a slot may hold the whole batch)
+// rather than its slots (a cursor's s is then a tile). A compile-time
+// property: as a run-time test of slot_part in every kernel, the one-n-tile
+// kernels' code changed and fused_gemv 16x512 ran 1.5 % slower at 8-32
+// tokens (device run 111). LaunchAs checks that slot_part agrees.
+template <int kNT, bool kStreamK>
+inline constexpr bool kWalksTiles = (kStreamK && kNT >= 4);
+
+// A unit of more than 8 tokens, or past K (tiny dims only): by the general
+// path over every n-tile, except in the kernel of 8 n-tiles (above 32
+// tokens), whose routed tiles mostly hold 9-32 tokens (every expert at 256-
+// 512): those take the fast path's two n-tiles (<= 16 tokens) or the
+// general path's four (<= 32). Device run 110: the same dispatch in the
+// kernels of 2 and 4 n-tiles made the TP8 step 0.8-1.1 % slower at 8-16
+// sequences and 32x256 5 % slower at 16 tokens.
+template <int kRT, int kCPS, int kNT, bool kB16>
+__device__ __forceinline__ void ComputeUnitWide(const uint8_t* stage, int ks,
+                                                bool full, int chunks,
+                                                const Run<kNT>& run,
+                                                float (&acc)[kRT][kNT][4],
+                                                int lane) {
+  if constexpr (kNT == 8) {
+    if (full && run.ntok <= 16) {
+      ComputeUnitFast<kRT, kCPS, kNT, 2, kB16>(stage, ks, run, acc, lane);
+      return;
+    }
+    if (full && run.ntok <= 32) {
+      ComputeUnitGeneral<kRT, kCPS, kNT, 4, kB16>(stage, ks, chunks, run, acc,
+                                                  lane);
+      return;
+    }
+  }
+  ComputeUnitGeneral<kRT, kCPS, kNT, kNT, kB16>(stage, ks, chunks, run, acc,
+                                                lane);
+}
+
 // Where a unit sequence's slots come from: the router's lists, or (kFixed)
 // the shared expert before the routing exists.
-template <bool kFixed, bool kStreamK>
+// kTiles: s is one of the router's 64-token tiles (kWalksTiles).
+template <bool kFixed, bool kStreamK, bool kTiles = false>
 struct SlotSource {
   const MmaJob* j;
   int tt;  // tiles: the token tile
   __device__ int Expert(int s) const {
-    // L2 read: down issues its first copies before waiting for gate_up.
-    return kFixed ? j->shared_expert : __ldcg(j->buf.slot_expert + s);
+    if (kFixed) return j->shared_expert;
+    // L2 reads: down issues its first copies before waiting for gate_up.
+    if (kTiles) return __ldcg(&j->buf.tile_info[s].y) & 0xffff;
+    return __ldcg(j->buf.slot_expert + s);
   }
 };
 
+// A run's first position and token count: the shared expert's tile s
+// (kFixed: its positions are the token ids), slot s whole (stream-K over
+// slots), or one 64-token tile of a slot.
+template <bool kFixed, bool kStreamK, bool kTiles>
+__device__ __forceinline__ void RunTokens(
+    const SlotSource<kFixed, kStreamK, kTiles>& src, int s, int* p0,
+    int* ntok) {
+  const MmaJob& j = *src.j;
+  if (kFixed) {
+    *p0 = s * kGroupedTokens;
+    *ntok = min(kGroupedTokens, j.batch - *p0);
+    return;
+  }
+  if (kTiles) {
+    const int2 tile = __ldg(j.buf.tile_info + s);
+    *p0 = tile.x;
+    *ntok = tile.y >> 16;
+    return;
+  }
+  const int off = __ldg(j.buf.slot_tok_off + s), n = __ldg(j.buf.slot_ntok + s);
+  *p0 = kStreamK ? off : off + src.tt * kGroupedTokens;
+  *ntok = kStreamK ? n : min(kGroupedTokens, n - src.tt * kGroupedTokens);
+}
+
 // A new (slot, row group): its expert, token window and B row pointers.
-template <int kRT, int kNT, bool kFixed, bool kStreamK, bool kB16>
+template <int kRT, int kNT, bool kFixed, bool kStreamK, bool kB16, bool kTiles>
 __device__ __forceinline__ void StartRun(
-    const SlotSource<kFixed, kStreamK>& src, const Cursor& u, Run<kNT>& run,
-    float (&acc)[kRT][kNT][4], int lane) {
+    const SlotSource<kFixed, kStreamK, kTiles>& src, const Cursor& u,
+    Run<kNT>& run, float (&acc)[kRT][kNT][4], int lane) {
   const MmaJob& j = *src.j;
   run.s = u.s;
   run.rg = u.rg;
   run.steps = 0;
-  if (kFixed) {
-    run.p0 = 0;
-    run.ntok = j.batch;
-  } else {
-    const int off = __ldg(j.buf.slot_tok_off + u.s),
-              n = __ldg(j.buf.slot_ntok + u.s);
-    run.p0 = kStreamK ? off : off + src.tt * kGroupedTokens;
-    run.ntok = kStreamK ? n : min(kGroupedTokens, n - src.tt * kGroupedTokens);
-  }
+  RunTokens(src, u.s, &run.p0, &run.ntok);
   const uint16_t* base =
       kB16 ? j.buf.x_bf16 : reinterpret_cast<const uint16_t*>(j.b_src);
 #pragma unroll
@@ -319,9 +389,9 @@ __device__ __forceinline__ void StartRun(
     // Past the slot's tokens: the slot's first token (valid memory; its
     // products land in accumulator columns that are never stored).
     const int nn = nt * 8 + lane / 4 < run.ntok ? nt * 8 + lane / 4 : 0;
-    const int row = kFixed            ? nn
-                    : j.b_by_position ? run.p0 + nn
-                                      : __ldg(j.buf.tok_list + run.p0 + nn);
+    const int row = kFixed || j.b_by_position
+                        ? run.p0 + nn
+                        : __ldg(j.buf.tok_list + run.p0 + nn);
     run.b[nt] = base + static_cast<int64_t>(row) * j.ld_b + (lane % 4) * 16;
 #pragma unroll
     for (int rt = 0; rt < kRT; ++rt) {
@@ -504,9 +574,9 @@ struct TileSeq {
 // ring is empty again on return. kPreWait: the first copies (weights only)
 // are issued before waiting for the previous kernel (griddepcontrol).
 template <int kRT, int kCPS, int kNT, int kMode, bool kRagged, bool kStreamK,
-          bool kFixed, bool kB16, bool kPreWait, class Seq>
+          bool kFixed, bool kB16, bool kPreWait, class Seq, bool kTiles>
 __device__ void RunUnits(const MmaJob& j,
-                         const SlotSource<kFixed, kStreamK>& src,
+                         const SlotSource<kFixed, kStreamK, kTiles>& src,
                          const Seq& seq, uint8_t* ring, int lane) {
   using S = Stage<kRT, kCPS>;
   constexpr int kStages = S::kCount;
@@ -561,10 +631,12 @@ __device__ void RunUnits(const MmaJob& j,
     cur_stage = cur_stage + 1 == kStages ? 0 : cur_stage + 1;
     // One n-tile at full K (kNT == 1, !kRagged) is always the fast path:
     // the general one is not even compiled there.
-    if ((!ragged || (cur.ks + 1) * kCPS <= j.w.chunks) && run.ntok <= 8) {
+    const bool full = !ragged || (cur.ks + 1) * kCPS <= j.w.chunks;
+    if (full && run.ntok <= 8) {
       if constexpr (kRing) {
         if (run.ntok > kRingMaxTokens) {
-          ComputeUnitFast<kRT, kCPS, kNT, kB16>(stage, cur.ks, run, acc, lane);
+          ComputeUnitFast<kRT, kCPS, kNT, 1, kB16>(stage, cur.ks, run, acc,
+                                                   lane);
           br.ready = false;
         } else {
           // The next unit continues this run with all its chunks present: the
@@ -577,11 +649,11 @@ __device__ void RunUnits(const MmaJob& j,
           br.ready = next_same;
         }
       } else {
-        ComputeUnitFast<kRT, kCPS, kNT, kB16>(stage, cur.ks, run, acc, lane);
+        ComputeUnitFast<kRT, kCPS, kNT, 1, kB16>(stage, cur.ks, run, acc, lane);
       }
     } else if constexpr (kNT > 1 || kRagged) {
-      ComputeUnitGeneral<kRT, kCPS, kNT, kB16>(stage, cur.ks, j.w.chunks, run,
-                                               acc, lane);
+      ComputeUnitWide<kRT, kCPS, kNT, kB16>(stage, cur.ks, full, j.w.chunks,
+                                            run, acc, lane);
       br.ready = false;
     }
   }
@@ -590,9 +662,16 @@ __device__ void RunUnits(const MmaJob& j,
   CpAsyncWait<0>();
 }
 
-// The slots [*lo, *hi) of the job's part (read through L2: down reads them
-// before waiting for gate_up, after the router finished).
+// The slots [*lo, *hi) of the job's part, or for the wide part its tiles
+// (read through L2: down reads them before waiting for gate_up, after the
+// router finished).
+template <bool kTiles>
 __device__ __forceinline__ void SlotPart(const MmaJob& j, int* lo, int* hi) {
+  if (kTiles) {
+    *lo = 0;
+    *hi = __ldcg(j.buf.tile_prefix + __ldcg(j.buf.meta + kMetaWide));
+    return;
+  }
   const int slots = __ldcg(j.buf.meta + kMetaSlots);
   const int wide =
       j.slot_part == kAllSlots ? 0 : __ldcg(j.buf.meta + kMetaWide);
@@ -651,6 +730,7 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
   const int rgs = job.w.rows / tiled::kTileRows / kRT;
   const int steps = (job.w.chunks + kCPS - 1) / kCPS;
   if constexpr (kStreamK) {
+    constexpr bool kTiles = kWalksTiles<kNT, kStreamK>;
     const int W = gridDim.x * kWarps, w = blockIdx.x * kWarps + warp;
     const int per_slot = rgs * steps;
     if (IsMode(kMode, job, kModeDown)) {
@@ -658,33 +738,36 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
       // copies go out before waiting for gate_up's h (the router finished
       // before gate_up started its routed part; read through L2).
       int lo = 0, hi = 0;
-      SlotPart(job, &lo, &hi);
+      SlotPart<kTiles>(job, &lo, &hi);
       const StreamKSeq seq{
           WarpRange((hi - lo) * per_slot, W, w, job.round_units), lo, per_slot,
           rgs, steps};
       RunUnits<kRT, kCPS, kNT, kMode, kRagged, true, false, false, true>(
-          job, SlotSource<false, true>{&job, 0}, seq, ring, lane);
+          job, SlotSource<false, true, kTiles>{&job, 0}, seq, ring, lane);
       return;
     }
     {
       int first = 0;
       if (job.shared_first) {  // before the routing exists
-        const StreamKSeq seq{WarpRange(per_slot, W, w, job.round_units), 0,
+        // Its slot 0, or its tiles (the router's first) in the wide part.
+        const int n =
+            kTiles ? (job.batch + kGroupedTokens - 1) / kGroupedTokens : 1;
+        const StreamKSeq seq{WarpRange(n * per_slot, W, w, job.round_units), 0,
                              per_slot, rgs, steps};
         RunUnits<kRT, kCPS, kNT, kMode, kRagged, true, true, true, false>(
             job, SlotSource<true, true>{&job, 0}, seq, ring, lane);
-        first = 1;
+        first = n;
       }
       GridDependencyWait();
       LaunchDependents();
       int lo = 0, hi = 0;
-      SlotPart(job, &lo, &hi);
+      SlotPart<kTiles>(job, &lo, &hi);
       lo = max(lo, first);
       const StreamKSeq seq{
           WarpRange(max(hi - lo, 0) * per_slot, W, w, job.round_units), lo,
           per_slot, rgs, steps};
       RunUnits<kRT, kCPS, kNT, kMode, kRagged, true, false, false, false>(
-          job, SlotSource<false, true>{&job, 0}, seq, ring, lane);
+          job, SlotSource<false, true, kTiles>{&job, 0}, seq, ring, lane);
     }
   } else {
     GridDependencyWait();
@@ -710,6 +793,13 @@ GpuStatus LaunchAs(const MmaJob& job, int device, int sm_count,
   static int blocks_per_sm[64] = {};
   auto* kernel =
       &ExpertMmaKernel<kRT, kCPS, kNT, kWarps, kStreamK, kMode, kRagged>;
+  if (kStreamK && (job.slot_part == kWideSlots) != kWalksTiles<kNT, kStreamK>) {
+    return Fail(RunStatus::kBadProblem,
+                "job.slot_part: the wide slots run in, and only in, the "
+                "kernels of 4 or 8 n-tiles; got part " +
+                    std::to_string(job.slot_part) + " with " +
+                    std::to_string(kNT) + " n-tiles");
+  }
   int per_sm = 0;
   MG_RETURN_IF_ERROR(BlocksPerSm(kernel, kWarps * 32, kSmem, device,
                                  blocks_per_sm, "expert", &per_sm));

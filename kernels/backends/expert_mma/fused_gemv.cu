@@ -1,6 +1,7 @@
 // fused_gemv: router, then ONE stream-K launch for gate_up of every active
 // expert (routed and shared, SiLU * up fused; above 16 tokens two, the
-// experts of more than 8 tokens apart), then ONE (two) for down (routing
+// experts of more than 8 tokens apart, in 64-token tiles), then ONE (two)
+// for down (routing
 // weight and combine fused: fp32 atomics into the output, so the order of
 // the additions, and the last bits of y, vary between runs). The expert
 // launches use programmatic dependent launch: gate_up streams the shared
@@ -46,7 +47,8 @@ GpuStatus LaunchExperts(const LayerArgs& a, cudaStream_t stream) {
 }
 
 // Above 16 tokens: the wide slots (the shared expert, and any routed expert
-// of more than 8 tokens; they lead the router's list) at kNT n-tiles, then
+// of more than 8 tokens; they lead the router's list) at kNT n-tiles, a unit
+// a 64-token tile of a slot (one tile a slot up to 64 tokens), then
 // the rest (at batch 32 ~1.6 tokens a routed expert on TP8 slices, ~1 on
 // whole experts) by a kernel of one n-tile, whose fewer registers let more
 // warps onto an SM. Device run 101, the glm5 layer, 16x512, uniform: batch
@@ -65,7 +67,8 @@ GpuStatus LaunchSplit(const LayerArgs& a, cudaStream_t stream) {
 }
 
 // n-tiles of 8 tokens: the shared expert (or one routed expert) may get
-// every token of the batch.
+// every token of the batch; above 64 the wide kernel takes it a 64-token
+// tile at a time.
 template <int kRT, int kCPS>
 GpuStatus LaunchTile(const LayerArgs& a, cudaStream_t stream) {
   const int b = a.geo.batch;

@@ -25,8 +25,6 @@ const BackendDescriptor& Descriptor() {
       .tiles = kTiles,
       .graph_capturable = true,
       .times_decode_step = true,
-      .max_batch = 64,
-      .max_batch_why = "8 mma n-tiles; use grouped_mma",
       .gpu = {.min_sm = 90, .feature = "Hopper"},
       .error_bound = 2e-2,
       .shape_rules = &Rules,

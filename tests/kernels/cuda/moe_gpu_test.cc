@@ -493,9 +493,9 @@ TEST(MoeGpuTest, UnsupportedRequestsSayWhy) {
   EXPECT_THAT(r.message, HasSubstr("CUDA graph"));
   r = RunMoeLayer(p, Options("dequant_cublas", 64, 64));
   EXPECT_EQ(r.status, RunStatus::kCannotImplement);
-  r = RunMoeLayer(Small(65, 3), Options("fused_gemv"));
+  r = RunMoeLayer(Small(4097, 3), Options("fused_gemv"));
   EXPECT_EQ(r.status, RunStatus::kCannotImplement);
-  EXPECT_THAT(r.message, HasSubstr("at most 64 tokens"));
+  EXPECT_THAT(r.message, HasSubstr("at most 4096 tokens"));
   r = RunMoeLayer(p, Options("fused_gemv_fp8", 128, 128));
   EXPECT_EQ(r.status, RunStatus::kCannotImplement);
   EXPECT_THAT(r.message, HasSubstr("one token"));
@@ -637,12 +637,14 @@ TEST(MoeGpuTest, GroupedWgmmaHandlesUnevenRoutingAtServingBatches) {
 // shared expert, and a routed expert every token takes under one_hot)
 // with a kernel of several n-tiles and the rest with one of a single
 // n-tile: the router must put the wide slots first, or the narrow kernel
-// would drop the tokens past its 8. Every tile, graph off and on, against
-// the trusted path.
+// would drop the tokens past its 8. Above 64 tokens the wide kernel walks
+// 64-token tiles (65: a last tile of one token; 130: the ring path's two;
+// 512 under one_hot: one expert's 8 tiles). Every tile, graph off and on,
+// against the trusted path.
 TEST(MoeGpuTest, FusedGemvSplitsWideAndNarrowSlots) {
   SKIP_WITHOUT_GPU();
   const BackendDescriptor& info = *backends::FindBackend("fused_gemv");
-  for (const int batch : {12, 17, 40, 64}) {
+  for (const int batch : {12, 17, 40, 64, 65, 130, 512}) {
     for (const std::string routing : {"uniform", "skewed", "one_hot"}) {
       const MoeProblem p = Serving(batch, routing);
       const std::vector<double> want = TrustedOutput(p);
