@@ -157,11 +157,12 @@ TEST_F(ReplayTest, GridReplayIsDeterministicAndFindsTheRecordedBest) {
 }
 
 // tests/data/recorded_h200_serving_sweep.json: deploy/h200_serving_sweep.json
-// on the H200 (kernels/PERF.md "Serving batches", device run 103, `moetune
+// on the H200 (kernels/PERF.md "Serving batches", device run 111, `moetune
 // results --sweep 1 --format json`; glm5 MoE layer, batches 1-512, graph
-// on). A grid replay proposes exactly the recorded trials and picks the
+// on; fused_gemv planned at every batch since it walks 64-token tiles). A
+// grid replay proposes exactly the recorded trials and picks the
 // crossovers the sweep found: fused_gemv_fp8 at 1 token, fused_gemv at 8 to
-// 64, grouped_wgmma 128x256 from 128 on.
+// 64, grouped_wgmma 128x256 from 128 on (fused_gemv second at 128).
 TEST(ServingReplayTest, TheGridPicksTheRecordedCrossovers) {
   const absl::StatusOr<ReplayOracle> oracle = ReplayOracle::FromJsonFile(
       std::string(MOETUNE_SOURCE_DIR) +
