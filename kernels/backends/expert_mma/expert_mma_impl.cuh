@@ -356,9 +356,9 @@ __device__ __forceinline__ void RunTokens(
     const SlotSource<kFixed, kStreamK, kTiles>& src, int s, int* p0,
     int* ntok) {
   const MmaJob& j = *src.j;
-  if (kFixed) {
-    *p0 = s * kGroupedTokens;
-    *ntok = min(kGroupedTokens, j.batch - *p0);
+  if (kFixed) {  // outside the wide kernels: one slot of <= 16 tokens
+    *p0 = kTiles ? s * kGroupedTokens : 0;
+    *ntok = kTiles ? min(kGroupedTokens, j.batch - *p0) : j.batch;
     return;
   }
   if (kTiles) {
@@ -389,9 +389,9 @@ __device__ __forceinline__ void StartRun(
     // Past the slot's tokens: the slot's first token (valid memory; its
     // products land in accumulator columns that are never stored).
     const int nn = nt * 8 + lane / 4 < run.ntok ? nt * 8 + lane / 4 : 0;
-    const int row = kFixed || j.b_by_position
-                        ? run.p0 + nn
-                        : __ldg(j.buf.tok_list + run.p0 + nn);
+    const int row = kFixed            ? (kTiles ? run.p0 + nn : nn)
+                    : j.b_by_position ? run.p0 + nn
+                                      : __ldg(j.buf.tok_list + run.p0 + nn);
     run.b[nt] = base + static_cast<int64_t>(row) * j.ld_b + (lane % 4) * 16;
 #pragma unroll
     for (int rt = 0; rt < kRT; ++rt) {
@@ -755,7 +755,7 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocks<kRT, kNT, kWarps>()))
         const StreamKSeq seq{WarpRange(n * per_slot, W, w, job.round_units), 0,
                              per_slot, rgs, steps};
         RunUnits<kRT, kCPS, kNT, kMode, kRagged, true, true, true, false>(
-            job, SlotSource<true, true>{&job, 0}, seq, ring, lane);
+            job, SlotSource<true, true, kTiles>{&job, 0}, seq, ring, lane);
         first = n;
       }
       GridDependencyWait();
