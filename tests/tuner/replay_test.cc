@@ -157,7 +157,7 @@ TEST_F(ReplayTest, GridReplayIsDeterministicAndFindsTheRecordedBest) {
 }
 
 // tests/data/recorded_h200_serving_sweep.json: deploy/h200_serving_sweep.json
-// on the H200 (kernels/PERF.md "Serving batches", device run 111, `moetune
+// on the H200 (kernels/PERF.md "Serving batches", device run 112, `moetune
 // results --sweep 1 --format json`; glm5 MoE layer, batches 1-512, graph
 // on; fused_gemv planned at every batch since it walks 64-token tiles). A
 // grid replay proposes exactly the recorded trials and picks the
