@@ -146,7 +146,8 @@ Geometry MakeGeometry(const MoeProblem& p) {
       static_cast<int>(std::min<int64_t>(g.num_local, routed)) + g.has_shared;
   g.max_positions = static_cast<int>(routed + g.has_shared * p.batch);
   // Each slot's last tile may be partial: one more than its whole ones.
-  g.max_tiles = g.max_slots + g.max_positions / kGroupedTokens;
+  g.max_tiles =
+      g.max_slots + (g.max_positions + kGroupedTokens - 1) / kGroupedTokens;
   return g;
 }
 

@@ -18,10 +18,6 @@ namespace {
 
 constexpr int kGroupedNt = kGroupedTokens / 8;
 
-int TileBound(const Geometry& g) {
-  return g.max_slots + (g.max_positions + kGroupedTokens - 1) / kGroupedTokens;
-}
-
 struct Workspace {
   __half* xp;  // [max_positions][hidden]
   float* yp;   // [max_positions][hidden]
@@ -41,7 +37,7 @@ MmaJob Job(const LayerArgs& a, const Workspace& ws, bool gate_up) {
   j.b_src = gate_up ? ws.xp : a.buf.h;
   j.b_by_position = 1;
   j.yp = ws.yp;
-  j.tile_bound = TileBound(a.geo);
+  j.tile_bound = a.geo.max_tiles;
   return j;
 }
 
