@@ -1,13 +1,12 @@
 // fused_gemv: router, then ONE stream-K launch for gate_up of every active
 // expert (routed and shared, SiLU * up fused; above 16 tokens two, the
 // experts of more than 8 tokens apart, in 64-token tiles), then ONE (two)
-// for down (routing
-// weight and combine fused: fp32 atomics into the output, so the order of
-// the additions, and the last bits of y, vary between runs). The expert
-// launches use programmatic dependent launch: gate_up streams the shared
-// expert while the router still runs. Tile (block_n, block_k): block_n rows
-// (16 or 32) per warp work unit, block_k K elements per unit; both are
-// template parameters.
+// for down (routing weight and combine fused: fp32 atomics into the output,
+// so the order of the additions, and the last bits of y, vary between
+// runs). The expert launches use programmatic dependent launch: gate_up
+// streams the shared expert while the router still runs. Tile (block_n,
+// block_k): block_n rows (16 or 32) per warp work unit, block_k K elements
+// per unit; both are template parameters.
 #include <string>
 
 #include "kernels/backends/expert_mma/expert_mma_impl.cuh"
