@@ -1,12 +1,14 @@
-// The DSA indexer's top-k (mla.cuh LaunchTopK): a radix select of the
-// k-th largest score, 8 bits a pass from the most significant, then every
-// index at or above it written in order. A sequence's scores are split
-// over a cluster of blocks (each stages and counts its slice; every block
-// sums the cluster's histograms from their shared memory, so all pick the
-// same digit), at long contexts: one block a sequence was bound by one
-// SM's issue (ncu, run 80: 32 warps, 1.1 eligible a scheduler, 17 cycles
-// an instruction) and took 41 us a layer at 32768 tokens, 3.2 ms of an
-// 11.2 ms batch-1 step.
+// The DSA indexer's top-k (mla.cuh LaunchTopK). Up to 8192 scores a
+// sequence (the step's 4096-token context): one block, one pass of 13-bit
+// digits and a rank of the keys in the k-th key's bin (FastTopKKernel).
+// Past that, a radix select of the k-th largest score, 8 bits a pass from
+// the most significant, then every index at or above it written in order.
+// A sequence's scores are split over a cluster of blocks (each stages and
+// counts its slice; every block sums the cluster's histograms from their
+// shared memory, so all pick the same digit), at long contexts: one block a
+// sequence was bound by one SM's issue (ncu, run 80: 32 warps, 1.1
+// eligible a scheduler, 17 cycles an instruction) and took 41 us a layer
+// at 32768 tokens, 3.2 ms of an 11.2 ms batch-1 step.
 // Copying the keys holding a pass's prefix to lists of their own did not
 // shorten it (run 79). Launch-only; not thread-safe.
 #include <cooperative_groups.h>
@@ -202,8 +204,10 @@ __device__ int BlockExclusiveScan(int flag, int* scratch, int* total) {
 
 // Writes the indices of the keys above kth and of the first equal_quota
 // keys equal to it, in ascending order: each thread counts a contiguous run
-// of the keys, two block scans place the runs (a scan per 1024 keys, as
-// before, cost ~20 block barriers at 4096 tokens).
+// of the keys, a block scan places the runs (a scan per 1024 keys, as
+// before, cost ~20 block barriers at 4096 tokens). Below 2^16 keys both
+// counts go through one scan, packed in halves of an int (the keys above
+// never carry into the equal keys' half).
 // Indices are written plus index_base; *kept_n (when not null) = kept_before
 // + the keys this block keeps.
 template <typename Keys>
@@ -219,16 +223,31 @@ __device__ void WriteKept(const Keys& keys, int n, uint32_t kth,
     above += key > kth;
     equal += key == kth;
   }
-  int equal_total = 0, keep_total = 0;
-  const int equal_before = BlockExclusiveScan(equal, scratch, &equal_total);
+  int above_before = 0, equal_before = 0, above_total = 0, equal_total = 0;
+  if (n < (1 << 16)) {
+    int total = 0;
+    const int before =
+        BlockExclusiveScan((equal << 16) | above, scratch, &total);
+    above_before = before & 0xffff;
+    equal_before = before >> 16;
+    above_total = total & 0xffff;
+    equal_total = total >> 16;
+  } else {
+    equal_before = BlockExclusiveScan(equal, scratch, &equal_total);
+    above_before = BlockExclusiveScan(above, scratch, &above_total);
+  }
+  // The equal keys are kept first come: the runs before this one took
+  // min(equal_before, equal_quota) of them.
   const int equal_kept = max(0, min(equal, equal_quota - equal_before));
-  int at = BlockExclusiveScan(above + equal_kept, scratch, &keep_total);
+  int at = above_before + min(equal_before, equal_quota);
   for (int i = lo, equal_seen = 0; i < hi; ++i) {
     const uint32_t key = keys(i);
     const bool equal_here = key == kth && equal_seen++ < equal_kept;
     if (key > kth || equal_here) out[at++] = index_base + i;
   }
-  if (threadIdx.x == 0 && kept_n != nullptr) *kept_n = kept_before + keep_total;
+  if (threadIdx.x == 0 && kept_n != nullptr) {
+    *kept_n = kept_before + above_total + min(equal_total, equal_quota);
+  }
 }
 
 // This block's keys above kth and equal to it, into counts[0] and [1].
@@ -251,27 +270,157 @@ __device__ void CountAround(const Keys& keys, int n, uint32_t kth,
   }
 }
 
-// One block a sequence; kStaged: its keys in dynamic shared memory.
-template <bool kStaged>
+// Indices 0..n-1 when every score is kept.
+__device__ void KeepAll(int n, int* out, int* kept_n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = i;
+  if (threadIdx.x == 0) *kept_n = n;
+}
+
+// One block a sequence reading its scores in every pass: for contexts
+// past what a cluster stages (and any k past kFastMaxScores).
 __global__ void TopKKernel(const float* all_scores, int n, int k, int* kept,
                            int* kept_n) {
   EnterAfterPriorKernels();
-  extern __shared__ uint32_t staged_keys[];
   __shared__ int hists[2 * 256];
   __shared__ int scratch[32];
   const float* scores = all_scores + static_cast<int64_t>(blockIdx.x) * n;
   int* out = kept + static_cast<int64_t>(blockIdx.x) * k;
-  if (n <= k) {
-    for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = i;
-    if (threadIdx.x == 0) kept_n[blockIdx.x] = n;
-    return;
-  }
-  if (kStaged) StageKeys(scores, n, staged_keys);
-  const TopKKeys<kStaged> keys{scores, staged_keys};
+  if (n <= k) return KeepAll(n, out, kept_n + blockIdx.x);
+  const TopKKeys<false> keys{scores, nullptr};
   int equal_quota = 0;
   const uint32_t kth =
       KthKey(keys, n, k, hists, nullptr, &equal_quota, OneBlock{});
   WriteKept(keys, n, kth, equal_quota, scratch, out, 0, 0, kept_n + blockIdx.x);
+}
+
+// The select up to kFastMaxScores keys (the step's 4096-token context): one
+// pass of 13-bit digits into 8192 bins finds the bin that holds the k-th
+// key; the keys in that bin (the candidates: a few dozen where scores
+// spread) are ranked against one another; one scan places the kept
+// indices. About 10 block barriers where the radix select takes ~20 and
+// waits four times on warp 0's digit search (11 us a layer at batch 1,
+// 10 % of the step: device run 113). More than kFastRankMax candidates
+// (scores bunched in one bin) take the radix select's passes.
+constexpr int kFastMaxScores = 8192;
+constexpr int kFastKeysPerThread = kFastMaxScores / kSelectThreads;
+constexpr int kFastDigitShift = 32 - 13;
+constexpr int kFastBins = 1 << 13;
+constexpr int kFastBinsPerThread = kFastBins / kSelectThreads;
+constexpr int kFastRankMax = kSelectThreads;
+
+// Dynamic shared memory of FastTopKKernel: bins, candidates, then n keys.
+size_t FastTopKSharedBytes(int n) {
+  return sizeof(uint32_t) * (kFastBins + kFastRankMax + n);
+}
+
+// The bin holding the k-th largest key: thread t sums the eight bins
+// kFastBins - 8(t + 1).. (thread 0 the highest), a block scan counts the
+// keys in the bins above each thread's, and the one thread whose bins hold
+// the k-th walks them down. *remaining_s = k minus the keys above the bin.
+__device__ void FindKthBin(const int* hist, int k, int* scratch,
+                           int* digit_s, int* remaining_s) {
+  const int first = kFastBins - kFastBinsPerThread * (threadIdx.x + 1);
+  const int4 lo = reinterpret_cast<const int4*>(hist + first)[0];
+  const int4 hi = reinterpret_cast<const int4*>(hist + first)[1];
+  const int bins[kFastBinsPerThread] = {lo.x, lo.y, lo.z, lo.w,
+                                        hi.x, hi.y, hi.z, hi.w};
+  int own = 0;
+#pragma unroll
+  for (int j = 0; j < kFastBinsPerThread; ++j) own += bins[j];
+  int total = 0;
+  int above = BlockExclusiveScan(own, scratch, &total);
+  if (above < k && k <= above + own) {
+    for (int j = kFastBinsPerThread - 1; j >= 0; --j) {
+      if (above + bins[j] >= k) {
+        *digit_s = first + j;
+        *remaining_s = k - above;
+        break;
+      }
+      above += bins[j];
+    }
+  }
+  __syncthreads();
+}
+
+// Among c <= blockDim.x candidates, the remaining-th largest key and how
+// many keys equal to it are kept: thread t ranks candidate t against all
+// (the same candidate read by every thread at once: a broadcast); of equal
+// candidates only the first in the list writes.
+__device__ void RankCandidates(const uint32_t* candidates, int c,
+                               int remaining, uint32_t* kth_s,
+                               int* equal_quota_s) {
+  const int t = threadIdx.x;
+  if (t >= c) return;
+  const uint32_t v = candidates[t];
+  int greater = 0, equal = 0, equal_before = 0;
+  for (int j = 0; j < c; ++j) {
+    const uint32_t x = candidates[j];
+    greater += x > v;
+    equal += x == v;
+    equal_before += (x == v) & (j < t);
+  }
+  if (equal_before == 0 && greater < remaining && remaining <= greater + equal) {
+    *kth_s = v;
+    *equal_quota_s = remaining - greater;
+  }
+}
+
+__global__ void __launch_bounds__(kSelectThreads)
+    FastTopKKernel(const float* all_scores, int n, int k, int* kept,
+                   int* kept_n) {
+  extern __shared__ uint32_t fast_shared[];
+  int* hist = reinterpret_cast<int*>(fast_shared);
+  uint32_t* candidates = fast_shared + kFastBins;
+  uint32_t* keys = candidates + kFastRankMax;
+  __shared__ int scratch[32], digit_s, remaining_s, candidates_n, quota_s;
+  __shared__ uint32_t kth_s;
+  // Nothing here depends on the kernels before: clear while they finish.
+  for (int i = threadIdx.x; i < kFastBins; i += blockDim.x) hist[i] = 0;
+  if (threadIdx.x == 0) candidates_n = 0;
+  EnterAfterPriorKernels();
+  const float* scores = all_scores + static_cast<int64_t>(blockIdx.x) * n;
+  int* out = kept + static_cast<int64_t>(blockIdx.x) * k;
+  if (n <= k) return KeepAll(n, out, kept_n + blockIdx.x);
+  uint32_t own[kFastKeysPerThread];
+#pragma unroll
+  for (int j = 0; j < kFastKeysPerThread; ++j) {
+    const int i = threadIdx.x + j * kSelectThreads;
+    own[j] = i < n ? OrderKey(scores[i]) : 0u;
+  }
+  __syncthreads();  // the bins are clear
+#pragma unroll
+  for (int j = 0; j < kFastKeysPerThread; ++j) {
+    const int i = threadIdx.x + j * kSelectThreads;
+    if (i < n) {
+      keys[i] = own[j];
+      atomicAdd(&hist[own[j] >> kFastDigitShift], 1);
+    }
+  }
+  __syncthreads();
+  FindKthBin(hist, k, scratch, &digit_s, &remaining_s);
+  const uint32_t digit = digit_s;
+#pragma unroll
+  for (int j = 0; j < kFastKeysPerThread; ++j) {
+    const int i = threadIdx.x + j * kSelectThreads;
+    if (i < n && own[j] >> kFastDigitShift == digit) {
+      const int at = atomicAdd(&candidates_n, 1);
+      if (at < kFastRankMax) candidates[at] = own[j];
+    }
+  }
+  __syncthreads();
+  const TopKKeys<true> staged{scores, keys};
+  uint32_t kth = 0;
+  int equal_quota = 0;
+  if (candidates_n <= kFastRankMax) {
+    RankCandidates(candidates, candidates_n, remaining_s, &kth_s, &quota_s);
+    __syncthreads();
+    kth = kth_s;
+    equal_quota = quota_s;
+  } else {
+    kth = KthKey(staged, n, k, hist, nullptr, &equal_quota, OneBlock{});
+  }
+  WriteKept(staged, n, kth, equal_quota, scratch, out, 0, 0,
+            kept_n + blockIdx.x);
 }
 
 // A cluster of blocks a sequence, block r staging and selecting over
@@ -324,14 +473,14 @@ GpuStatus LaunchTopK(const float* scores, int n, int k, int batch, int* kept,
         ClusterTopKKernel, batch * kClusterBlocks, kSelectThreads, smem, stream,
         kClusterBlocks, scores, n, k, kept, kept_n);
   }
-  if (n > kTopKStagedMax) {
-    return LaunchOverlapped(TopKKernel<false>, batch, kSelectThreads, 0, stream,
+  if (n > kFastMaxScores) {
+    return LaunchOverlapped(TopKKernel, batch, kSelectThreads, 0, stream,
                             scores, n, k, kept, kept_n);
   }
-  const size_t smem = sizeof(uint32_t) * n;
+  const size_t smem = FastTopKSharedBytes(n);
   static std::atomic<size_t> allowed{48 * 1024};
-  MG_RETURN_IF_ERROR(AllowSharedMemory(TopKKernel<true>, smem, &allowed));
-  return LaunchOverlapped(TopKKernel<true>, batch, kSelectThreads, smem, stream,
+  MG_RETURN_IF_ERROR(AllowSharedMemory(FastTopKKernel, smem, &allowed));
+  return LaunchOverlapped(FastTopKKernel, batch, kSelectThreads, smem, stream,
                           scores, n, k, kept, kept_n);
 }
 

@@ -2,9 +2,11 @@
 // reference's rule (kernels/reference/attention.h TopKIndices: the k
 // largest, ties at the boundary to the lower index, ascending) exactly, at
 // the step's contexts (4096 and 32768 tokens + the new one: one block a
-// sequence, and a cluster of blocks), past one block's staged size, and
-// with scores whose ties and spread exercise each pass of
-// the radix select. Skips without a device.
+// sequence, and a cluster of blocks), at the one-block select's largest
+// context and one past it, past one block's staged size, and with scores
+// whose ties and spread exercise each pass of the radix select and the
+// one-block select's ranked bin (a few keys, many equal keys, and more
+// keys than it ranks, which take the radix passes). Skips without a device.
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -54,7 +56,7 @@ TEST(TopKGpuTest, IndexerLikeScoresKeepTheReferenceSet) {
     const float x = v.Next();
     return x < -0.3f ? 0.0f : std::exp(3.0f * x) * (x < 0.5f ? 1.0f : -0.2f);
   };
-  for (int n : {100, kTopK, kTopK + 1, 4097, 32769}) {
+  for (int n : {100, kTopK, kTopK + 1, 4097, 8192, 8193, 32769}) {
     ExpectReferenceTopK(Scores(n, 2, relu_sums), n, kTopK, 2);
   }
   ExpectReferenceTopK(Scores(60001, 1, relu_sums), 60001, kTopK, 1);
@@ -73,7 +75,7 @@ TEST(TopKGpuTest, TiesKeepTheLowerIndices) {
   const auto hot_top = [](int i, Values& v) {
     return i % 7 == 0 ? 9.0f : v.Next();
   };
-  for (int n : {4097, 32769}) {
+  for (int n : {4097, 8192, 32769}) {
     ExpectReferenceTopK(Scores(n, 3, few), n, kTopK, 3);
     ExpectReferenceTopK(Scores(n, 1, equal), n, kTopK, 1);
     ExpectReferenceTopK(Scores(n, 1, hot_top), n, kTopK, 1);
@@ -89,7 +91,7 @@ TEST(TopKGpuTest, WideAndNarrowRangesKeepTheReferenceSet) {
     return std::ldexp(v.Next(), static_cast<int>(v.Next() * 60.0f));
   };
   const auto narrow = [](int, Values& v) { return 1.0f + v.Next() * 1e-3f; };
-  for (int n : {4097, 32769}) {
+  for (int n : {4097, 8192, 32769}) {
     ExpectReferenceTopK(Scores(n, 2, wide), n, kTopK, 2);
     ExpectReferenceTopK(Scores(n, 2, narrow), n, kTopK, 2);
   }
