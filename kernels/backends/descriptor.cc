@@ -20,6 +20,10 @@ Tile BackendDescriptor::DefaultTile() const {
 }
 
 Tile BackendDescriptor::TileFor(const LayerShape& shape) const {
+  if (measured_best != nullptr) {
+    const Tile best = measured_best(shape);
+    if (!(best == Tile{}) && CanImplement(shape, best).empty()) return best;
+  }
   for (const Tile& tile : tiles) {
     if (CanImplement(shape, tile).empty()) return tile;
   }

@@ -73,15 +73,20 @@ struct BackendDescriptor {
   // `shape`, else why, naming the dims. Null: no rules beyond CanImplement's.
   std::string (*shape_rules)(const LayerShape& shape,
                              const Tile& tile) = nullptr;
+  // The tile measured fastest for a shape, where measurements say (Tile{}
+  // elsewhere): what a run or sweep naming no tile takes when it can run
+  // the shape. Null: the list's order alone decides.
+  Tile (*measured_best)(const LayerShape& shape) = nullptr;
 
   bool is_gpu() const { return placement == Placement::kGpu; }
   bool HasTile(const Tile& tile) const;
   // tiles.front(), or Tile{} without tiles.
   Tile DefaultTile() const;
-  // The tile of a run or sweep that names none: the default, or where that
-  // cannot run `shape` the first of the others that can (fused_gemv_fp8's
-  // 128x512 does not divide a TP8 slice of 256; its 128x256 does); the
-  // default when none can, so that the refusal names it.
+  // The tile of a run or sweep that names none: the measured best for
+  // `shape` where there is one and it can run it; else the default, or
+  // where that cannot run `shape` the first of the others that can
+  // (fused_gemv_fp8's 128x512 does not divide a TP8 slice of 256; its
+  // 128x256 does); the default when none can, so that the refusal names it.
   Tile TileFor(const LayerShape& shape) const;
   // "16x256, 16x512" ("" without tiles).
   std::string TileList() const;

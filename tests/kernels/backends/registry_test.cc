@@ -95,6 +95,21 @@ TEST(DescriptorTest, TileForTakesTheFirstTileThatRunsTheShape) {
   EXPECT_EQ(FindBackend("dequant_cublas")->TileFor(kGlm5), Tile{});
 }
 
+// Where measurements name a tile for the shape, a run naming none takes
+// it: fused_gemv on GLM-5 takes 32x256 on a TP8 slice and 16x512 on whole
+// experts; on other dims (tiny) its list's first, 16x256.
+TEST(DescriptorTest, TileForTakesTheMeasuredBestWhereThereIsOne) {
+  const BackendDescriptor& fused = *FindBackend("fused_gemv");
+  EXPECT_EQ(fused.TileFor({6144, 2048 / 8, 1}), (Tile{32, 256}));
+  EXPECT_EQ(fused.TileFor({6144, 2048 / 8, 32}), (Tile{32, 256}));
+  EXPECT_EQ(fused.TileFor({6144, 2048, 1}), (Tile{16, 512}));
+  EXPECT_EQ(fused.TileFor({6144, 2048, 512}), (Tile{16, 512}));
+  EXPECT_EQ(fused.TileFor({256, 128, 1}), (Tile{16, 256}));
+  EXPECT_EQ(fused.DefaultTile(), (Tile{16, 256}));
+  // No measurement for fused_gemv_fp8: the first tile that runs the shape.
+  EXPECT_EQ(FindBackend("fused_gemv_fp8")->measured_best, nullptr);
+}
+
 TEST(DescriptorTest, GpuNeedsSayWhatEachBackendUses) {
   EXPECT_TRUE(FindBackend("fused_gemv_fp8")->gpu.arch_specific);
   EXPECT_TRUE(FindBackend("dequant_cublas")->gpu.cublas);
