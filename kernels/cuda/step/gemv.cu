@@ -23,8 +23,9 @@ using gemv_detail::Unpack8;
 constexpr int kWarpsPerBlock = 8;
 
 // Loads in flight per lane: enough bytes per SM to cover DRAM latency (at
-// a batch of one or two, the whole row part of most rows of the step in one
-// round trip; larger batches spend their registers on accumulators).
+// a batch of two, the whole row part of most rows of the step in one round
+// trip; larger batches spend their registers on accumulators). One
+// sequence: GemvBf16OneKernel's own count.
 template <int NB>
 inline constexpr int kGemvUnroll = NB <= 2 ? 8 : 4;
 
@@ -45,11 +46,11 @@ __device__ __forceinline__ void AccumulateChunk(const uint4& packed,
 }
 
 // Block = kWarpsPerBlock / ks rows x ks parts of K: warp (row, part) sums
-// every ks-th group of 32 chunks of its row, kGemvUnroll loads in flight a
-// lane; the parts meet in shared memory. ks > 1 lets a GEMV of few rows
+// every ks-th group of 32 chunks of its row, U loads in flight a lane; the
+// parts meet in shared memory. ks > 1 lets a GEMV of few rows
 // keep enough warps (and loads) in flight to fill the GPU.
-template <int NB>
-__global__ void GemvBf16Kernel(Bf16Gemv g, int ks) {
+template <int NB, int U>
+__device__ __forceinline__ void GemvBf16Body(const Bf16Gemv& g, int ks) {
   __shared__ float partial[kWarpsPerBlock][NB];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int rows_per_block = kWarpsPerBlock / ks;
@@ -65,15 +66,15 @@ __global__ void GemvBf16Kernel(Bf16Gemv g, int ks) {
     const int nb = min(NB, g.batch - b0);
     float acc[NB] = {};
     for (int c0 = part * 32 + lane; live && c0 < chunks;
-         c0 += stride * kGemvUnroll<NB>) {
-      uint4 loaded[kGemvUnroll<NB>];
+         c0 += stride * U) {
+      uint4 loaded[U];
 #pragma unroll
-      for (int u = 0; u < kGemvUnroll<NB>; ++u) {
+      for (int u = 0; u < U; ++u) {
         const int c8 = c0 + stride * u;
         loaded[u] = c8 < chunks ? __ldg(row.w + c8) : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
-      for (int u = 0; u < kGemvUnroll<NB>; ++u) {
+      for (int u = 0; u < U; ++u) {
         const int c8 = c0 + stride * u;
         if (c8 < chunks)
           AccumulateChunk<NB>(loaded[u], row, g, b0, nb, c8, acc);
@@ -94,6 +95,24 @@ __global__ void GemvBf16Kernel(Bf16Gemv g, int ks) {
     }
     __syncthreads();
   }
+}
+
+template <int NB>
+__global__ void GemvBf16Kernel(Bf16Gemv g, int ks) {
+  GemvBf16Body<NB, kGemvUnroll<NB>>(g, ks);
+}
+// One sequence: two loads in flight a lane and 32 registers, so that eight
+// blocks (every warp slot) fit an SM and a GEMV of the step's size (700-770
+// blocks) runs in one wave. The kernel of eight loads in flight (64
+// registers, four blocks an SM) ran 1.3-1.45 waves, its last blocks alone
+// on the GPU (ncu: 44 % occupancy, DRAM 31 %); device runs 115-116, the TP8
+// step at batch 1: 8.16 -> 7.40 ms (four loads, six blocks: 7.57; one
+// load, eight blocks: 7.41; more K parts a row for more warps: 7.64).
+constexpr int kGemvOneUnroll = 2;
+constexpr int kGemvOneBlocksPerSm = 8;
+__global__ void __launch_bounds__(32 * kWarpsPerBlock, kGemvOneBlocksPerSm)
+    GemvBf16OneKernel(Bf16Gemv g, int ks) {
+  GemvBf16Body<1, kGemvOneUnroll>(g, ks);
 }
 
 // Decodes 16 weights of one block (8 code bytes) with the E2M1 table and
@@ -214,8 +233,13 @@ GpuStatus LaunchGemvBf16Nb(const Bf16Gemv& g, cudaStream_t stream) {
   }
   const int rows_per_block = kWarpsPerBlock / ks;
   const int blocks = (g.rows + rows_per_block - 1) / rows_per_block;
-  return LaunchOverlapped(GemvBf16Kernel<NB>, blocks, 32 * kWarpsPerBlock, 0,
-                          stream, g, ks);
+  if constexpr (NB == 1) {
+    return LaunchOverlapped(GemvBf16OneKernel, blocks, 32 * kWarpsPerBlock, 0,
+                            stream, g, ks);
+  } else {
+    return LaunchOverlapped(GemvBf16Kernel<NB>, blocks, 32 * kWarpsPerBlock,
+                            0, stream, g, ks);
+  }
 }
 
 void AddGemvSegment(Bf16Gemv* g, int rows, float* y, int64_t y_stride) {
