@@ -179,6 +179,7 @@ class RankComm final : public GangComm {
 
 // Allocates this rank's peer-visible buffers and its counters.
 GpuStatus AllocateOneShot(RankComm* comm, int64_t max_floats) {
+  MG_CUDA(LoadOneShotKernel());  // before any rank's kernel can spin
   auto state = std::make_unique<OneShotState>();
   MG_RETURN_IF_ERROR(state->own.Allocate(OneShotPeerBytes(max_floats)));
   MG_RETURN_IF_ERROR(

@@ -96,6 +96,11 @@ int64_t OneShotPeerBytes(int64_t max_floats) {
          int64_t{kOneShotMaxRanks} * kOneShotBlocks * sizeof(uint32_t);
 }
 
+cudaError_t LoadOneShotKernel() {
+  cudaFuncAttributes attributes{};
+  return cudaFuncGetAttributes(&attributes, OneShotKernel);
+}
+
 cudaError_t LaunchOneShot(const OneShotArgs& args, OneShotOp op, const void* in,
                           void* out, int64_t n, cudaStream_t stream) {
   const int64_t parts = op == OneShotOp::kAllReduce ? 1 : args.world;

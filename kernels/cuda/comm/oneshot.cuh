@@ -59,6 +59,12 @@ struct OneShotArgs {
 enum class OneShotOp { kAllReduce, kReduceScatter, kAllGather };
 cudaError_t LaunchOneShot(const OneShotArgs& args, OneShotOp op, const void* in,
                           void* out, int64_t n, cudaStream_t stream);
+// Loads the kernel now. With CUDA's lazy loading a kernel is loaded at its
+// first launch, and a load can wait for the context's running kernels:
+// ranks sharing a device whose first launch came while a peer's kernel
+// spun waiting for them would each wait on the other (a one-shot test
+// timed out so after an unrelated kernel was added to the binary).
+cudaError_t LoadOneShotKernel();
 
 // Bytes of one rank's peer-visible allocation for max_floats, and where its
 // flags start in it.

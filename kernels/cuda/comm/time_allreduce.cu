@@ -139,6 +139,13 @@ GpuStatus Measure(GangComm* comm, CollectiveOp op, int64_t n, int warmup,
   const int64_t rows = op == CollectiveOp::kAllReduce ? 1 : comm->world();
   // Zeros for the timed calls; a reduce-scatter's output after its input.
   GpuStatus status = buffer.Allocate((rows + 1) * n * sizeof(float));
+  // The pattern kernel loaded before any rank's sums spin (oneshot.cuh
+  // LoadOneShotKernel says why): its first launch comes after them.
+  cudaFuncAttributes pattern{};
+  if (status.ok() &&
+      cudaFuncGetAttributes(&pattern, FillRankPattern) != cudaSuccess) {
+    status = Fail(RunStatus::kCudaError, "cannot load FillRankPattern");
+  }
   const Calls calls{
       comm, op, buffer.as<float>(), buffer.as<float>() + rows * n, n, stream};
   std::vector<float> got(calls.Got());
