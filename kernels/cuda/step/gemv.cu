@@ -6,7 +6,6 @@
 #include "kernels/cuda/step/gemv_mma.cuh"
 #include "kernels/cuda/step/gemv_nvfp4_mma.cuh"
 #include "kernels/cuda/step/gemv_rows.cuh"
-#include "kernels/cuda/step/gemv_stream.cuh"
 #include "kernels/cuda/step/gemv_wgmma.cuh"
 #include "kernels/cuda/step/reduce.cuh"
 #include "kernels/model/nvfp4_format.h"
@@ -22,12 +21,10 @@ using gemv_detail::Unpack8;
 
 constexpr int kWarpsPerBlock = 8;
 
-// Loads in flight per lane: enough bytes per SM to cover DRAM latency (at
-// a batch of two, the whole row part of most rows of the step in one round
-// trip; larger batches spend their registers on accumulators). One
-// sequence: GemvBf16OneKernel's own count.
-template <int NB>
-inline constexpr int kGemvUnroll = NB <= 2 ? 8 : 4;
+// Loads in flight per lane from 3 sequences (the CUDA-core kernel's, where
+// the tensor-core ones do not fit); one and two sequences:
+// GemvBf16OneKernel's and GemvBf16TwoKernel's own count.
+constexpr int kGemvUnroll = 4;
 
 // acc[i] += 8 weights of chunk c8 . sequence b0 + i's inputs, i < nb. NB is
 // a compile-time bound so that a batch of one issues one product, not
@@ -99,7 +96,7 @@ __device__ __forceinline__ void GemvBf16Body(const Bf16Gemv& g, int ks) {
 
 template <int NB>
 __global__ void GemvBf16Kernel(Bf16Gemv g, int ks) {
-  GemvBf16Body<NB, kGemvUnroll<NB>>(g, ks);
+  GemvBf16Body<NB, kGemvUnroll>(g, ks);
 }
 // One sequence: two loads in flight a lane and 32 registers, so that eight
 // blocks (every warp slot) fit an SM and a GEMV of the step's size (700-770
@@ -113,6 +110,16 @@ constexpr int kGemvOneBlocksPerSm = 8;
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, kGemvOneBlocksPerSm)
     GemvBf16OneKernel(Bf16Gemv g, int ks) {
   GemvBf16Body<1, kGemvOneUnroll>(g, ks);
+}
+// Two sequences alike: two loads, six blocks an SM (40 registers; eight
+// blocks spilled and were no faster). It replaced a TMA-ring streaming
+// kernel (v19), whose 64 KB of stages a block kept the next kernels off
+// the SMs: device run 118 (H100), the step at batch 2 TP8 11.65 / 11.61 ->
+// 11.05 / 11.05 ms, EP8 12.01 / 11.95 -> 11.49 / 11.53.
+constexpr int kGemvTwoBlocksPerSm = 6;
+__global__ void __launch_bounds__(32 * kWarpsPerBlock, kGemvTwoBlocksPerSm)
+    GemvBf16TwoKernel(Bf16Gemv g, int ks) {
+  GemvBf16Body<2, kGemvOneUnroll>(g, ks);
 }
 
 // Decodes 16 weights of one block (8 code bytes) with the E2M1 table and
@@ -236,6 +243,9 @@ GpuStatus LaunchGemvBf16Nb(const Bf16Gemv& g, cudaStream_t stream) {
   if constexpr (NB == 1) {
     return LaunchOverlapped(GemvBf16OneKernel, blocks, 32 * kWarpsPerBlock, 0,
                             stream, g, ks);
+  } else if constexpr (NB == 2) {
+    return LaunchOverlapped(GemvBf16TwoKernel, blocks, 32 * kWarpsPerBlock, 0,
+                            stream, g, ks);
   } else {
     return LaunchOverlapped(GemvBf16Kernel<NB>, blocks, 32 * kWarpsPerBlock,
                             0, stream, g, ks);
@@ -262,10 +272,6 @@ GpuStatus LaunchGemvBf16(const Bf16Gemv& given, cudaStream_t stream) {
                     std::to_string(Bf16Gemv::kMaxSegments) + " segments");
   }
   if (g.rows_per_x == 0) g.rows_per_x = g.rows;
-  GemvStreamPlan plan;
-  if (PlanGemvStream(g, &plan)) {
-    return LaunchGemvBf16Stream(g, plan, stream);
-  }
   if (g.batch >= kGemvWgmmaMinBatch && GemvBf16WgmmaFits(g)) {
     return LaunchGemvBf16Wgmma(g, stream);
   }

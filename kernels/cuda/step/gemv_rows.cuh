@@ -1,6 +1,6 @@
 // Where a Bf16Gemv's row r reads its weights and input, and where output
 // (r, sequence b) goes, and the BF16 product of eight: shared by the
-// CUDA-core GEMVs (gemv.cu, gemv_stream.cu) and the tensor-core one
+// CUDA-core GEMVs (gemv.cu) and the tensor-core one
 // (gemv_mma.cu). Device-only; included by those files.
 #pragma once
 

@@ -167,40 +167,27 @@ TEST(GemvGpuTest, PerHeadProductsReadTheirOwnInputs) {
   }
 }
 
-// The streaming GEMV (batch 2) in each of its stage layouts: 8, 4,
-// 2 and 1 whole rows a stage, and rows in 2, 3 and 4 pieces (20000 K do
-// not split in 3 whole vectors); rows that end a stage partly, groups of
-// rows that allow only 4 rows a stage.
-TEST(GemvGpuTest, StreamedStageLayoutsMatch) {
+// Two sequences (the CUDA-core kernel of two loads a lane) over short and
+// long rows, rows in several K parts, rows not a multiple of a block's, and
+// per-head groups of rows reading their own inputs.
+TEST(GemvGpuTest, TwoSequencesMatchAcrossShapes) {
   SKIP_WITHOUT_GPU();
-  struct Layout {
-    int rows, k, rows_per_stage, pieces;
+  struct Shape {
+    int rows, k;
   };
-  for (const Layout& l : {Layout{1000, 512, 8, 1}, Layout{777, 2048, 4, 1},
-                          Layout{300, 4096, 2, 1}, Layout{301, 6144, 1, 1},
-                          Layout{67, 16384, 1, 2}, Layout{50, 24000, 1, 3},
-                          Layout{33, 20000, 1, 4}, Layout{90, 40, 8, 1}}) {
-    const Case c = Plain(l.rows, l.k, 2);
-    int rows_per_stage = 0, pieces = 0;
-    ASSERT_TRUE(StreamingTakes(c.shape, &rows_per_stage, &pieces));
-    EXPECT_EQ(rows_per_stage, l.rows_per_stage) << "k " << l.k;
-    EXPECT_EQ(pieces, l.pieces) << "k " << l.k;
-    ExpectMatches(c);
+  for (const Shape& l : {Shape{1000, 512}, Shape{777, 2048}, Shape{300, 4096},
+                         Shape{301, 6144}, Shape{67, 16384}, Shape{50, 24000},
+                         Shape{33, 20000}, Shape{90, 40}}) {
+    SCOPED_TRACE(::testing::Message() << l.rows << " x " << l.k);
+    ExpectMatches(Plain(l.rows, l.k, 2));
   }
   Case heads = Plain(80, 512, 2);
-  heads.shape.rows_per_x = 20;  // 8 rows a stage would straddle two inputs
+  heads.shape.rows_per_x = 20;
   heads.shape.w_group_stride = 40;
   heads.shape.x_group_stride = 512;
   heads.shape.x_stride = 4 * 512;
   heads.w_rows = 160;
-  int rows_per_stage = 0, pieces = 0;
-  ASSERT_TRUE(StreamingTakes(heads.shape, &rows_per_stage, &pieces));
-  EXPECT_EQ(rows_per_stage, 4);
   ExpectMatches(heads);
-  for (int batch : {1, 3}) {
-    EXPECT_FALSE(StreamingTakes(Plain(300, 6144, batch).shape, &rows_per_stage,
-                                &pieces));
-  }
 }
 
 // The wgmma GEMV (gemv_wgmma.cuh), launched directly, at every n-tile count

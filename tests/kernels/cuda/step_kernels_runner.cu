@@ -3,7 +3,6 @@
 #include "kernels/cuda/step/gemv.cuh"
 #include "kernels/cuda/step/gemv_mma.cuh"
 #include "kernels/cuda/step/gemv_nvfp4_mma.cuh"
-#include "kernels/cuda/step/gemv_stream.cuh"
 #include "kernels/cuda/step/gemv_wgmma.cuh"
 #include "kernels/cuda/step/index_scores_mma.cuh"
 #include "kernels/cuda/step/mla.cuh"
@@ -280,16 +279,5 @@ bool WgmmaTakes(const GemvShape& shape) {
 }
 
 int WgmmaMinBatch() { return kGemvWgmmaMinBatch; }
-
-bool StreamingTakes(const GemvShape& shape, int* rows_per_stage, int* pieces) {
-  Bf16Gemv g = ToGemv(shape);
-  g.w = reinterpret_cast<const uint16_t*>(uintptr_t{256});  // aligned
-  if (g.rows_per_x == 0) g.rows_per_x = g.rows;
-  GemvStreamPlan plan;
-  if (!PlanGemvStream(g, &plan)) return false;
-  *rows_per_stage = plan.rows_per_stage;
-  *pieces = plan.pieces;
-  return true;
-}
 
 }  // namespace moetune::gpu::testing

@@ -50,10 +50,6 @@ int WgmmaMinBatch();
 std::string RunTopK(const std::vector<float>& scores, int n, int k, int batch,
                     std::vector<std::vector<int>>* kept);
 
-// Whether the streaming GEMV (gemv_stream.cuh: a batch of 2) takes
-// the shape on this device, and its stages' rows and pieces a row.
-bool StreamingTakes(const GemvShape& shape, int* rows_per_stage, int* pieces);
-
 // The indexer's scores (mla.cuh IndexerScores: q [batch][heads][dim], w
 // [batch][heads], keys [batch][key_stride][dim] E4M3 bytes, new_key
 // [batch][dim]) into *scores [batch][context + 1]; "" or the failure.
