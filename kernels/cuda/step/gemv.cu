@@ -62,8 +62,7 @@ __device__ __forceinline__ void GemvBf16Body(const Bf16Gemv& g, int ks) {
   for (int b0 = 0; b0 < g.batch; b0 += NB) {
     const int nb = min(NB, g.batch - b0);
     float acc[NB] = {};
-    for (int c0 = part * 32 + lane; live && c0 < chunks;
-         c0 += stride * U) {
+    for (int c0 = part * 32 + lane; live && c0 < chunks; c0 += stride * U) {
       uint4 loaded[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
@@ -247,8 +246,8 @@ GpuStatus LaunchGemvBf16Nb(const Bf16Gemv& g, cudaStream_t stream) {
     return LaunchOverlapped(GemvBf16TwoKernel, blocks, 32 * kWarpsPerBlock, 0,
                             stream, g, ks);
   } else {
-    return LaunchOverlapped(GemvBf16Kernel<NB>, blocks, 32 * kWarpsPerBlock,
-                            0, stream, g, ks);
+    return LaunchOverlapped(GemvBf16Kernel<NB>, blocks, 32 * kWarpsPerBlock, 0,
+                            stream, g, ks);
   }
 }
 

@@ -317,8 +317,8 @@ size_t FastTopKSharedBytes(int n) {
 // kFastBins - 8(t + 1).. (thread 0 the highest), a block scan counts the
 // keys in the bins above each thread's, and the one thread whose bins hold
 // the k-th walks them down. *remaining_s = k minus the keys above the bin.
-__device__ void FindKthBin(const int* hist, int k, int* scratch,
-                           int* digit_s, int* remaining_s) {
+__device__ void FindKthBin(const int* hist, int k, int* scratch, int* digit_s,
+                           int* remaining_s) {
   const int first = kFastBins - kFastBinsPerThread * (threadIdx.x + 1);
   const int4 lo = reinterpret_cast<const int4*>(hist + first)[0];
   const int4 hi = reinterpret_cast<const int4*>(hist + first)[1];
@@ -346,9 +346,8 @@ __device__ void FindKthBin(const int* hist, int k, int* scratch,
 // many keys equal to it are kept: thread t ranks candidate t against all
 // (the same candidate read by every thread at once: a broadcast); of equal
 // candidates only the first in the list writes.
-__device__ void RankCandidates(const uint32_t* candidates, int c,
-                               int remaining, uint32_t* kth_s,
-                               int* equal_quota_s) {
+__device__ void RankCandidates(const uint32_t* candidates, int c, int remaining,
+                               uint32_t* kth_s, int* equal_quota_s) {
   const int t = threadIdx.x;
   if (t >= c) return;
   const uint32_t v = candidates[t];
@@ -359,7 +358,8 @@ __device__ void RankCandidates(const uint32_t* candidates, int c,
     equal += x == v;
     equal_before += (x == v) & (j < t);
   }
-  if (equal_before == 0 && greater < remaining && remaining <= greater + equal) {
+  if (equal_before == 0 && greater < remaining &&
+      remaining <= greater + equal) {
     *kth_s = v;
     *equal_quota_s = remaining - greater;
   }

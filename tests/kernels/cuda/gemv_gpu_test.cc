@@ -175,9 +175,9 @@ TEST(GemvGpuTest, TwoSequencesMatchAcrossShapes) {
   struct Shape {
     int rows, k;
   };
-  for (const Shape& l : {Shape{1000, 512}, Shape{777, 2048}, Shape{300, 4096},
-                         Shape{301, 6144}, Shape{67, 16384}, Shape{50, 24000},
-                         Shape{33, 20000}, Shape{90, 40}}) {
+  for (const Shape& l :
+       {Shape{1000, 512}, Shape{777, 2048}, Shape{300, 4096}, Shape{301, 6144},
+        Shape{67, 16384}, Shape{50, 24000}, Shape{33, 20000}, Shape{90, 40}}) {
     SCOPED_TRACE(::testing::Message() << l.rows << " x " << l.k);
     ExpectMatches(Plain(l.rows, l.k, 2));
   }
