@@ -23,7 +23,7 @@ constexpr int kWarpsPerBlock = 8;
 
 // Loads in flight per lane from 3 sequences (the CUDA-core kernel's, where
 // the tensor-core ones do not fit); one and two sequences:
-// GemvBf16OneKernel's and GemvBf16TwoKernel's own count.
+// GemvBf16FewKernel's own count.
 constexpr int kGemvUnroll = 4;
 
 // acc[i] += 8 weights of chunk c8 . sequence b0 + i's inputs, i < nb. NB is
@@ -97,28 +97,25 @@ template <int NB>
 __global__ void GemvBf16Kernel(Bf16Gemv g, int ks) {
   GemvBf16Body<NB, kGemvUnroll>(g, ks);
 }
-// One sequence: two loads in flight a lane and 32 registers, so that eight
-// blocks (every warp slot) fit an SM and a GEMV of the step's size (700-770
-// blocks) runs in one wave. The kernel of eight loads in flight (64
-// registers, four blocks an SM) ran 1.3-1.45 waves, its last blocks alone
-// on the GPU (ncu: 44 % occupancy, DRAM 31 %); device runs 115-116, the TP8
-// step at batch 1: 8.16 -> 7.40 ms (four loads, six blocks: 7.57; one
-// load, eight blocks: 7.41; more K parts a row for more warps: 7.64).
-constexpr int kGemvOneUnroll = 2;
-constexpr int kGemvOneBlocksPerSm = 8;
-__global__ void __launch_bounds__(32 * kWarpsPerBlock, kGemvOneBlocksPerSm)
-    GemvBf16OneKernel(Bf16Gemv g, int ks) {
-  GemvBf16Body<1, kGemvOneUnroll>(g, ks);
-}
-// Two sequences alike: two loads, six blocks an SM (40 registers; eight
-// blocks spilled and were no faster). It replaced a TMA-ring streaming
-// kernel (v19), whose 64 KB of stages a block kept the next kernels off
-// the SMs: device run 118 (H100), the step at batch 2 TP8 11.65 / 11.61 ->
-// 11.05 / 11.05 ms, EP8 12.01 / 11.95 -> 11.49 / 11.53.
-constexpr int kGemvTwoBlocksPerSm = 6;
-__global__ void __launch_bounds__(32 * kWarpsPerBlock, kGemvTwoBlocksPerSm)
-    GemvBf16TwoKernel(Bf16Gemv g, int ks) {
-  GemvBf16Body<2, kGemvOneUnroll>(g, ks);
+// One or two sequences: two loads in flight a lane, so that a GEMV of the
+// step's size (700-770 blocks) runs in one wave. One sequence: 32
+// registers, eight blocks (every warp slot) an SM; the kernel of eight
+// loads in flight (64 registers, four blocks an SM) ran 1.3-1.45 waves, its
+// last blocks alone on the GPU (ncu: 44 % occupancy, DRAM 31 %); device
+// runs 115-116, the TP8 step at batch 1: 8.16 -> 7.40 ms (four loads, six
+// blocks: 7.57; one load, eight blocks: 7.41; more K parts a row for more
+// warps: 7.64). Two sequences: 40 registers, six blocks an SM (eight
+// spilled and were no faster); it replaced a TMA-ring streaming kernel
+// (v19), whose 64 KB of stages a block kept the next kernels off the SMs:
+// device run 118 (H100), the step at batch 2 TP8 11.65 / 11.61 -> 11.05 /
+// 11.05 ms, EP8 12.01 / 11.95 -> 11.49 / 11.53.
+constexpr int kGemvFewUnroll = 2;
+template <int NB>
+inline constexpr int kGemvFewBlocksPerSm = NB == 1 ? 8 : 6;
+template <int NB>
+__global__ void __launch_bounds__(32 * kWarpsPerBlock, kGemvFewBlocksPerSm<NB>)
+    GemvBf16FewKernel(Bf16Gemv g, int ks) {
+  GemvBf16Body<NB, kGemvFewUnroll>(g, ks);
 }
 
 // Decodes 16 weights of one block (8 code bytes) with the E2M1 table and
@@ -239,12 +236,9 @@ GpuStatus LaunchGemvBf16Nb(const Bf16Gemv& g, cudaStream_t stream) {
   }
   const int rows_per_block = kWarpsPerBlock / ks;
   const int blocks = (g.rows + rows_per_block - 1) / rows_per_block;
-  if constexpr (NB == 1) {
-    return LaunchOverlapped(GemvBf16OneKernel, blocks, 32 * kWarpsPerBlock, 0,
-                            stream, g, ks);
-  } else if constexpr (NB == 2) {
-    return LaunchOverlapped(GemvBf16TwoKernel, blocks, 32 * kWarpsPerBlock, 0,
-                            stream, g, ks);
+  if constexpr (NB <= 2) {
+    return LaunchOverlapped(GemvBf16FewKernel<NB>, blocks, 32 * kWarpsPerBlock,
+                            0, stream, g, ks);
   } else {
     return LaunchOverlapped(GemvBf16Kernel<NB>, blocks, 32 * kWarpsPerBlock, 0,
                             stream, g, ks);
