@@ -276,8 +276,9 @@ __device__ void KeepAll(int n, int* out, int* kept_n) {
   if (threadIdx.x == 0) *kept_n = n;
 }
 
-// One block a sequence reading its scores in every pass: for contexts
-// past what a cluster stages (and any k past kFastMaxScores).
+// One block a sequence reading its scores in every pass: past
+// kFastMaxScores where no cluster takes the scores (more than its blocks
+// stage, or n <= k).
 __global__ void TopKKernel(const float* all_scores, int n, int k, int* kept,
                            int* kept_n) {
   EnterAfterPriorKernels();
