@@ -5,6 +5,7 @@
 #include "kernels/cuda/overlap_launch.cuh"
 #include "kernels/cuda/step/index_scores_mma.cuh"
 #include "kernels/cuda/step/mma_parts.cuh"
+#include "kernels/cuda/step/reduce.cuh"
 
 namespace moetune::gpu {
 namespace {
@@ -65,21 +66,41 @@ __device__ void StageQueryFragments(const IndexerScores& s, int b, uint4* qf,
   }
 }
 
-// The new token's score in float, by one warp (a lane a head).
+// The new token's score in float, by the whole block: warp w takes heads w,
+// w + kWarps, ..., a lane every 32nd dim, every load of a warp's heads
+// issued before any is summed, so the block makes one trip to L2 for it.
+// (It was one warp, a lane a head walking its dims: 8 dependent trips in
+// block 0 alone, ~4 us on the kernel's critical path at batch 1.)
 template <int D>
 __device__ void FreshScore(const IndexerScores& s, int b, const float* w,
-                           int lane) {
-  float dot = 0.0f;
-  if (lane < s.heads) {
-    const float* q = s.q + (int64_t{b} * s.heads + lane) * D;
-    const float* k = s.new_key + int64_t{b} * D;
-    for (int d = 0; d < D; ++d) dot += q[d] * k[d];
+                           int warp, int lane, float* warp_sum) {
+  constexpr int kHeadsPerWarp = kMaxIndexHeads / kWarps, kDimsPerLane = D / 32;
+  const float* k = s.new_key + int64_t{b} * D;
+  float kd[kDimsPerLane];
+#pragma unroll
+  for (int j = 0; j < kDimsPerLane; ++j) kd[j] = k[lane + 32 * j];
+  float dot[kHeadsPerWarp];
+#pragma unroll
+  for (int i = 0; i < kHeadsPerWarp; ++i) {
+    const int head = warp + kWarps * i;
+    const float* q = s.q + (int64_t{b} * s.heads + min(head, s.heads - 1)) * D;
+    dot[i] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kDimsPerLane; ++j) dot[i] += q[lane + 32 * j] * kd[j];
   }
-  float score = w[lane] * fmaxf(dot * s.dot_scale, 0.0f);
-  for (int o = 16; o > 0; o >>= 1) {
-    score += __shfl_xor_sync(0xffffffffu, score, o);
+  float score = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kHeadsPerWarp; ++i) {
+    const float sum = WarpSum(dot[i]);  // w is 0 past s.heads
+    score += w[warp + kWarps * i] * fmaxf(sum * s.dot_scale, 0.0f);
   }
-  if (lane == 0) s.scores[int64_t{b} * (s.context + 1) + s.context] = score;
+  if (lane == 0) warp_sum[warp] = score;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.0f;
+    for (int i = 0; i < kWarps; ++i) total += warp_sum[i];
+    s.scores[int64_t{b} * (s.context + 1) + s.context] = total;
+  }
 }
 
 // Lane (g, c)'s key bytes of tokens t0 + g and t0 + g + 8 (16 dims a
@@ -157,8 +178,8 @@ __device__ void PastScores(const IndexerScores& s, const KeyFragments<D>& k,
 // tiles x 4 / TT parts of the 32 heads, the parts' sums added in shared
 // memory in a fixed order. Fewer tokens a block where the batch and context
 // make too few blocks to fill the GPU (batch 1 at 4096 tokens: 64 blocks of
-// 64 tokens took 10 us for 0.5 MB; device run 73). Block 0's first warp
-// also scores the new token.
+// 64 tokens took 10 us for 0.5 MB; device run 73). Block 0 also scores
+// the new token.
 template <int D, int TT>
 __global__ void __launch_bounds__(kWarps * 32)
     IndexerScoresMmaKernel(IndexerScores s) {
@@ -166,6 +187,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   __shared__ uint4 qf[D / 16 * kHeadTiles * 32];
   __shared__ float w[kMaxIndexHeads];
   __shared__ float part_sum[kWarps][kWarpTokens];
+  __shared__ float fresh_sum[kWarps];
   const int b = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int tile = warp / kParts, part = warp % kParts;
   const int t0 = (blockIdx.x * TT + tile) * kWarpTokens;
@@ -175,7 +197,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   EnterAfterPriorKernels();
   StageQueryFragments<D>(s, b, qf, w);
   __syncthreads();
-  if (blockIdx.x == 0 && warp == 0) FreshScore<D>(s, b, w, lane);
+  if (blockIdx.x == 0) FreshScore<D>(s, b, w, warp, lane, fresh_sum);
   float sa = 0.0f, sb = 0.0f;
   if (live) PastScores<D, kHt>(s, keys, part * kHt, qf, w, lane, &sa, &sb);
   const int g = lane / 4;
