@@ -4,6 +4,7 @@
 #include "kernels/cuda/overlap_launch.cuh"
 #include "kernels/cuda/step/gemv.cuh"
 #include "kernels/cuda/step/gemv_mma.cuh"
+#include "kernels/cuda/step/gemv_nvfp4_few.cuh"
 #include "kernels/cuda/step/gemv_nvfp4_mma.cuh"
 #include "kernels/cuda/step/gemv_rows.cuh"
 #include "kernels/cuda/step/gemv_wgmma.cuh"
@@ -130,7 +131,9 @@ __device__ __forceinline__ void DecodeBlock(uint32_t lo, uint32_t hi, float s,
 }
 
 // A lane takes two blocks (16 code bytes, 2 scales) at a time; the E2M1 and
-// E4M3 values come from tables in shared memory. k % 32 == 0.
+// E4M3 values come from tables in shared memory. k % 32 == 0. Batches of 3
+// or more where the tensor-core kernel does not fit; 1 and 2 take
+// gemv_nvfp4_few.cu's (124 registers here: two blocks an SM).
 __global__ void GemvNvfp4Kernel(Nvfp4Gemv g) {
   __shared__ float e2m1[16], e4m3[256];
   for (int i = threadIdx.x; i < 256; i += blockDim.x) {
@@ -289,6 +292,7 @@ GpuStatus LaunchGemvNvfp4(const Nvfp4Gemv& given, cudaStream_t stream) {
   if (g.batch >= kGemvMmaMinBatch && GemvNvfp4MmaFits(g)) {
     return LaunchGemvNvfp4Mma(g, stream);
   }
+  if (g.batch <= 2) return LaunchGemvNvfp4Few(g, stream);
   const int blocks = (g.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
   return LaunchOverlapped(GemvNvfp4Kernel, blocks, 32 * kWarpsPerBlock, 0,
                           stream, g);

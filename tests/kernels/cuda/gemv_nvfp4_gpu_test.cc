@@ -110,6 +110,21 @@ TEST(GemvNvfp4GpuTest, PlainProductsMatchADoubleEvaluation) {
   ExpectMatches(Plain(40, 1536, 8), 40, 8 * 1536);
 }
 
+// One and two sequences take their own kernel (gemv_nvfp4_few.cu): the
+// dense MLP's shapes at TP8 (gate_up's rows split over two K parts, down's
+// 48 units leaving half the lanes one), and a K of three units. At two
+// sequences the dense shapes' grids are over five blocks an SM on an H200
+// (768 blocks), so they take the one-sequence-a-pass form and the small
+// one the two-a-pass form: both are checked.
+TEST(GemvNvfp4GpuTest, OneAndTwoSequencesMatchAtTheStepsShapes) {
+  SKIP_WITHOUT_GPU();
+  for (int batch : {1, 2}) {
+    ExpectMatches(Plain(3072, 6144, batch), 3072, int64_t{batch} * 6144);
+    ExpectMatches(Plain(6144, 1536, batch), 6144, int64_t{batch} * 1536);
+    ExpectMatches(Plain(37, 96, batch), 37, int64_t{batch} * 96);
+  }
+}
+
 // W_UV's shape over NVFP4 kv_b: 4 heads, each 64 rows of every other 64-row
 // block, each reading its own head's input.
 TEST(GemvNvfp4GpuTest, PerHeadProductsReadTheirOwnInputs) {
