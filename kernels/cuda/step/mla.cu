@@ -117,17 +117,24 @@ __global__ void __launch_bounds__(kScoreBlock)
   }
 }
 
-// Heads of one block: the largest divisor of `heads` up to kAttentionHeads,
-// or up to 2 where the blocks would be too few to fill the GPU (a small
-// batch of few heads): the split's entries are then staged once per pair of
-// heads (from L2 after the first: a split's head groups are neighbouring
-// blocks). The blocks counted are those of kAttentionHeads-head groups:
-// under data-parallel attention a rank's 64 heads make 8 of them, and pairs
-// of heads staged each entry 32 times (device run 64: 25 ms of a 61 ms
-// step at batch 32).
+// Heads of one block: the largest divisor of `heads` up to kAttentionHeads
+// (down to 2) whose blocks still number at least 3/4 of the SMs, counted in
+// kAttentionHeads-head groups (under data-parallel attention a rank's 64
+// heads make 8 of them; pairs of heads staged each entry 32 times, device
+// run 64: 25 ms of a 61 ms step at batch 32). A block stages its split's
+// entries once for all its heads. At TP8 (8 heads), 64 splits: batch 1
+// takes 4 (128 blocks), batch 2 and up 8. Device run 122, tp8, context
+// 4096, graph on, against 2 heads a block where splits x batch made fewer
+// than 2 blocks an SM: batch 2 with 4 or 8 heads 10.22 -> 9.47-9.48 ms
+// (2 heads made 512 blocks: 1.3 waves of three an SM), batch 1 with 4
+// heads 7.07 -> 7.04, with 8 (64 blocks) 7.12.
 inline int HeadsPerBlock(int heads, int splits_x_batch, int sm_count) {
   const int groups = (heads + kAttentionHeads - 1) / kAttentionHeads;
-  const int most = splits_x_batch * groups < 2 * sm_count ? 2 : kAttentionHeads;
+  int most = kAttentionHeads;
+  while (most > 2 && 4 * splits_x_batch * groups * (kAttentionHeads / most) <
+                         3 * sm_count) {
+    most /= 2;
+  }
   int g = heads < most ? heads : most;
   while (heads % g != 0) --g;
   return g;
