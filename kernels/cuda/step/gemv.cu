@@ -18,6 +18,7 @@ using gemv_detail::Dot8;
 using gemv_detail::GemvRow;
 using gemv_detail::OutputOf;
 using gemv_detail::RowOf;
+using gemv_detail::SumPartsAndStore;
 using gemv_detail::Unpack8;
 
 constexpr int kWarpsPerBlock = 8;
@@ -77,20 +78,70 @@ __device__ __forceinline__ void GemvBf16Body(const Bf16Gemv& g, int ks) {
           AccumulateChunk<NB>(loaded[u], row, g, b0, nb, c8, acc);
       }
     }
+    SumPartsAndStore<NB, kWarpsPerBlock>(
+        acc, nb, ks, g.rows, partial,
+        [&](int r, int i, float sum) { *OutputOf(g, r, b0 + i) = sum; });
+  }
+}
+
+// acc[i] += 4 weights (one 8-byte load) . sequence b0 + i's float4 of x.
+template <int NB>
+__device__ __forceinline__ void AccumulateQuad(const uint2& packed,
+                                               const float* x0,
+                                               const Bf16Gemv& g, int nb,
+                                               int quad, float* acc) {
+  const float w0 = __uint_as_float(packed.x << 16);
+  const float w1 = __uint_as_float(packed.x & 0xffff0000u);
+  const float w2 = __uint_as_float(packed.y << 16);
+  const float w3 = __uint_as_float(packed.y & 0xffff0000u);
 #pragma unroll
-    for (int i = 0; i < NB; ++i) {
-      const float sum = WarpSum(acc[i]);
-      if (lane == 0) partial[warp][i] = sum;
+  for (int i = 0; i < NB; ++i) {
+    if (i >= nb) continue;
+    const float4 x = reinterpret_cast<const float4*>(x0 + i * g.x_stride)[quad];
+    acc[i] += w0 * x.x + w1 * x.y + w2 * x.z + w3 * x.w;
+  }
+}
+
+// GemvBf16Body with a lane's 16 bytes of a 256-K group taken as two 8-byte
+// halves, quads lane and 32 + lane of the group, so that a warp's float4
+// loads of x are lane-contiguous (4 L1 wavefronts each, not 8): the one-
+// and two-sequence kernels' body. Alone no faster (ncu, device run 124: the
+// input projections 14.2 us either way, L1 busy 51 -> 37 %), in the step
+// -1 % at batch 1 and -4 % at batch 2, where the kernels beside it share
+// the SMs' L1.
+template <int NB, int U>
+__device__ __forceinline__ void GemvBf16QuadBody(const Bf16Gemv& g, int ks) {
+  __shared__ float partial[kWarpsPerBlock][NB];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int rows_per_block = kWarpsPerBlock / ks;
+  const int r = blockIdx.x * rows_per_block + warp / ks, part = warp % ks;
+  const bool live = r < g.rows;
+  const GemvRow row = RowOf(g, live ? r : 0);
+  const uint2* w = reinterpret_cast<const uint2*>(row.w);
+  const int chunks = g.k / 8, quads = g.k / 4, stride = 32 * ks;
+  EnterAfterPriorKernels();
+  for (int b0 = 0; b0 < g.batch; b0 += NB) {
+    const int nb = min(NB, g.batch - b0);
+    const float* x0 = row.x + b0 * g.x_stride;
+    float acc[NB] = {};
+    for (int c0 = part * 32; live && c0 < chunks; c0 += stride * U) {
+      uint2 la[U], lb[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int qa = 2 * (c0 + stride * u) + lane, qb = qa + 32;
+        la[u] = qa < quads ? __ldg(w + qa) : make_uint2(0, 0);
+        lb[u] = qb < quads ? __ldg(w + qb) : make_uint2(0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int qa = 2 * (c0 + stride * u) + lane, qb = qa + 32;
+        if (qa < quads) AccumulateQuad<NB>(la[u], x0, g, nb, qa, acc);
+        if (qb < quads) AccumulateQuad<NB>(lb[u], x0, g, nb, qb, acc);
+      }
     }
-    __syncthreads();
-    const int t = threadIdx.x, row_in_block = t / NB, i = t % NB;
-    const int out_row = blockIdx.x * rows_per_block + row_in_block;
-    if (row_in_block < rows_per_block && i < nb && out_row < g.rows) {
-      float sum = 0.0f;
-      for (int k = 0; k < ks; ++k) sum += partial[row_in_block * ks + k][i];
-      *OutputOf(g, out_row, b0 + i) = sum;
-    }
-    __syncthreads();
+    SumPartsAndStore<NB, kWarpsPerBlock>(
+        acc, nb, ks, g.rows, partial,
+        [&](int r, int i, float sum) { *OutputOf(g, r, b0 + i) = sum; });
   }
 }
 
@@ -98,8 +149,9 @@ template <int NB>
 __global__ void GemvBf16Kernel(Bf16Gemv g, int ks) {
   GemvBf16Body<NB, kGemvUnroll>(g, ks);
 }
-// One or two sequences: two loads in flight a lane, so that a GEMV of the
-// step's size (700-770 blocks) runs in one wave. One sequence: 32
+// One or two sequences: two 16-byte loads' worth in flight a lane (four of
+// 8 bytes: GemvBf16QuadBody), so that a GEMV of the step's size (700-770
+// blocks) runs in one wave. One sequence: 32
 // registers, eight blocks (every warp slot) an SM; the kernel of eight
 // loads in flight (64 registers, four blocks an SM) ran 1.3-1.45 waves, its
 // last blocks alone on the GPU (ncu: 44 % occupancy, DRAM 31 %); device
@@ -116,7 +168,7 @@ inline constexpr int kGemvFewBlocksPerSm = NB == 1 ? 8 : 6;
 template <int NB>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, kGemvFewBlocksPerSm<NB>)
     GemvBf16FewKernel(Bf16Gemv g, int ks) {
-  GemvBf16Body<NB, kGemvFewUnroll>(g, ks);
+  GemvBf16QuadBody<NB, kGemvFewUnroll>(g, ks);
 }
 
 // Decodes 16 weights of one block (8 code bytes) with the E2M1 table and

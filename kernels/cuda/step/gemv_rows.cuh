@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/step/gemv.cuh"
+#include "kernels/cuda/step/reduce.cuh"
 
 namespace moetune::gpu::gemv_detail {
 
@@ -46,6 +47,33 @@ __device__ __forceinline__ float* OutputOf(const Bf16Gemv& g, int r, int b) {
   int s = 0, begin = 0;
   while (s + 1 < g.segments && r >= g.seg_end[s]) begin = g.seg_end[s++];
   return g.seg_y[s] + b * g.seg_y_stride[s] + (r - begin);
+}
+
+// The end of a CUDA-core GEMV pass over sequences b0.. of a block of
+// kWarps / ks rows x ks K parts: each warp's sums (acc[i], i < nb) meet the
+// other parts' in `partial` in a fixed order, and store(row, i, sum) writes
+// each of the block's rows below `rows`. Every thread of the block calls it.
+template <int NB, int kWarps, typename Store>
+__device__ __forceinline__ void SumPartsAndStore(const float (&acc)[NB], int nb,
+                                                 int ks, int rows,
+                                                 float (*partial)[NB],
+                                                 Store store) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < NB; ++i) {
+    const float sum = WarpSum(acc[i]);
+    if (lane == 0) partial[warp][i] = sum;
+  }
+  __syncthreads();
+  const int rows_per_block = kWarps / ks;
+  const int t = threadIdx.x, row_in_block = t / NB, i = t % NB;
+  const int out_row = blockIdx.x * rows_per_block + row_in_block;
+  if (row_in_block < rows_per_block && i < nb && out_row < rows) {
+    float sum = 0.0f;
+    for (int k = 0; k < ks; ++k) sum += partial[row_in_block * ks + k][i];
+    store(out_row, i, sum);
+  }
+  __syncthreads();
 }
 
 }  // namespace moetune::gpu::gemv_detail
