@@ -4,8 +4,8 @@
 // arithmetic to FP16 pairs, the block scales by the hardware's E4M3
 // conversion, the products summed in float. The general CUDA-core kernel
 // (E2M1 and E4M3 tables in shared memory, 124 registers) ran the dense
-// MLP's gate_up at TP8 in 48.9 us at batch 1 for 10.7 MB; this one in 29.9
-// (ncu, device run 122; still 7 % of DRAM: kernels/cuda/step/PERF.md v27).
+// MLP's gate_up at TP8 in 48.9 us at batch 1 for 10.7 MB; this one in 19.3
+// (ncu, device runs 122 and 124; kernels/cuda/step/PERF.md v27-v28).
 // Launch-only; not thread-safe.
 #pragma once
 

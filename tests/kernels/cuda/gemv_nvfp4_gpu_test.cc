@@ -112,7 +112,8 @@ TEST(GemvNvfp4GpuTest, PlainProductsMatchADoubleEvaluation) {
 
 // One and two sequences take their own kernel (gemv_nvfp4_few.cu): the
 // dense MLP's shapes at TP8 (gate_up's rows split over two K parts, down's
-// 48 units leaving half the lanes one), and a K of three units. At two
+// 48 units leaving half the lanes one), and K of 96 and 800 (a last 256-K
+// chunk of 96 and of 32). At two
 // sequences the dense shapes' grids are over five blocks an SM on an H200
 // (768 blocks), so they take the one-sequence-a-pass form and the small
 // one the two-a-pass form: both are checked.
@@ -122,6 +123,7 @@ TEST(GemvNvfp4GpuTest, OneAndTwoSequencesMatchAtTheStepsShapes) {
     ExpectMatches(Plain(3072, 6144, batch), 3072, int64_t{batch} * 6144);
     ExpectMatches(Plain(6144, 1536, batch), 6144, int64_t{batch} * 1536);
     ExpectMatches(Plain(37, 96, batch), 37, int64_t{batch} * 96);
+    ExpectMatches(Plain(37, 800, batch), 37, int64_t{batch} * 800);
   }
 }
 
