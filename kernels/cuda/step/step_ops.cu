@@ -38,24 +38,35 @@ __device__ void RotatePair(float* p, int i, const RopeTable& rope) {
 // RmsNormKernel's block; rows of up to kNormThreads * kNormPerThread.
 constexpr int kNormThreads = 1024, kNormPerThread = 8;
 
-// One block a row; with `add`, the row is first added to (in place). A
-// thread loads all its elements of the row, of `add` and of gamma before it
-// stores anything: one trip to memory instead of one an element (the
-// stores might alias the loads, so the compiler would otherwise keep each
-// load behind the store before it: 6-7 us a norm at 6144 wide).
+// This thread's elements of a norm's gamma. A weight, which no kernel
+// writes: the norm kernels load it before they wait for the kernels before
+// them, so that only the row's own loads follow the wait.
+__device__ void LoadGamma(const float* gamma, int n,
+                          float (&g)[kNormPerThread]) {
+#pragma unroll
+  for (int j = 0; j < kNormPerThread; ++j) {
+    const int i = threadIdx.x + j * kNormThreads;
+    g[j] = i < n ? gamma[i] : 0.0f;
+  }
+}
+
+// One block a row, g from LoadGamma; with `add`, the row is first added to
+// (in place). A thread loads all its elements of the row and of `add`
+// before it stores anything: one trip to memory instead of one an element
+// (the stores might alias the loads, so the compiler would otherwise keep
+// each load behind the store before it: 6-7 us a norm at 6144 wide).
 __device__ void RmsNormRow(float* x, int64_t x_stride, const float* add,
-                           const float* gamma, int n, float eps,
+                           const float (&g)[kNormPerThread], int n, float eps,
                            const NormOut& out, int r) {
   __shared__ float scratch[32];
   float* row = x + r * x_stride;
   const float* added =
       add != nullptr ? add + static_cast<int64_t>(r) * n : nullptr;
-  float v[kNormPerThread], g[kNormPerThread];
+  float v[kNormPerThread];
 #pragma unroll
   for (int j = 0; j < kNormPerThread; ++j) {
     const int i = threadIdx.x + j * kNormThreads;
     v[j] = i < n ? row[i] : 0.0f;
-    g[j] = i < n ? gamma[i] : 0.0f;
     if (add != nullptr && i < n) v[j] += added[i];
   }
   float sum = 0.0f;
@@ -88,8 +99,10 @@ __device__ void RmsNormRow(float* x, int64_t x_stride, const float* add,
 __global__ void RmsNormKernel(float* x, int64_t x_stride, const float* add,
                               const float* gamma, int n, float eps,
                               NormOut out) {
+  float g[kNormPerThread];
+  LoadGamma(gamma, n, g);
   EnterAfterPriorKernels();
-  RmsNormRow(x, x_stride, add, gamma, n, eps, out, blockIdx.x);
+  RmsNormRow(x, x_stride, add, g, n, eps, out, blockIdx.x);
 }
 
 // LayerNorm and RoPE of row r of k, by one block.
@@ -117,13 +130,14 @@ __device__ void LayerNormRopeRow(float* k, int dim, const float* gamma,
 
 // Block (job, sequence).
 __global__ void RowNormsKernel(RowNorms norms) {
-  EnterAfterPriorKernels();
   const RowNorm& j = norms.job[blockIdx.x];
+  float g[kNormPerThread] = {};
+  if (!j.layer_norm) LoadGamma(j.gamma, j.n, g);
+  EnterAfterPriorKernels();
   if (j.layer_norm) {
     LayerNormRopeRow(j.x, j.n, j.gamma, j.beta, j.eps, j.out.rope, blockIdx.y);
   } else {
-    RmsNormRow(j.x, j.x_stride, nullptr, j.gamma, j.n, j.eps, j.out,
-               blockIdx.y);
+    RmsNormRow(j.x, j.x_stride, nullptr, g, j.n, j.eps, j.out, blockIdx.y);
   }
 }
 
