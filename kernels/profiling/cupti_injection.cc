@@ -184,7 +184,7 @@ void WriteTimeline() {
                path.c_str(), static_cast<unsigned long long>(c.untimed),
                static_cast<unsigned long long>(c.dropped),
                static_cast<unsigned long long>(c.uncorrelated));
-  std::fputs(FormatSummary(Summarize(recorder.spans)).c_str(), stderr);
+  std::fputs(FormatEveryGraph(recorder.spans).c_str(), stderr);
 }
 
 // 1 when recording, 0 when CUPTI refused (the process runs on untraced).

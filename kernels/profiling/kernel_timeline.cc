@@ -102,13 +102,13 @@ LaunchStats StatsOf(const std::vector<const KernelSpan*>& spans) {
   return stats;
 }
 
-// The most common kernel count among graph launches; ties go to the larger
-// count (a run's checked step may repeat as often as its timed ones, never
-// with more kernels). 0 when there is no graph launch.
-int ModalGraphKernelCount(const std::vector<LaunchStats>& launches) {
+// The most common kernel count among graph graph_id's launches; ties go to
+// the larger count. 0 when it has no launch.
+int ModalKernelCount(const std::vector<LaunchStats>& launches,
+                     uint32_t graph_id) {
   std::map<int, int> launches_by_count;
   for (const LaunchStats& launch : launches) {
-    if (launch.graph_id != 0) ++launches_by_count[launch.kernels];
+    if (launch.graph_id == graph_id) ++launches_by_count[launch.kernels];
   }
   int modal = 0;
   int most = 0;
@@ -233,7 +233,22 @@ double TimelineSummary::idle_percent() const {
          static_cast<double>(total_span_ns);
 }
 
-TimelineSummary Summarize(const std::vector<KernelSpan>& spans) {
+std::vector<uint32_t> ReplayedGraphs(const std::vector<KernelSpan>& spans) {
+  std::map<uint32_t, int> launches_of;
+  std::vector<uint32_t> order;
+  for (const LaunchStats& launch : StatsByLaunch(spans)) {
+    if (launch.graph_id == 0) continue;
+    if (launches_of[launch.graph_id]++ == 0) order.push_back(launch.graph_id);
+  }
+  std::vector<uint32_t> replayed;
+  for (const uint32_t graph : order) {
+    if (launches_of[graph] > 1) replayed.push_back(graph);
+  }
+  return replayed;
+}
+
+TimelineSummary Summarize(const std::vector<KernelSpan>& spans,
+                          uint32_t graph_id) {
   const auto groups = GroupByLaunch(spans);
   std::vector<LaunchStats> launches;
   for (const auto& [launch_id, group] : groups) {
@@ -241,14 +256,18 @@ TimelineSummary Summarize(const std::vector<KernelSpan>& spans) {
   }
   TimelineSummary summary;
   summary.all_launches = static_cast<int>(launches.size());
-  summary.kernels_per_launch = ModalGraphKernelCount(launches);
+  summary.graph_id = graph_id;
+  summary.kernels_per_launch = ModalKernelCount(launches, graph_id);
   std::vector<double> spans_ns, idles_ns;
   std::unordered_map<std::string, std::string> base_names;
   std::map<std::string, NameTotals> totals;
   for (const LaunchStats& launch : launches) {
     if (launch.graph_id == 0) continue;
     ++summary.graph_launches;
-    if (launch.kernels != summary.kernels_per_launch) continue;
+    if (graph_id == 0 || launch.graph_id != graph_id ||
+        launch.kernels != summary.kernels_per_launch) {
+      continue;
+    }
     ++summary.launches;
     spans_ns.push_back(static_cast<double>(launch.span_ns));
     idles_ns.push_back(static_cast<double>(launch.idle_ns()));
@@ -269,9 +288,9 @@ std::string FormatSummary(const TimelineSummary& s) {
                      " launches, " + std::to_string(s.graph_launches) +
                      " from graphs";
   if (s.launches == 0) return text + "; no graph launch to summarise\n";
-  text += "; summarised: " + std::to_string(s.launches) +
-          " graph launches of " + std::to_string(s.kernels_per_launch) +
-          " kernels\n";
+  text += "; graph " + std::to_string(s.graph_id) +
+          " summarised: " + std::to_string(s.launches) + " launches of " +
+          std::to_string(s.kernels_per_launch) + " kernels\n";
   text += Format(
       "median span %.1f us, median idle %.1f us; idle %.2f %% of "
       "the span (total idle / total span)\n",
@@ -290,6 +309,16 @@ std::string FormatSummary(const TimelineSummary& s) {
                    row.ns_per_launch / 1e3) +
             Format("  %14.2f  %9.2f\n", row.exclusive_ns_per_launch / 1e3,
                    100.0 * row.busy_share);
+  }
+  return text;
+}
+
+std::string FormatEveryGraph(const std::vector<KernelSpan>& spans) {
+  const std::vector<uint32_t> graphs = ReplayedGraphs(spans);
+  if (graphs.empty()) return FormatSummary(Summarize(spans, 0));
+  std::string text;
+  for (const uint32_t graph : graphs) {
+    text += FormatSummary(Summarize(spans, graph));
   }
   return text;
 }

@@ -79,15 +79,18 @@ struct KernelNameRow {
   double busy_share = 0;               // exclusive time / busy time, in [0, 1]
 };
 
-// The timed step replays of a run. A bench run also has eager launches
-// and, maybe, a differently shaped checked step; the replays are the
-// graph launches with the most common kernel count (ties: the larger count),
-// and only they are summarised.
+// The timed replays of one captured graph. A bench run also has eager
+// launches, a differently shaped checked step, and one graph for each
+// configuration it times (batch 1 and 2 may have the same kernel count, so
+// graphs are summarised apart, never pooled); of the graph's launches, those
+// with its most common kernel count (ties: the larger count; a replay whose
+// records CUPTI dropped has fewer) are summarised.
 struct TimelineSummary {
   int all_launches = 0;        // distinct launch ids in the input
-  int graph_launches = 0;      // of them, from a graph
-  int kernels_per_launch = 0;  // the modal count
-  int launches = 0;            // graph launches with that count
+  int graph_launches = 0;      // of them, from any graph
+  uint32_t graph_id = 0;       // the graph summarised
+  int kernels_per_launch = 0;  // its modal count
+  int launches = 0;            // its launches with that count
   double median_span_ns = 0;
   double median_idle_ns = 0;
   uint64_t total_span_ns = 0;
@@ -98,10 +101,20 @@ struct TimelineSummary {
   double idle_percent() const;
 };
 
-TimelineSummary Summarize(const std::vector<KernelSpan>& spans);
+// The graphs launched more than once (replayed: timed), in order of their
+// first launch.
+std::vector<uint32_t> ReplayedGraphs(const std::vector<KernelSpan>& spans);
+
+// Graph graph_id's replays.
+TimelineSummary Summarize(const std::vector<KernelSpan>& spans,
+                          uint32_t graph_id);
 
 // A fixed-width text table of the summary, for a terminal or a PERF.md.
 std::string FormatSummary(const TimelineSummary& summary);
+
+// FormatSummary of every replayed graph, in order, or one line saying there
+// is none.
+std::string FormatEveryGraph(const std::vector<KernelSpan>& spans);
 
 // The CSV header line (without newline): the name goes last because
 // demangled template names hold commas; a reader takes the rest of the line.

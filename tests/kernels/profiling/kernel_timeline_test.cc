@@ -136,7 +136,7 @@ TEST(StatsByLaunchTest, SpanBusyAndIdleInStartOrder) {
   EXPECT_EQ(launches[2].idle_ns(), 60u);
 }
 
-TEST(SummarizeTest, OnlyGraphLaunchesOfTheModalKernelCount) {
+TEST(SummarizeTest, OnlyTheGraphsLaunchesOfItsModalKernelCount) {
   std::vector<KernelSpan> spans = TimedReplays();
   // Eager launches of the same kernels, a checked step of another shape
   // (graph 5, 2 kernels) and a one-off graph of 5 kernels: none summarised.
@@ -150,8 +150,9 @@ TEST(SummarizeTest, OnlyGraphLaunchesOfTheModalKernelCount) {
              {kNorm, 3, 4},
              {kNorm, 4, 5}},
             spans);
-  const TimelineSummary summary = Summarize(spans);
+  const TimelineSummary summary = Summarize(spans, 7);
   EXPECT_EQ(summary.all_launches, 7);
+  EXPECT_EQ(summary.graph_id, 7u);
   EXPECT_EQ(summary.graph_launches, 5);
   EXPECT_EQ(summary.kernels_per_launch, 3);
   EXPECT_EQ(summary.launches, 3);
@@ -163,7 +164,7 @@ TEST(SummarizeTest, OnlyGraphLaunchesOfTheModalKernelCount) {
 }
 
 TEST(SummarizeTest, PerNameTableMergesInstantiations) {
-  const TimelineSummary summary = Summarize(TimedReplays());
+  const TimelineSummary summary = Summarize(TimedReplays(), 7);
   ASSERT_EQ(summary.rows.size(), 2u);
   // Gemv<1> and Gemv<2>: 100 + 110 ns of durations a launch, of which the
   // 10 ns overlap goes to Gemv<1>: 200 ns exclusive, 600 of 750 busy.
@@ -183,20 +184,52 @@ TEST(SummarizeTest, TiedCountsTakeTheLargerCount) {
   std::vector<KernelSpan> spans;
   AddLaunch(1, 1, 0, {{kNorm, 0, 10}, {kNorm, 10, 20}}, spans);
   AddLaunch(2, 1, 100, {{kNorm, 0, 10}, {kNorm, 10, 20}}, spans);
-  AddLaunch(3, 2, 200, {{kNorm, 0, 10}, {kNorm, 10, 20}, {kNorm, 30, 40}},
+  AddLaunch(3, 1, 200, {{kNorm, 0, 10}, {kNorm, 10, 20}, {kNorm, 30, 40}},
             spans);
-  AddLaunch(4, 2, 300, {{kNorm, 0, 10}, {kNorm, 10, 20}, {kNorm, 30, 40}},
+  AddLaunch(4, 1, 300, {{kNorm, 0, 10}, {kNorm, 10, 20}, {kNorm, 30, 40}},
             spans);
-  const TimelineSummary summary = Summarize(spans);
+  const TimelineSummary summary = Summarize(spans, 1);
   EXPECT_EQ(summary.kernels_per_launch, 3);
   EXPECT_EQ(summary.launches, 2);
   EXPECT_DOUBLE_EQ(summary.median_idle_ns, 10);
 }
 
+// A bench times one graph a configuration; batch 1 and batch 2 steps have
+// the same kernel count, and a pooled table averaged the two (device run
+// 123). Each replayed graph is summarised apart, in order of its first
+// launch; a graph launched once (a checked step) is not a replay.
+TEST(SummarizeTest, GraphsOfTheSameKernelCountApart) {
+  std::vector<KernelSpan> spans;
+  for (uint32_t i = 0; i < 3; ++i) {
+    AddLaunch(10 + i, 3, 1000 * (i + 1), {{kGemv1, 0, 100}, {kNorm, 100, 150}},
+              spans);
+    AddLaunch(20 + i, 7, 10000 * (i + 1), {{kGemv1, 0, 300}, {kNorm, 300, 400}},
+              spans);
+  }
+  AddLaunch(30, 5, 500, {{kGemv1, 0, 10}, {kNorm, 10, 20}}, spans);
+  EXPECT_THAT(ReplayedGraphs(spans), ElementsAre(3u, 7u));
+  const TimelineSummary first = Summarize(spans, 3);
+  const TimelineSummary second = Summarize(spans, 7);
+  EXPECT_EQ(first.launches, 3);
+  EXPECT_EQ(second.launches, 3);
+  EXPECT_DOUBLE_EQ(first.median_span_ns, 150);
+  EXPECT_DOUBLE_EQ(second.median_span_ns, 400);
+  ASSERT_EQ(second.rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(second.rows[0].exclusive_ns_per_launch, 300);
+  const std::string text = FormatEveryGraph(spans);
+  EXPECT_THAT(text, HasSubstr("graph 3 summarised: 3 launches of 2 kernels"));
+  EXPECT_THAT(text, HasSubstr("graph 7 summarised: 3 launches of 2 kernels"));
+  EXPECT_LT(text.find("graph 3 "), text.find("graph 7 "));
+}
+
 TEST(SummarizeTest, NoGraphLaunch) {
   std::vector<KernelSpan> spans;
   AddLaunch(1, 0, 0, {{kNorm, 0, 10}}, spans);
-  const TimelineSummary summary = Summarize(spans);
+  EXPECT_TRUE(ReplayedGraphs(spans).empty());
+  EXPECT_EQ(FormatEveryGraph(spans),
+            "kernel timeline: 1 launches, 0 from graphs; no graph launch to "
+            "summarise\n");
+  const TimelineSummary summary = Summarize(spans, 0);
   EXPECT_EQ(summary.all_launches, 1);
   EXPECT_EQ(summary.launches, 0);
   EXPECT_TRUE(summary.rows.empty());
@@ -207,9 +240,9 @@ TEST(SummarizeTest, NoGraphLaunch) {
 }
 
 TEST(FormatSummaryTest, FixedWidthTable) {
-  EXPECT_EQ(FormatSummary(Summarize(TimedReplays())),
-            "kernel timeline: 3 launches, 3 from graphs; summarised: 3 graph "
-            "launches of 3 kernels\n"
+  EXPECT_EQ(FormatSummary(Summarize(TimedReplays(), 7)),
+            "kernel timeline: 3 launches, 3 from graphs; graph 7 summarised: "
+            "3 launches of 3 kernels\n"
             "median span 0.3 us, median idle 0.1 us; idle 21.88 % of the "
             "span (total idle / total span)\n"
             "kernel  calls/launch   us/launch  excl us/launch  % of busy\n"
