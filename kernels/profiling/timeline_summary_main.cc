@@ -17,8 +17,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fputs("usage: moetune-timeline TIMELINE.csv [MORE.csv ...]\n",
-               stderr);
+    std::fputs("usage: moetune-timeline TIMELINE.csv [MORE.csv ...]\n", stderr);
     return 2;
   }
   for (int i = 1; i < argc; ++i) {
