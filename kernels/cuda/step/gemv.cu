@@ -279,18 +279,10 @@ __global__ void AbsorbQueryKernel(AbsorbQuery a) {
 
 }  // namespace
 
-// Warps a GEMV should have to keep enough loads in flight on every SM.
-constexpr int kGemvTargetWarps = 4096;
-
 template <int NB>
 GpuStatus LaunchGemvBf16Nb(const Bf16Gemv& g, cudaStream_t stream) {
-  int ks = 1;
-  while (ks < kWarpsPerBlock && int64_t{g.rows} * ks < kGemvTargetWarps &&
-         g.k / 8 >= 64 * ks) {
-    ks *= 2;
-  }
-  const int rows_per_block = kWarpsPerBlock / ks;
-  const int blocks = (g.rows + rows_per_block - 1) / rows_per_block;
+  const int ks = gemv_detail::RowKParts(g.rows, g.k / 8, kWarpsPerBlock);
+  const int blocks = gemv_detail::RowBlocks(g.rows, ks, kWarpsPerBlock);
   if constexpr (NB <= 2) {
     return LaunchOverlapped(GemvBf16FewKernel<NB>, blocks, 32 * kWarpsPerBlock,
                             0, stream, g, ks);

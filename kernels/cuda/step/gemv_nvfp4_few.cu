@@ -5,13 +5,11 @@
 #include "kernels/cuda/overlap_launch.cuh"
 #include "kernels/cuda/step/gemv_nvfp4_few.cuh"
 #include "kernels/cuda/step/gemv_rows.cuh"
-#include "kernels/cuda/step/reduce.cuh"
 
 namespace moetune::gpu {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kTargetWarps = 4096;  // as the BF16 GEMV's
 // E2M1 pairs are decoded as E2M1 * 2^-14 (below); outputs scale back.
 constexpr float kPairScale = 16384.0f;
 // Blocks an SM by sequences a pass (the kernel's launch bounds; ptxas: 40
@@ -126,19 +124,14 @@ __global__ void __launch_bounds__(32 * kWarps, NB == 1 ? kBlocksPerSmOfOne
   }
 }
 
-// Blocks of kWarps / ks rows for g, ks K parts a row.
+// K parts a row (a row's 16-byte loads: 32 K of codes each), and blocks,
+// as the BF16 GEMV's.
 int PartsOf(const Nvfp4Gemv& g) {
-  int ks = 1;
-  while (ks < kWarps && int64_t{g.rows} * ks < kTargetWarps &&
-         g.k / 32 >= 64 * ks) {
-    ks *= 2;
-  }
-  return ks;
+  return gemv_detail::RowKParts(g.rows, g.k / 32, kWarps);
 }
 
 int BlocksOf(const Nvfp4Gemv& g, int ks) {
-  const int rows_per_block = kWarps / ks;
-  return (g.rows + rows_per_block - 1) / rows_per_block;
+  return gemv_detail::RowBlocks(g.rows, ks, kWarps);
 }
 
 template <int NB>

@@ -1,7 +1,8 @@
 // Where a Bf16Gemv's row r reads its weights and input, and where output
 // (r, sequence b) goes, and the BF16 product of eight: shared by the
-// CUDA-core GEMVs (gemv.cu) and the tensor-core one
-// (gemv_mma.cu). Device-only; included by those files.
+// CUDA-core GEMVs (gemv.cu, gemv_nvfp4_few.cu) and the tensor-core one
+// (gemv_mma.cu); also how the CUDA-core GEMVs split rows and K into blocks
+// (host). Included by those files only.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,24 @@ __device__ __forceinline__ GemvRow RowOf(const Bf16Gemv& g, int r) {
   const int64_t w_row = group * g.w_group_stride + g.w_group_offset + within;
   return {reinterpret_cast<const uint4*>(g.w + w_row * g.k),
           g.x + group * g.x_group_stride};
+}
+
+// K parts a row of a CUDA-core GEMV (blocks of `warps` warps: warps / ks
+// rows x ks parts): doubled while the GEMV has fewer than 4096 warps (too
+// few loads in flight to fill the GPU) and each part keeps at least 64 of
+// the row's `loads` 16-byte loads.
+inline int RowKParts(int rows, int loads, int warps) {
+  int ks = 1;
+  while (ks < warps && int64_t{rows} * ks < 4096 && loads >= 64 * ks) {
+    ks *= 2;
+  }
+  return ks;
+}
+
+// Blocks of warps / ks rows for `rows` rows.
+inline int RowBlocks(int rows, int ks, int warps) {
+  const int rows_per_block = warps / ks;
+  return (rows + rows_per_block - 1) / rows_per_block;
 }
 
 // Eight BF16 weights (one 16-byte load) as floats.
