@@ -215,28 +215,32 @@ uint64_t UnionLengthNs(const std::vector<Interval>& intervals) {
   return std::accumulate(exclusive.begin(), exclusive.end(), uint64_t{0});
 }
 
-std::vector<LaunchStats> StatsByLaunch(const std::vector<KernelSpan>& spans) {
-  std::vector<LaunchStats> launches;
-  for (const auto& [launch_id, group] : GroupByLaunch(spans)) {
-    launches.push_back(StatsOf(group));
+namespace {
+
+// A run's launches, grouped and measured once for all of its graphs'
+// summaries: each launch's spans, and its stats in order of first start.
+struct Launches {
+  std::map<uint32_t, std::vector<const KernelSpan*>> groups;
+  std::vector<LaunchStats> stats;
+};
+
+Launches LaunchesOf(const std::vector<KernelSpan>& spans) {
+  Launches launches;
+  launches.groups = GroupByLaunch(spans);
+  for (const auto& [launch_id, group] : launches.groups) {
+    launches.stats.push_back(StatsOf(group));
   }
-  std::stable_sort(launches.begin(), launches.end(),
+  std::stable_sort(launches.stats.begin(), launches.stats.end(),
                    [](const LaunchStats& a, const LaunchStats& b) {
                      return a.start_ns < b.start_ns;
                    });
   return launches;
 }
 
-double TimelineSummary::idle_percent() const {
-  if (total_span_ns == 0) return 0;
-  return 100.0 * static_cast<double>(total_span_ns - total_busy_ns) /
-         static_cast<double>(total_span_ns);
-}
-
-std::vector<uint32_t> ReplayedGraphs(const std::vector<KernelSpan>& spans) {
+std::vector<uint32_t> ReplayedGraphsOf(const Launches& launches) {
   std::map<uint32_t, int> launches_of;
   std::vector<uint32_t> order;
-  for (const LaunchStats& launch : StatsByLaunch(spans)) {
+  for (const LaunchStats& launch : launches.stats) {
     if (launch.graph_id == 0) continue;
     if (launches_of[launch.graph_id]++ == 0) order.push_back(launch.graph_id);
   }
@@ -247,21 +251,17 @@ std::vector<uint32_t> ReplayedGraphs(const std::vector<KernelSpan>& spans) {
   return replayed;
 }
 
-TimelineSummary Summarize(const std::vector<KernelSpan>& spans,
-                          uint32_t graph_id) {
-  const auto groups = GroupByLaunch(spans);
-  std::vector<LaunchStats> launches;
-  for (const auto& [launch_id, group] : groups) {
-    launches.push_back(StatsOf(group));
-  }
+TimelineSummary SummarizeGraph(const Launches& launches, uint32_t graph_id) {
   TimelineSummary summary;
-  summary.all_launches = static_cast<int>(launches.size());
+  summary.all_launches = static_cast<int>(launches.stats.size());
   summary.graph_id = graph_id;
-  summary.kernels_per_launch = ModalKernelCount(launches, graph_id);
+  if (graph_id != 0) {
+    summary.kernels_per_launch = ModalKernelCount(launches.stats, graph_id);
+  }
   std::vector<double> spans_ns, idles_ns;
   std::unordered_map<std::string, std::string> base_names;
   std::map<std::string, NameTotals> totals;
-  for (const LaunchStats& launch : launches) {
+  for (const LaunchStats& launch : launches.stats) {
     if (launch.graph_id == 0) continue;
     ++summary.graph_launches;
     if (graph_id == 0 || launch.graph_id != graph_id ||
@@ -273,7 +273,7 @@ TimelineSummary Summarize(const std::vector<KernelSpan>& spans,
     idles_ns.push_back(static_cast<double>(launch.idle_ns()));
     summary.total_span_ns += launch.span_ns;
     summary.total_busy_ns += launch.busy_ns;
-    AddLaunchTotals(groups.at(launch.launch_id), base_names, totals);
+    AddLaunchTotals(launches.groups.at(launch.launch_id), base_names, totals);
   }
   summary.median_span_ns = Median(spans_ns);
   summary.median_idle_ns = Median(idles_ns);
@@ -281,6 +281,27 @@ TimelineSummary Summarize(const std::vector<KernelSpan>& spans,
     summary.rows = RowsOf(totals, summary.launches, summary.total_busy_ns);
   }
   return summary;
+}
+
+}  // namespace
+
+std::vector<LaunchStats> StatsByLaunch(const std::vector<KernelSpan>& spans) {
+  return LaunchesOf(spans).stats;
+}
+
+double TimelineSummary::idle_percent() const {
+  if (total_span_ns == 0) return 0;
+  return 100.0 * static_cast<double>(total_span_ns - total_busy_ns) /
+         static_cast<double>(total_span_ns);
+}
+
+std::vector<uint32_t> ReplayedGraphs(const std::vector<KernelSpan>& spans) {
+  return ReplayedGraphsOf(LaunchesOf(spans));
+}
+
+TimelineSummary Summarize(const std::vector<KernelSpan>& spans,
+                          uint32_t graph_id) {
+  return SummarizeGraph(LaunchesOf(spans), graph_id);
 }
 
 std::string FormatSummary(const TimelineSummary& s) {
@@ -314,11 +335,12 @@ std::string FormatSummary(const TimelineSummary& s) {
 }
 
 std::string FormatEveryGraph(const std::vector<KernelSpan>& spans) {
-  const std::vector<uint32_t> graphs = ReplayedGraphs(spans);
-  if (graphs.empty()) return FormatSummary(Summarize(spans, 0));
+  const Launches launches = LaunchesOf(spans);
+  const std::vector<uint32_t> graphs = ReplayedGraphsOf(launches);
+  if (graphs.empty()) return FormatSummary(SummarizeGraph(launches, 0));
   std::string text;
   for (const uint32_t graph : graphs) {
-    text += FormatSummary(Summarize(spans, graph));
+    text += FormatSummary(SummarizeGraph(launches, graph));
   }
   return text;
 }
