@@ -38,9 +38,9 @@ __device__ void RotatePair(float* p, int i, const RopeTable& rope) {
 // RmsNormKernel's block; rows of up to kNormThreads * kNormPerThread.
 constexpr int kNormThreads = 1024, kNormPerThread = 8;
 
-// This thread's elements of a norm's gamma. A weight, which no kernel
-// writes: the norm kernels load it before they wait for the kernels before
-// them, so that only the row's own loads follow the wait.
+// This thread's elements of a norm's gamma (or beta). A weight, which no
+// kernel writes: the norm kernels load it before they wait for the kernels
+// before them, so that only the row's own loads follow the wait.
 __device__ void LoadGamma(const float* gamma, int n,
                           float (&g)[kNormPerThread]) {
 #pragma unroll
@@ -105,22 +105,36 @@ __global__ void RmsNormKernel(float* x, int64_t x_stride, const float* add,
   RmsNormRow(x, x_stride, add, g, n, eps, out, blockIdx.x);
 }
 
-// LayerNorm and RoPE of row r of k, by one block.
-__device__ void LayerNormRopeRow(float* k, int dim, const float* gamma,
-                                 const float* beta, float eps,
+// LayerNorm and RoPE of row r of k, by one block; g and be (gamma and
+// beta) from LoadGamma. The row is loaded once into registers; the sums
+// are the same as two passes over memory would give.
+__device__ void LayerNormRopeRow(float* k, int dim,
+                                 const float (&g)[kNormPerThread],
+                                 const float (&be)[kNormPerThread], float eps,
                                  const RopeTable& rope, int r) {
   __shared__ float scratch[32];
   float* row = k + static_cast<int64_t>(r) * dim;
+  float v[kNormPerThread];
   float sum = 0.0f;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) sum += row[i];
+#pragma unroll
+  for (int j = 0; j < kNormPerThread; ++j) {
+    const int i = threadIdx.x + j * kNormThreads;
+    v[j] = i < dim ? row[i] : 0.0f;
+    sum += v[j];
+  }
   const float mean = BlockSum(sum, scratch) / dim;
   float var = 0.0f;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-    var += (row[i] - mean) * (row[i] - mean);
+#pragma unroll
+  for (int j = 0; j < kNormPerThread; ++j) {
+    if (threadIdx.x + j * kNormThreads < dim) {
+      var += (v[j] - mean) * (v[j] - mean);
+    }
   }
   const float inv = rsqrtf(BlockSum(var, scratch) / dim + eps);
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-    row[i] = (row[i] - mean) * inv * gamma[i] + beta[i];
+#pragma unroll
+  for (int j = 0; j < kNormPerThread; ++j) {
+    const int i = threadIdx.x + j * kNormThreads;
+    if (i < dim) row[i] = (v[j] - mean) * inv * g[j] + be[j];
   }
   __syncthreads();
   for (int i = threadIdx.x; i < rope.pairs; i += blockDim.x) {
@@ -131,11 +145,12 @@ __device__ void LayerNormRopeRow(float* k, int dim, const float* gamma,
 // Block (job, sequence).
 __global__ void RowNormsKernel(RowNorms norms) {
   const RowNorm& j = norms.job[blockIdx.x];
-  float g[kNormPerThread] = {};
-  if (!j.layer_norm) LoadGamma(j.gamma, j.n, g);
+  float g[kNormPerThread], be[kNormPerThread] = {};
+  LoadGamma(j.gamma, j.n, g);
+  if (j.layer_norm) LoadGamma(j.beta, j.n, be);
   EnterAfterPriorKernels();
   if (j.layer_norm) {
-    LayerNormRopeRow(j.x, j.n, j.gamma, j.beta, j.eps, j.out.rope, blockIdx.y);
+    LayerNormRopeRow(j.x, j.n, g, be, j.eps, j.out.rope, blockIdx.y);
   } else {
     RmsNormRow(j.x, j.x_stride, nullptr, g, j.n, j.eps, j.out, blockIdx.y);
   }
