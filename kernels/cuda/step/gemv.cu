@@ -119,6 +119,10 @@ __device__ __forceinline__ void GemvBf16QuadBody(const Bf16Gemv& g, int ks) {
   const GemvRow row = RowOf(g, live ? r : 0);
   const uint2* w = reinterpret_cast<const uint2*>(row.w);
   const int chunks = g.k / 8, quads = g.k / 4, stride = 32 * ks;
+  // Unlike the tensor-core and NVFP4 GEMVs, no weights are loaded before
+  // the wait: the first round loaded so made this kernel slower (device run
+  // 127: its own time +0.5 us a launch at batch 1, +1.7 at batch 2; the
+  // step +3 % and +6 %), not faster.
   EnterAfterPriorKernels();
   for (int b0 = 0; b0 < g.batch; b0 += NB) {
     const int nb = min(NB, g.batch - b0);
@@ -247,6 +251,12 @@ __device__ __forceinline__ float Nvfp4Unscaled(const uint8_t* codes,
 
 // Block (head, sequence, 32 latent columns): 8 warps each sum every 8th row
 // of W_UK for the columns (a lane a column: coalesced), then one adds them.
+// It runs on a side stream beside the indexer. Tried and lost (device run
+// 128, TP8): a thread's 24 weights loaded at once before the wait (its
+// requests beside the indexer's: the step +0.17 ms at batch 1, +0.6 at 8,
+// +2.8 at 32) and, on top, its blocks in q_rope's launch instead of the
+// side stream (+0.3 ms at batch 1, +0.75 at 2: ~4 us a layer on the
+// critical path).
 __global__ void AbsorbQueryKernel(AbsorbQuery a) {
   EnterAfterPriorKernels();
   __shared__ float partial[kAbsorbGroups][kAbsorbColumns + 1];

@@ -53,6 +53,22 @@ __device__ __forceinline__ void MmaChunk(const uint4& wa, const uint4& wb,
   }
 }
 
+// A round of a lane's weights: chunks kc0 + ks * u of rows ra (wa) and rb
+// (wb), those below `chunks`.
+__device__ __forceinline__ void LoadChunks(const GemvRow& ra, const GemvRow& rb,
+                                           int kc0, int ks, int chunks, int c,
+                                           uint4 (&wa)[kMmaUnroll],
+                                           uint4 (&wb)[kMmaUnroll]) {
+#pragma unroll
+  for (int u = 0; u < kMmaUnroll; ++u) {
+    const int kc = kc0 + ks * u;
+    if (kc < chunks) {
+      wa[u] = __ldg(ra.w + kc * 4 + c);
+      wb[u] = __ldg(rb.w + kc * 4 + c);
+    }
+  }
+}
+
 // Block = kWarps / ks tiles of 16 rows x ks parts of K; warp (tile,
 // part) sums every ks-th 32-K chunk of its rows, kMmaUnroll chunks of
 // weights in flight, for 8 * NT sequences a pass (more passes re-read the
@@ -71,6 +87,11 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const GemvRow ra = RowOf(g, min(r0 + gq, last));
   const GemvRow rb = RowOf(g, min(r0 + gq + 8, last));
   const int chunks = g.k / kChunkK;
+  // The first round of weights before the wait (no kernel writes them):
+  // device run 127, the step at batch 4 -4 % (the CUDA-core kernel of one
+  // and two sequences lost with the same).
+  uint4 wa[kMmaUnroll], wb[kMmaUnroll];
+  if (live) LoadChunks(ra, rb, part, ks, chunks, c, wa, wb);
   EnterAfterPriorKernels();
   for (int b0 = 0; b0 < g.batch; b0 += 8 * NT) {
     float acc[NT][4] = {};
@@ -82,15 +103,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       xb[nt] = ra.x + b * g.x_stride + 8 * c;
     }
     for (int kc0 = part; live && kc0 < chunks; kc0 += ks * kMmaUnroll) {
-      uint4 wa[kMmaUnroll], wb[kMmaUnroll];
-#pragma unroll
-      for (int u = 0; u < kMmaUnroll; ++u) {
-        const int kc = kc0 + ks * u;
-        if (kc < chunks) {
-          wa[u] = __ldg(ra.w + kc * 4 + c);
-          wb[u] = __ldg(rb.w + kc * 4 + c);
-        }
-      }
+      if (b0 > 0 || kc0 != part) LoadChunks(ra, rb, kc0, ks, chunks, c, wa, wb);
 #pragma unroll
       for (int u = 0; u < kMmaUnroll; ++u) {
         const int kc = kc0 + ks * u;
