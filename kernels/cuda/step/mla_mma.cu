@@ -75,50 +75,63 @@ __device__ __forceinline__ float QueryAt(const SparseAttention& a, int b, int h,
 constexpr int kEntryLoads = 10;  // 16-byte entry loads a thread
 constexpr int kQueryLoads = 18;  // query floats a thread
 
-__device__ void StageEntries(const SparseAttention& a, int b, int tokens,
-                             const int* kept_s, const Layout& l,
-                             uint16_t* entry) {
+// Every launch fits both in one pass (SparseAttentionMmaFits): a
+// thread's loads are issued together, before anything waits for them.
+__device__ void LoadEntries(const SparseAttention& a, int b, int tokens,
+                            const int* kept_s, const Layout& l,
+                            uint4 (&raw)[kEntryLoads]) {
   const int vectors = l.dim / 8, total = kTokens * vectors;
   const uint16_t* cache =
       a.latent + static_cast<int64_t>(b) * a.cache_stride * l.dim;
-  for (int base = threadIdx.x; base < total; base += kEntryLoads * blockDim.x) {
-    uint4 raw[kEntryLoads];
 #pragma unroll
-    for (int u = 0; u < kEntryLoads; ++u) {
-      const int i = base + u * blockDim.x, t = i / vectors;
-      const bool live = i < total && t < tokens && kept_s[t] < a.context;
-      raw[u] = live ? *reinterpret_cast<const uint4*>(
-                          cache + static_cast<int64_t>(kept_s[t]) * l.dim +
-                          (i % vectors) * 8)
-                    : make_uint4(0, 0, 0, 0);
-    }
+  for (int u = 0; u < kEntryLoads; ++u) {
+    const int i = threadIdx.x + u * blockDim.x, t = i / vectors;
+    const bool live = i < total && t < tokens && kept_s[t] < a.context;
+    raw[u] = live ? *reinterpret_cast<const uint4*>(
+                        cache + static_cast<int64_t>(kept_s[t]) * l.dim +
+                        (i % vectors) * 8)
+                  : make_uint4(0, 0, 0, 0);
+  }
+}
+
+__device__ void StoreEntries(const uint4 (&raw)[kEntryLoads], const Layout& l,
+                             uint16_t* entry) {
+  const int vectors = l.dim / 8, total = kTokens * vectors;
 #pragma unroll
-    for (int u = 0; u < kEntryLoads; ++u) {
-      const int i = base + u * blockDim.x;
-      if (i < total) {
-        *reinterpret_cast<uint4*>(entry + (i / vectors) * l.row +
-                                  (i % vectors) * 8) = raw[u];
-      }
+  for (int u = 0; u < kEntryLoads; ++u) {
+    const int i = threadIdx.x + u * blockDim.x;
+    if (i < total) {
+      *reinterpret_cast<uint4*>(entry + (i / vectors) * l.row +
+                                (i % vectors) * 8) = raw[u];
     }
+  }
+}
+
+__device__ void LoadQueries(const SparseAttention& a, int b, int h0, int hg,
+                            const Layout& l, float (&x)[kQueryLoads]) {
+  const int total = hg * l.dim;
+#pragma unroll
+  for (int u = 0; u < kQueryLoads; ++u) {
+    const int i = threadIdx.x + u * blockDim.x;
+    x[u] = i < total ? QueryAt(a, b, h0 + i / l.dim, i % l.dim) : 0.0f;
+  }
+}
+
+__device__ void StoreQueries(const float (&x)[kQueryLoads], int hg,
+                             const Layout& l, float* q) {
+  const int total = hg * l.dim;
+#pragma unroll
+  for (int u = 0; u < kQueryLoads; ++u) {
+    const int i = threadIdx.x + u * blockDim.x;
+    if (i < total) q[i] = x[u];
   }
 }
 
 __device__ void StageQueries(const SparseAttention& a, int b, int h0, int hg,
                              const Layout& l, float* q) {
-  const int total = hg * l.dim;
-  for (int base = threadIdx.x; base < total; base += kQueryLoads * blockDim.x) {
-    float x[kQueryLoads];
-#pragma unroll
-    for (int u = 0; u < kQueryLoads; ++u) {
-      const int i = base + u * blockDim.x;
-      x[u] = i < total ? QueryAt(a, b, h0 + i / l.dim, i % l.dim) : 0.0f;
-    }
-#pragma unroll
-    for (int u = 0; u < kQueryLoads; ++u) {
-      const int i = base + u * blockDim.x;
-      if (i < total) q[i] = x[u];
-    }
-  }
+  float x[kQueryLoads];
+  LoadQueries(a, b, h0, hg, l, x);
+  StoreQueries(x, hg, l, q);
 }
 
 // The queries as mma A fragments (rows = heads; heads past hg, and rows
@@ -344,19 +357,26 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
         t < tokens ? a.kept[static_cast<int64_t>(b) * a.k + first + t] : 0;
   }
   if (threadIdx.x == 0) fresh_s = -1;
+  // The queries' loads ride with the kept indices', and their fragments are
+  // made while the entries' loads are in flight: one trip to memory after
+  // the kept indices, not three.
+  if (!prebuilt) {
+    float qx[kQueryLoads];
+    LoadQueries(a, b, h0, hg, l, qx);
+    StoreQueries(qx, hg, l, q);
+  }
   __syncthreads();
   if (threadIdx.x < tokens && kept_s[threadIdx.x] == a.context) {
     fresh_s = threadIdx.x;
   }
-  StageEntries(a, b, tokens, kept_s, l, entry);
+  uint4 raw[kEntryLoads];
+  LoadEntries(a, b, tokens, kept_s, l, raw);
+  if (!prebuilt) QueryFragments(q, hg, l, qf);
+  StoreEntries(raw, l, entry);
   if (prebuilt) {
     CopyFragments(a.query_frags + (static_cast<int64_t>(b) * groups + group) *
                                       l.ksteps * kParts * 32,
                   l, qf);
-  } else {
-    StageQueries(a, b, h0, hg, l, q);
-    __syncthreads();
-    QueryFragments(q, hg, l, qf);
   }
   __syncthreads();
   Scores(entry, qf, l, hg, s, warp, lane);
@@ -376,8 +396,12 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
 }  // namespace
 
 bool SparseAttentionMmaFits(const SparseAttention& a) {
-  return a.latent_fp8 == nullptr && (a.kv_lora + a.rope) % 16 == 0 &&
-         a.kv_lora % 32 == 0 && kAttentionTokens == kTokens;
+  const int dim = a.kv_lora + a.rope, threads = kWarps * 32;
+  // Entries and queries staged in one pass of a thread's loads.
+  const bool one_pass = kTokens * (dim / 8) <= kEntryLoads * threads &&
+                        kAttentionHeads * dim <= kQueryLoads * threads;
+  return a.latent_fp8 == nullptr && dim % 16 == 0 && a.kv_lora % 32 == 0 &&
+         kAttentionTokens == kTokens && one_pass;
 }
 
 GpuStatus LaunchSparseAttentionSplitMma(const SparseAttention& a, int hg,
