@@ -103,8 +103,8 @@ __global__ void __launch_bounds__(32 * kWarps, NB == 1 ? kBlocksPerSmOfOne
   // scale past k, read as the next row's or past the array, could be an
   // E4M3 NaN, which times a zero product is still NaN.)
   const int codes_left = g.k - 8 * lane, scales_left = g.k - 16 * (lane & 15);
-  const ChunkLoader loader{codes, scales, chunks, ks, lane < 16, codes_left,
-                           scales_left};
+  const ChunkLoader loader{codes,     scales,     chunks,     ks,
+                           lane < 16, codes_left, scales_left};
   // The first round of weights before the wait (no kernel writes them):
   // device run 127, every projection NVFP4, the step at batch 2 -2.3 %.
   uint32_t word[U], scale[U];
