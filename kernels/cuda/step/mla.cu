@@ -503,14 +503,18 @@ GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
   const size_t smem = sizeof(float) * (static_cast<size_t>(hg) * dim +
                                        kAttentionTokens * EntryRow(dim) +
                                        hg * kAttentionTokens);
-  const dim3 grid(splits * (a.heads / hg), a.batch);
+  const bool mma = a.latent_fp8 == nullptr && SparseAttentionMmaFits(a);
+  const int tiles = mma ? SparseAttentionMmaTiles(a, hg, sm_count) : 1;
+  const int parts = (splits + tiles - 1) / tiles;  // partials a head
+  const dim3 grid(parts * (a.heads / hg), a.batch);
   if (a.latent_fp8 != nullptr) {
     MG_RETURN_IF_ERROR(AllowSplitSharedMemory<true>(smem));
     MG_RETURN_IF_ERROR(LaunchOverlapped(SparseAttentionSplitKernel<true>, grid,
                                         kAttentionThreads, smem, stream, a,
                                         hg));
-  } else if (SparseAttentionMmaFits(a)) {
-    MG_RETURN_IF_ERROR(LaunchSparseAttentionSplitMma(a, hg, grid, stream));
+  } else if (mma) {
+    MG_RETURN_IF_ERROR(
+        LaunchSparseAttentionSplitMma(a, hg, tiles, grid, stream));
   } else {
     MG_RETURN_IF_ERROR(AllowSplitSharedMemory<false>(smem));
     MG_RETURN_IF_ERROR(LaunchOverlapped(SparseAttentionSplitKernel<false>, grid,
@@ -520,7 +524,7 @@ GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
   const int column_blocks = (a.kv_lora + kCombineColumns - 1) / kCombineColumns;
   return LaunchOverlapped(
       SparseAttentionCombineKernel, dim3(a.heads, a.batch, column_blocks),
-      kAttentionThreads, splits * sizeof(float), stream, a, splits);
+      kAttentionThreads, parts * sizeof(float), stream, a, parts);
 }
 
 }  // namespace moetune::gpu

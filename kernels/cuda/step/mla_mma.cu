@@ -1,6 +1,8 @@
 #include <atomic>
 #include <cstdint>
+#include <string>
 
+#include "kernels/backends/expert_mma/hopper_async.cuh"
 #include "kernels/cuda/overlap_launch.cuh"
 #include "kernels/cuda/step/mla_mma.cuh"
 #include "kernels/cuda/step/mma_parts.cuh"
@@ -235,35 +237,45 @@ __device__ void FreshScore(const SparseAttention& a, int b, int h0,
   }
 }
 
-// Softmax pieces of head `warp`: the halves' sums scaled; p (the first
-// half's rows) becomes e^(s - m), 0 past the split; the partial row gets m
-// and the sum.
-__device__ void Softmax(float* s, int hg, int tokens, float scale,
-                        float* part_of_head0, int64_t head_stride, int warp,
-                        int lane) {
+// Softmax pieces of head `warp` for one tile of tokens, online across the
+// block's tiles: the halves' sums scaled; p (the first half's rows) becomes
+// e^(s - m), 0 past the tile's tokens, where m is the running max over the
+// tiles so far (*m_run, *l_run: this warp's running max and sum);
+// alpha_s[warp] gets e^(m_before - m), by which the values so far are
+// scaled (0 on the first tile).
+__device__ void OnlineSoftmax(float* s, int hg, int tokens, float scale,
+                              float* m_run, float* l_run, float* alpha_s,
+                              int warp, int lane) {
   if (warp >= hg) return;
   float x = 0.0f;
   for (int k = 0; k < kHalves; ++k) {
     x += s[(k * kAttentionHeads + warp) * kTokens + lane];
   }
   x = lane < tokens ? x * scale : -INFINITY;
-  const float m = WarpMax(x);
+  const float m = fmaxf(*m_run, WarpMax(x));
   const float e = lane < tokens ? expf(x - m) : 0.0f;
   s[warp * kTokens + lane] = e;
-  const float sum = WarpSum(e);
-  if (lane == 0) {
-    part_of_head0[warp * head_stride] = tokens > 0 ? m : -INFINITY;
-    part_of_head0[warp * head_stride + 1] = sum;
-  }
+  const float alpha = *m_run == -INFINITY ? 0.0f : expf(*m_run - m);
+  *l_run = *l_run * alpha + WarpSum(e);
+  *m_run = m;
+  if (lane == 0) alpha_s[warp] = alpha;
 }
 
+// n-tiles of 8 latent dims a warp holds (kv_lora up to 512).
+constexpr int kValueTiles = 8;
+
 // Warp w's values: heads (rows g) x latent dims of n-tiles w, w + 8, ...:
-// sum over the 32 tokens (two k-steps) of p x entry, the probabilities in
-// three BF16 parts; then the new token's p x its float entry.
-__device__ void Values(const SparseAttention& a, int b, const uint16_t* entry,
-                       const float* p, const Layout& l, int hg, int fresh_t,
-                       float* part_of_head0, int64_t head_stride, int warp,
-                       int lane) {
+// acc (the tiles before, scaled by alpha_s) plus the sum over this tile's
+// 32 tokens (two k-steps) of p x entry, the probabilities in three BF16
+// parts; then the new token's p x its float entry. With `out` (a block of
+// one tile) each n-tile's values are stored as soon as they are summed,
+// into the partial rows of head 0 at out, head_stride apart.
+__device__ void AccumulateValues(const SparseAttention& a, int b,
+                                 const uint16_t* entry, const float* p,
+                                 const float* alpha_s, const Layout& l, int hg,
+                                 int fresh_t, float (&acc)[kValueTiles][4],
+                                 float* out, int64_t head_stride, int warp,
+                                 int lane) {
   const int g = lane / 4, c = lane % 4;
   uint32_t af[2][kParts][2];  // [k-step][part][a0, a2]
 #pragma unroll
@@ -282,9 +294,14 @@ __device__ void Values(const SparseAttention& a, int b, const uint16_t* entry,
   const float* fresh = a.new_entry + static_cast<int64_t>(b) * l.dim;
   const float p_fresh =
       fresh_t >= 0 && g < hg ? p[g * kTokens + fresh_t] : 0.0f;
+  const float alpha = g < hg ? alpha_s[g] : 0.0f;
   const int r = lane % 8, half = (lane / 8) % 2;
-  for (int nt = warp; nt < a.kv_lora / 8; nt += kWarps) {
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < kValueTiles; ++i) {
+    const int nt = warp + kWarps * i;
+    if (nt >= a.kv_lora / 8) break;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[i][e] *= alpha;
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
       uint32_t b0, b1;
@@ -292,15 +309,44 @@ __device__ void Values(const SparseAttention& a, int b, const uint16_t* entry,
                       &b1);
 #pragma unroll
       for (int q = 0; q < kParts; ++q) {
-        MmaBf16(acc, af[kk][q][0], 0u, af[kk][q][1], 0u, b0, b1);
+        MmaBf16(acc[i], af[kk][q][0], 0u, af[kk][q][1], 0u, b0, b1);
       }
     }
-    if (g < hg) {
-      const int d = 8 * nt + 2 * c;
-      float* dst = part_of_head0 + g * head_stride + 2 + d;
-      dst[0] = acc[0] + p_fresh * fresh[d];
-      dst[1] = acc[1] + p_fresh * fresh[d + 1];
+    const int d = 8 * nt + 2 * c;
+    acc[i][0] += p_fresh * fresh[d];
+    acc[i][1] += p_fresh * fresh[d + 1];
+    if (out != nullptr && g < hg) {
+      float* dst = out + g * head_stride + 2 + d;
+      dst[0] = acc[i][0];
+      dst[1] = acc[i][1];
     }
+  }
+}
+
+// The block's partial: each head's running max and sum ...
+__device__ void StoreRunning(int hg, int tokens, float m_run, float l_run,
+                             float* part_of_head0, int64_t head_stride,
+                             int warp, int lane) {
+  if (warp < hg && lane == 0) {
+    part_of_head0[warp * head_stride] = tokens > 0 ? m_run : -INFINITY;
+    part_of_head0[warp * head_stride + 1] = l_run;
+  }
+}
+
+// ... and its values.
+__device__ void StoreValues(const SparseAttention& a, int hg,
+                            const float (&acc)[kValueTiles][4],
+                            float* part_of_head0, int64_t head_stride, int warp,
+                            int lane) {
+  const int g = lane / 4, c = lane % 4;
+  if (g >= hg) return;
+#pragma unroll
+  for (int i = 0; i < kValueTiles; ++i) {
+    const int nt = warp + kWarps * i;
+    if (nt >= a.kv_lora / 8) break;
+    float* dst = part_of_head0 + g * head_stride + 2 + 8 * nt + 2 * c;
+    dst[0] = acc[i][0];
+    dst[1] = acc[i][1];
   }
 }
 
@@ -327,34 +373,66 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// Block (split x head group, sequence), as SparseAttentionSplitKernel;
-// prebuilt: the fragments and new-token dots come from MlaQueryKernel (80
-// registers and 65 KB: three blocks an SM, two when the block makes them).
-__global__ void __launch_bounds__(kWarps * 32, 3)
+// Tile `t`'s entries (its `tokens` kept indices at kept_t) copied into
+// `entry` by cp.async, as one commit group; rows past the tile's tokens and
+// the new token's row zero (their products must be 0, not NaN).
+__device__ void IssueEntries(const SparseAttention& a, int b, int tokens,
+                             const int* kept_t, const Layout& l,
+                             uint16_t* entry) {
+  const int vectors = l.dim / 8, total = kTokens * vectors;
+  const uint16_t* cache =
+      a.latent + static_cast<int64_t>(b) * a.cache_stride * l.dim;
+  for (int i = threadIdx.x; i < total; i += blockDim.x) {
+    const int t = i / vectors, v = i % vectors;
+    uint16_t* dst = entry + t * l.row + v * 8;
+    if (t < tokens && kept_t[t] < a.context) {
+      mma_detail::CpAsync16(
+          dst, cache + static_cast<int64_t>(kept_t[t]) * l.dim + v * 8);
+    } else {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+    }
+  }
+  mma_detail::CpAsyncCommit();
+}
+
+// Block (split x head group, sequence), as SparseAttentionSplitKernel, over
+// T tiles of kTokens kept tokens with an online softmax: one partial a
+// block. T = 1 stages through registers (every load in flight at once);
+// T > 1 (prebuilt queries only) copies tile i + 1's entries by cp.async
+// into a second buffer while tile i is scored and summed. prebuilt: the
+// fragments and new-token dots come from MlaQueryKernel (T = 1: 80
+// registers and 65 KB, three blocks an SM, two when the block makes them).
+// Blocks an SM of the kernel of more than one tile (its launch bounds:
+// its two entry buffers, 101 KB a block at GLM-5's dims).
+constexpr int kTiledBlocksPerSm = 2;
+
+template <int T>
+__global__ void __launch_bounds__(kWarps * 32, T == 1 ? 3 : kTiledBlocksPerSm)
     SparseAttentionSplitMmaKernel(SparseAttention a, int hg, bool prebuilt) {
   EnterAfterPriorKernels();
   extern __shared__ uint4 shared4[];
-  __shared__ int kept_s[kTokens];
+  __shared__ int kept_s[T * kTokens];
   __shared__ float s[kHalves * kAttentionHeads * kTokens];
+  __shared__ float alpha_s[kAttentionHeads];
   __shared__ int fresh_s;
   const Layout l(a.kv_lora + a.rope);
   uint8_t* smem = reinterpret_cast<uint8_t*>(shared4);
-  uint16_t* entry = reinterpret_cast<uint16_t*>(smem);
-  uint2* qf = reinterpret_cast<uint2*>(smem + l.EntryBytes());
-  float* q =
-      prebuilt
-          ? nullptr
-          : reinterpret_cast<float*>(smem + l.EntryBytes() + l.FragBytes());
+  const size_t entry_bytes = l.EntryBytes() * (T > 1 ? 2 : 1);
+  uint16_t* const entry0 = reinterpret_cast<uint16_t*>(smem);
+  uint16_t* const entry1 =
+      reinterpret_cast<uint16_t*>(smem + (T > 1 ? l.EntryBytes() : 0));
+  uint2* qf = reinterpret_cast<uint2*>(smem + entry_bytes);
+  float* q = prebuilt
+                 ? nullptr
+                 : reinterpret_cast<float*>(smem + entry_bytes + l.FragBytes());
   const int groups = a.heads / hg, b = blockIdx.y, group = blockIdx.x % groups;
   const int split = blockIdx.x / groups, h0 = group * hg;
   const int splits = gridDim.x / groups;
-  const int first = split * kTokens;
-  const int tokens = max(0, min(kTokens, a.kept_n[b] - first));
+  const int first = split * T * kTokens;
+  const int all = max(0, min(T * kTokens, a.kept_n[b] - first));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (threadIdx.x < kTokens) {
-    const int t = threadIdx.x;
-    kept_s[t] =
-        t < tokens ? a.kept[static_cast<int64_t>(b) * a.k + first + t] : 0;
+  for (int t = threadIdx.x; t < T * kTokens; t += blockDim.x) {
+    kept_s[t] = t < all ? a.kept[static_cast<int64_t>(b) * a.k + first + t] : 0;
   }
   if (threadIdx.x == 0) fresh_s = -1;
   // The queries' loads ride with the kept indices', and their fragments are
@@ -366,31 +444,93 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
     StoreQueries(qx, hg, l, q);
   }
   __syncthreads();
-  if (threadIdx.x < tokens && kept_s[threadIdx.x] == a.context) {
-    fresh_s = threadIdx.x;
+  for (int t = threadIdx.x; t < all; t += blockDim.x) {
+    if (kept_s[t] == a.context) fresh_s = t;
   }
-  uint4 raw[kEntryLoads];
-  LoadEntries(a, b, tokens, kept_s, l, raw);
-  if (!prebuilt) QueryFragments(q, hg, l, qf);
-  StoreEntries(raw, l, entry);
+  if constexpr (T == 1) {
+    uint4 raw[kEntryLoads];
+    LoadEntries(a, b, all, kept_s, l, raw);
+    if (!prebuilt) QueryFragments(q, hg, l, qf);
+    StoreEntries(raw, l, entry0);
+  } else {
+    if (all > 0) IssueEntries(a, b, min(kTokens, all), kept_s, l, entry0);
+  }
   if (prebuilt) {
     CopyFragments(a.query_frags + (static_cast<int64_t>(b) * groups + group) *
                                       l.ksteps * kParts * 32,
                   l, qf);
   }
-  __syncthreads();
-  Scores(entry, qf, l, hg, s, warp, lane);
-  __syncthreads();
-  const int fresh_t = fresh_s;
-  if (fresh_t >= 0) FreshScore(a, b, h0, q, l, hg, fresh_t, s, warp, lane);
-  __syncthreads();
   const int64_t head_stride = static_cast<int64_t>(splits) * (a.kv_lora + 2);
-  float* part =
-      a.partial + ((static_cast<int64_t>(b) * a.heads + h0) * splits + split) *
-                      (a.kv_lora + 2);
-  Softmax(s, hg, tokens, a.scale, part, head_stride, warp, lane);
-  __syncthreads();
-  Values(a, b, entry, s, l, hg, fresh_t, part, head_stride, warp, lane);
+  const auto part = [&] {
+    return a.partial +
+           ((static_cast<int64_t>(b) * a.heads + h0) * splits + split) *
+               (a.kv_lora + 2);
+  };
+  float m_run = -INFINITY, l_run = 0.0f;
+  float acc_run[kValueTiles][4] = {};  // T > 1: the values across tiles
+  // One tile always runs its one pass (with no tokens it stores zeros);
+  // more tiles run those that hold tokens.
+  const int tiles = T == 1 ? 1 : (all + kTokens - 1) / kTokens;
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int tokens = max(0, min(kTokens, all - tile * kTokens));
+    const uint16_t* entry = tile % 2 == 0 ? entry0 : entry1;
+    if constexpr (T > 1) {
+      if (tile + 1 < tiles) {
+        const int next = (tile + 1) * kTokens;
+        IssueEntries(a, b, min(kTokens, all - next), kept_s + next, l,
+                     tile % 2 == 0 ? entry1 : entry0);
+        mma_detail::CpAsyncWait<1>();
+      } else {
+        mma_detail::CpAsyncWait<0>();
+      }
+    }
+    __syncthreads();  // the tile's entries (and the fragments) are in
+    Scores(entry, qf, l, hg, s, warp, lane);
+    __syncthreads();
+    const int fresh_t = fresh_s - tile * kTokens;
+    const bool fresh_here = fresh_s >= 0 && fresh_t >= 0 && fresh_t < kTokens;
+    if (fresh_here) FreshScore(a, b, h0, q, l, hg, fresh_t, s, warp, lane);
+    __syncthreads();
+    OnlineSoftmax(s, hg, tokens, a.scale, &m_run, &l_run, alpha_s, warp, lane);
+    __syncthreads();
+    const int fresh_in_tile = fresh_here ? fresh_t : -1;
+    if constexpr (T == 1) {
+      // One tile: each n-tile's values stored as soon as they are summed.
+      float acc[kValueTiles][4] = {};
+      AccumulateValues(a, b, entry, s, alpha_s, l, hg, fresh_in_tile, acc,
+                       part(), head_stride, warp, lane);
+    } else {
+      AccumulateValues(a, b, entry, s, alpha_s, l, hg, fresh_in_tile, acc_run,
+                       nullptr, head_stride, warp, lane);
+      __syncthreads();  // s and the entry buffer are taken next
+    }
+  }
+  StoreRunning(hg, all, m_run, l_run, part(), head_stride, warp, lane);
+  // A block of one tile stored its values as it summed them.
+  if constexpr (T > 1) {
+    StoreValues(a, hg, acc_run, part(), head_stride, warp, lane);
+  }
+}
+
+// Whether the queries' fragments are made once before the split blocks
+// (MlaQueryKernel). Counted in sequences of kAttentionHeads heads (a TP8
+// rank's): a data-parallel rank's 64 heads make 8 of them a sequence.
+bool PrebuiltQueries(const SparseAttention& a) {
+  return a.query_frags != nullptr && a.fresh_dots != nullptr &&
+         int64_t{a.batch} * a.heads >=
+             int64_t{kPrebuiltQueriesFromBatch} * kAttentionHeads;
+}
+
+template <int T>
+GpuStatus LaunchSplits(const SparseAttention& a, int hg, bool prebuilt,
+                       dim3 grid, cudaStream_t stream) {
+  const Layout l(a.kv_lora + a.rope);
+  const size_t smem = l.Bytes(prebuilt) + (T > 1 ? l.EntryBytes() : 0);
+  static std::atomic<size_t> allowed{48 * 1024};
+  MG_RETURN_IF_ERROR(
+      AllowSharedMemory(SparseAttentionSplitMmaKernel<T>, smem, &allowed));
+  return LaunchOverlapped(SparseAttentionSplitMmaKernel<T>, grid, kWarps * 32,
+                          smem, stream, a, hg, prebuilt);
 }
 
 }  // namespace
@@ -400,30 +540,50 @@ bool SparseAttentionMmaFits(const SparseAttention& a) {
   // Entries and queries staged in one pass of a thread's loads.
   const bool one_pass = kTokens * (dim / 8) <= kEntryLoads * threads &&
                         kAttentionHeads * dim <= kQueryLoads * threads;
+  // A thread's values in registers: kValueTiles n-tiles a warp.
+  const bool values_held = a.kv_lora / 8 <= kValueTiles * kWarps;
   return a.latent_fp8 == nullptr && dim % 16 == 0 && a.kv_lora % 32 == 0 &&
-         kAttentionTokens == kTokens && one_pass;
+         kAttentionTokens == kTokens && one_pass && values_held;
+}
+
+int SparseAttentionMmaTiles(const SparseAttention& a, int hg, int sm_count) {
+  if (!PrebuiltQueries(a)) return 1;
+  const int64_t rows = int64_t{a.heads / hg} * a.batch;
+  const int splits = SparseAttentionSplits(a.k);
+  for (int t : {4, 2}) {
+    if ((splits + t - 1) / t * rows >= kTiledBlocksPerSm * 2 * sm_count) {
+      return t;
+    }
+  }
+  return 1;
 }
 
 GpuStatus LaunchSparseAttentionSplitMma(const SparseAttention& a, int hg,
-                                        dim3 grid, cudaStream_t stream) {
+                                        int tiles, dim3 grid,
+                                        cudaStream_t stream) {
   const Layout l(a.kv_lora + a.rope);
-  // Counted in sequences of kAttentionHeads heads (a TP8 rank's): a
-  // data-parallel rank's 64 heads make 8 of them a sequence.
-  const bool prebuilt =
-      a.query_frags != nullptr && a.fresh_dots != nullptr &&
-      int64_t{a.batch} * a.heads >=
-          int64_t{kPrebuiltQueriesFromBatch} * kAttentionHeads;
-  const size_t smem = l.Bytes(prebuilt);
-  static std::atomic<size_t> allowed{48 * 1024};
-  MG_RETURN_IF_ERROR(
-      AllowSharedMemory(SparseAttentionSplitMmaKernel, smem, &allowed));
+  const bool prebuilt = PrebuiltQueries(a);
+  if (tiles > 1 && !prebuilt) {
+    return Fail(RunStatus::kCannotImplement,
+                "sparse attention takes more than one tile a block only "
+                "with the queries made before");
+  }
   if (prebuilt) {
     MG_RETURN_IF_ERROR(
         LaunchOverlapped(MlaQueryKernel, dim3(a.heads / hg, a.batch),
                          kWarps * 32, l.QueryBytes(), stream, a, hg));
   }
-  return LaunchOverlapped(SparseAttentionSplitMmaKernel, grid, kWarps * 32,
-                          smem, stream, a, hg, prebuilt);
+  switch (tiles) {
+    case 1:
+      return LaunchSplits<1>(a, hg, prebuilt, grid, stream);
+    case 2:
+      return LaunchSplits<2>(a, hg, prebuilt, grid, stream);
+    case 4:
+      return LaunchSplits<4>(a, hg, prebuilt, grid, stream);
+  }
+  return Fail(RunStatus::kCannotImplement,
+              "sparse attention takes 1, 2 or 4 tiles a block, got " +
+                  std::to_string(tiles));
 }
 
 }  // namespace moetune::gpu

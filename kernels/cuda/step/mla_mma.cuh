@@ -33,9 +33,16 @@ inline constexpr int kPrebuiltQueriesFromBatch = 16;
 // block.
 bool SparseAttentionMmaFits(const SparseAttention& a);
 
-// The split kernel for hg heads a block over grid (splits x head groups,
-// batch), as mla.cu's.
+// Tiles of kAttentionTokens kept tokens a block of the split kernel (with
+// hg heads, on a device of sm_count SMs): more than one, with an online
+// softmax across them, only where the queries are made before the blocks
+// and the blocks still fill two waves.
+int SparseAttentionMmaTiles(const SparseAttention& a, int hg, int sm_count);
+
+// The split kernel for hg heads and `tiles` tiles a block over grid
+// (ceil(splits / tiles) x head groups, batch), as mla.cu's.
 GpuStatus LaunchSparseAttentionSplitMma(const SparseAttention& a, int hg,
-                                        dim3 grid, cudaStream_t stream);
+                                        int tiles, dim3 grid,
+                                        cudaStream_t stream);
 
 }  // namespace moetune::gpu
