@@ -483,6 +483,13 @@ GpuStatus LaunchIndexerScores(const IndexerScores& s, cudaStream_t stream) {
                           kScoreBlock, smem, stream, s);
 }
 
+int SparseAttentionBlockTiles(const SparseAttention& a, int sm_count) {
+  const int splits = SparseAttentionSplits(a.k);
+  const int hg = HeadsPerBlock(a.heads, splits * a.batch, sm_count);
+  const bool mma = a.latent_fp8 == nullptr && SparseAttentionMmaFits(a);
+  return mma ? SparseAttentionMmaTiles(a, hg, sm_count) : 1;
+}
+
 GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
                                 cudaStream_t stream) {
   const int splits = SparseAttentionSplits(a.k);
@@ -504,7 +511,7 @@ GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
                                        kAttentionTokens * EntryRow(dim) +
                                        hg * kAttentionTokens);
   const bool mma = a.latent_fp8 == nullptr && SparseAttentionMmaFits(a);
-  const int tiles = mma ? SparseAttentionMmaTiles(a, hg, sm_count) : 1;
+  const int tiles = SparseAttentionBlockTiles(a, sm_count);
   const int parts = (splits + tiles - 1) / tiles;  // partials a head
   const dim3 grid(parts * (a.heads / hg), a.batch);
   if (a.latent_fp8 != nullptr) {

@@ -87,5 +87,8 @@ inline int SparseAttentionSplits(int k) {
 // sm_count: the device's, to choose how many heads a block takes.
 GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
                                 cudaStream_t stream);
+// Tiles of kAttentionTokens kept tokens each split block takes (1 but for
+// the tensor-core kernel at many sequences: mla_mma.cuh).
+int SparseAttentionBlockTiles(const SparseAttention& a, int sm_count);
 
 }  // namespace moetune::gpu

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -180,6 +181,27 @@ TEST(AttentionGpuTest, ManySequencesMatchWithTheQueriesMadeOnce) {
     std::vector<int> kept(batch, 301);
     kept[1] = 150;
     ExpectAttentionMatches(sh, kept, true);
+  }
+}
+
+// Split blocks of 4 and of 2 tiles of kept tokens (an online softmax across
+// them, the next tile's entries copied while one is summed), as the launch
+// takes them where it is told of fewer SMs: a block's last tile part full,
+// the new token in a later tile than the first, a sequence whose kept
+// tokens end in a block's first tile and one with fewer than a tile.
+TEST(AttentionGpuTest, BlocksOfSeveralTilesMatch) {
+  SKIP_WITHOUT_GPU();
+  const int batch = QueriesMadeBeforeFromBatch() + 1;
+  for (const auto& [sms, tiles] : {std::pair{1, 4}, std::pair{100, 2}}) {
+    AttentionShape sh = Shape(8, 512, 64, 3000, batch, 2048);
+    sh.sm_count = sms;
+    ASSERT_EQ(AttentionBlockTiles(sh), tiles) << sms << " SMs";
+    std::vector<int> kept(batch, 2048);
+    kept[1] = 2000;
+    kept[2] = 77;
+    kept[3] = 20;
+    ExpectAttentionMatches(sh, kept, true);
+    ExpectAttentionMatches(sh, kept, false);
   }
 }
 

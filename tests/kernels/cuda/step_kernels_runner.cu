@@ -159,8 +159,10 @@ std::string RunSparseAttention(const AttentionShape& shape,
         buffers.Alloc<float>(static_cast<size_t>(shape.batch) * shape.heads);
     if (!a.query_frags || !a.fresh_dots) return "cudaMalloc failed";
   }
-  int sm_count = 0;
-  cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0);
+  int sm_count = shape.sm_count;
+  if (sm_count == 0) {
+    cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0);
+  }
   const GpuStatus launched = LaunchSparseAttention(a, sm_count, nullptr);
   if (!launched.ok()) return launched.message;
   if (cudaDeviceSynchronize() != cudaSuccess) return "the attention failed";
@@ -175,6 +177,24 @@ bool TensorCoreAttentionTakes(const AttentionShape& shape) {
   a.kv_lora = shape.kv_lora;
   a.rope = shape.rope;
   return SparseAttentionMmaFits(a);
+}
+
+int AttentionBlockTiles(const AttentionShape& shape) {
+  SparseAttention a;
+  a.heads = shape.heads;
+  a.kv_lora = shape.kv_lora;
+  a.rope = shape.rope;
+  a.batch = shape.batch;
+  a.k = shape.k;
+  if (shape.query_scratch) {  // only whether they are given counts here
+    a.query_frags = reinterpret_cast<uint2*>(uintptr_t{256});
+    a.fresh_dots = reinterpret_cast<float*>(uintptr_t{256});
+  }
+  int sm_count = shape.sm_count;
+  if (sm_count == 0) {
+    cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0);
+  }
+  return SparseAttentionBlockTiles(a, sm_count);
 }
 
 int QueriesMadeBeforeFromBatch() { return kPrebuiltQueriesFromBatch; }

@@ -79,6 +79,9 @@ struct AttentionShape {
   // Give the kernel the scratch for queries made once before the splits
   // (SparseAttention::query_frags); without, each split block makes them.
   bool query_scratch = true;
+  // The SMs the launch is told of (0: the device's); fewer make the split
+  // blocks take several tiles of kept tokens.
+  int sm_count = 0;
 };
 struct AttentionData {
   std::vector<float> q_lat, q_rope, new_entry;
@@ -92,6 +95,8 @@ std::string RunSparseAttention(const AttentionShape& shape,
 // Whether the tensor-core split kernel takes the shape, and the batch from
 // which it uses query_scratch.
 bool TensorCoreAttentionTakes(const AttentionShape& shape);
+// Tiles of kept tokens a split block takes for the shape (its sm_count).
+int AttentionBlockTiles(const AttentionShape& shape);
 int QueriesMadeBeforeFromBatch();
 
 }  // namespace moetune::gpu::testing
