@@ -551,7 +551,7 @@ int SparseAttentionMmaTiles(const SparseAttention& a, int hg, int sm_count) {
   const int64_t rows = int64_t{a.heads / hg} * a.batch;
   const int splits = SparseAttentionSplits(a.k);
   for (int t : {4, 2}) {
-    if ((splits + t - 1) / t * rows >= kTiledBlocksPerSm * 2 * sm_count) {
+    if ((splits + t - 1) / t * rows * 16 >= kTiledBlocksPerSm * sm_count * 15) {
       return t;
     }
   }

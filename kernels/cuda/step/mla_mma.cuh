@@ -19,14 +19,17 @@
 namespace moetune::gpu {
 
 // The batch from which the queries' fragments are made once before the
-// split blocks (MlaQueryKernel) rather than by each block. Device run 62
-// (TP8, context 4096, graph on; always made before against never): batch 1
-// 8.78 -> 9.01 ms, 8 17.11 -> 17.33, 32 42.10 -> 39.14 (a launch a layer
-// more against the query work of 64 split blocks a sequence, which grows
-// with the waves of blocks). 16: between the two measured, not measured.
-// Counted in sequences of kAttentionHeads heads (a TP8 rank's 8): a rank
-// with all 64 heads (data-parallel attention) makes them from batch 2.
-inline constexpr int kPrebuiltQueriesFromBatch = 16;
+// split blocks (MlaQueryKernel) rather than by each block, and the blocks
+// take several tiles of kept tokens (SparseAttentionMmaTiles). Device run
+// 62 (one tile a block): made before, batch 1 8.78 -> 9.01 ms, 8 17.11 ->
+// 17.33, 32 42.10 -> 39.14. Device run 130 (TP8, context 4096, graph on;
+// the session's tree with the several-tile blocks chosen at run time):
+// batch 8 made by each block 15.00 ms, made before with blocks of 1, 2 and
+// 4 tiles 15.11, 14.46, 15.37; batch 16 with 1, 2, 4 tiles 21.05, 20.86,
+// 20.42; batch 32 32.63, 32.38, 31.54. Counted in sequences of
+// kAttentionHeads heads (a TP8 rank's 8): a rank with all 64 heads
+// (data-parallel attention) makes them from one sequence (not measured).
+inline constexpr int kPrebuiltQueriesFromBatch = 8;
 
 // Whether the tensor-core split kernel takes a: the BF16 cache, kv_lora +
 // rope a multiple of 16, kv_lora of 32, at most kAttentionHeads heads a
@@ -35,8 +38,8 @@ bool SparseAttentionMmaFits(const SparseAttention& a);
 
 // Tiles of kAttentionTokens kept tokens a block of the split kernel (with
 // hg heads, on a device of sm_count SMs): more than one, with an online
-// softmax across them, only where the queries are made before the blocks
-// and the blocks still fill two waves.
+// softmax across them, only where the queries are made before the blocks;
+// the most (4, 2) whose blocks still fill 15/16 of one wave.
 int SparseAttentionMmaTiles(const SparseAttention& a, int hg, int sm_count);
 
 // The split kernel for hg heads and `tiles` tiles a block over grid

@@ -383,6 +383,8 @@ GpuStatus IndexerAndAbsorb(const StepLaunch& s, int layer, const LayerParams& w,
 
 // Absorbed MLA over the kept tokens, W_UV per head, o_proj's partial sum,
 // the residual.
+constexpr int kPlainAfterJoinFromBatch = 16;
+
 GpuStatus Mla(const StepLaunch& s, int layer, const LayerParams& w,
               cudaStream_t stream) {
   const StepDims& d = s.problem->dims;
@@ -390,14 +392,15 @@ GpuStatus Mla(const StepLaunch& s, int layer, const LayerParams& w,
   StepBuffers& b = *s.buffers;
   const int n = s.problem->batch, width = g.heads * d.v_dim;
   {
-    // After the side stream's join its first kernel goes plainly. Where
-    // that is the split kernel (no query kernel: TP ranks below
-    // kPrebuiltQueriesFromBatch) the combine after it overlaps (batch 1
-    // -0.04 ms); from 16 sequences overlapping the kernels after the first
-    // cost 0.7 ms at 16 and 32, so all go plainly there (device run 88).
+    // After the side stream's join its first kernel goes plainly; below
+    // kPlainAfterJoinFromBatch the kernels after it overlap (batch 1 -0.04
+    // ms); from 16 sequences overlapping them cost 0.7 ms at 16 and 32, so
+    // all go plainly there (device run 88, when 16 was also where the query
+    // kernel began; from 8 to 15 it now runs first, the split and the
+    // combine overlapped: device run 130).
     const bool after_join = s.side != nullptr;
     const bool combine_overlaps =
-        after_join && !s.problem->dp_attention && n < kPrebuiltQueriesFromBatch;
+        after_join && !s.problem->dp_attention && n < kPlainAfterJoinFromBatch;
     const ScopedOverlapLaunches scope(overlap_launches_enabled &&
                                       (!after_join || combine_overlaps));
     if (after_join) next_launch_plain = true;
