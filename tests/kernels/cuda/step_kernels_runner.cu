@@ -121,10 +121,10 @@ std::string RunTopK(const std::vector<float>& scores, int n, int k, int batch,
   return "";
 }
 
-std::string RunSparseAttention(const AttentionShape& shape,
-                               const AttentionData& data,
-                               std::vector<float>* out_lat) {
-  DeviceBuffers buffers;
+namespace {
+
+// The shape's dims as a SparseAttention (no buffers).
+SparseAttention AttentionOf(const AttentionShape& shape) {
   SparseAttention a;
   a.heads = shape.heads;
   a.kv_lora = shape.kv_lora;
@@ -134,6 +134,25 @@ std::string RunSparseAttention(const AttentionShape& shape,
   a.k = shape.k;
   a.cache_stride = shape.cache_stride;
   a.scale = shape.scale;
+  return a;
+}
+
+// The SMs the launch is told of: the shape's, or the device's.
+int SmCountOf(const AttentionShape& shape) {
+  int sm_count = shape.sm_count;
+  if (sm_count == 0) {
+    cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0);
+  }
+  return sm_count;
+}
+
+}  // namespace
+
+std::string RunSparseAttention(const AttentionShape& shape,
+                               const AttentionData& data,
+                               std::vector<float>* out_lat) {
+  DeviceBuffers buffers;
+  SparseAttention a = AttentionOf(shape);
   a.q_lat = Copied(buffers, data.q_lat);
   a.q = Copied(buffers, data.q_rope);  // rope part at offset 0
   a.q_head_stride = shape.rope;
@@ -159,11 +178,8 @@ std::string RunSparseAttention(const AttentionShape& shape,
         buffers.Alloc<float>(static_cast<size_t>(shape.batch) * shape.heads);
     if (!a.query_frags || !a.fresh_dots) return "cudaMalloc failed";
   }
-  int sm_count = shape.sm_count;
-  if (sm_count == 0) {
-    cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0);
-  }
-  const GpuStatus launched = LaunchSparseAttention(a, sm_count, nullptr);
+  const GpuStatus launched =
+      LaunchSparseAttention(a, SmCountOf(shape), nullptr);
   if (!launched.ok()) return launched.message;
   if (cudaDeviceSynchronize() != cudaSuccess) return "the attention failed";
   out_lat->resize(out_n);
@@ -173,28 +189,16 @@ std::string RunSparseAttention(const AttentionShape& shape,
 }
 
 bool TensorCoreAttentionTakes(const AttentionShape& shape) {
-  SparseAttention a;
-  a.kv_lora = shape.kv_lora;
-  a.rope = shape.rope;
-  return SparseAttentionMmaFits(a);
+  return SparseAttentionMmaFits(AttentionOf(shape));
 }
 
 int AttentionBlockTiles(const AttentionShape& shape) {
-  SparseAttention a;
-  a.heads = shape.heads;
-  a.kv_lora = shape.kv_lora;
-  a.rope = shape.rope;
-  a.batch = shape.batch;
-  a.k = shape.k;
+  SparseAttention a = AttentionOf(shape);
   if (shape.query_scratch) {  // only whether they are given counts here
     a.query_frags = reinterpret_cast<uint2*>(uintptr_t{256});
     a.fresh_dots = reinterpret_cast<float*>(uintptr_t{256});
   }
-  int sm_count = shape.sm_count;
-  if (sm_count == 0) {
-    cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, 0);
-  }
-  return SparseAttentionBlockTiles(a, sm_count);
+  return SparseAttentionBlockTiles(a, SmCountOf(shape));
 }
 
 int QueriesMadeBeforeFromBatch() { return kPrebuiltQueriesFromBatch; }
