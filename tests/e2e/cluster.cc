@@ -48,9 +48,18 @@ v1::SweepSpec TwelveTrialSpec() {
 
 fs::path SlowWrapper(const fs::path& dir, double sleep_s) {
   const fs::path wrapper = dir / "slow.sh";
-  std::ofstream(wrapper) << "#!/bin/sh\nsleep " << sleep_s << "\nexec \"$@\"\n";
+  std::ofstream(wrapper) << "#!/bin/sh\necho start >> '"
+                         << (dir / "trial_starts.log").string() << "'\nsleep "
+                         << sleep_s << "\nexec \"$@\"\n";
   fs::permissions(wrapper, fs::perms::owner_all);
   return wrapper;
+}
+
+int TrialStarts(const fs::path& dir) {
+  std::ifstream in(dir / "trial_starts.log");
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  return lines;
 }
 
 bool WaitFor(const std::function<bool()>& done, int timeout_ms) {

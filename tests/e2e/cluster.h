@@ -26,9 +26,12 @@ std::filesystem::path TempDir(const std::string& name);
 v1::SweepSpec TwelveTrialSpec();
 
 // A shell script that runs its arguments after `sleep_s` (0: at once),
-// making every trial take at least that long.
+// making every trial take at least that long; each start adds a line to
+// dir/trial_starts.log (TrialStarts).
 std::filesystem::path SlowWrapper(const std::filesystem::path& dir,
                                   double sleep_s);
+// Trial processes started through dir's SlowWrapper so far.
+int TrialStarts(const std::filesystem::path& dir);
 
 // Polls `done` every 50 ms until it holds or `timeout_ms` passes.
 bool WaitFor(const std::function<bool()>& done, int timeout_ms);

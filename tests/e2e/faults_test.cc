@@ -68,12 +68,19 @@ TEST(FaultsTest, ACoordinatorKilledMidSweepResumesAndRunsNothingTwice) {
   EXPECT_EQ(cluster.WaitForEnd(sweep_id).state(), v1::FINISHED);
   const std::vector<v1::Trial> trials = cluster.Trials(sweep_id);
   ASSERT_EQ(trials.size(), 12u);
+  int second_attempts = 0;
   for (const v1::Trial& t : trials) {
     EXPECT_EQ(t.state(), v1::DONE) << t.ShortDebugString();
-    // The trials in flight were reported to the new coordinator, which
-    // knew their workers: none was leased a second time.
-    EXPECT_EQ(t.attempt(), 1) << t.ShortDebugString();
+    EXPECT_LE(t.attempt(), 2) << t.ShortDebugString();
+    second_attempts += t.attempt() == 2;
   }
+  // The trials in flight were reported to the new coordinator, which knew
+  // their workers: none ran a second time. A trial may still be leased
+  // twice -- the kill landing between an Acquire's lease and its reply,
+  // whose worker then never held it (attempt 2, run once; seen about once
+  // in 20 runs on a loaded machine) -- so what is counted is the trial
+  // processes: one a trial (--nowarm_trials), twelve in all.
+  EXPECT_EQ(TrialStarts(dir), 12) << second_attempts << " second attempts";
   EXPECT_TRUE(cluster.worker(0).Alive());
   EXPECT_TRUE(cluster.worker(1).Alive());
 }
