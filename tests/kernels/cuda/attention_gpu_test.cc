@@ -205,6 +205,25 @@ TEST(AttentionGpuTest, BlocksOfSeveralTilesMatch) {
   }
 }
 
+// The tiles a split block takes on an H200 (132 SMs), as measured in
+// kernels/cuda/step/PERF.md v31: one below 8 sequences of a TP8 rank's 8
+// heads, two at 8, four at 16 and 32; one without the queries' scratch.
+// Host code only: runs without a device.
+TEST(AttentionTilesTest, PicksTheMeasuredTilesForAnH200) {
+  const auto tiles = [](int heads, int batch, bool scratch) {
+    AttentionShape sh = Shape(heads, 512, 64, 4096, batch, 2048);
+    sh.query_scratch = scratch;
+    sh.sm_count = 132;
+    return AttentionBlockTiles(sh);
+  };
+  for (int batch : {1, 2, 4, 7}) EXPECT_EQ(tiles(8, batch, true), 1) << batch;
+  EXPECT_EQ(tiles(8, 8, true), 2);
+  EXPECT_EQ(tiles(8, 16, true), 4);
+  EXPECT_EQ(tiles(8, 32, true), 4);
+  EXPECT_EQ(tiles(8, 32, false), 1);
+  EXPECT_EQ(tiles(64, 1, true), 2);  // a data-parallel rank's 64 heads
+}
+
 // A data-parallel rank: all 64 heads, in groups of 8 (pairs of heads only
 // where a few heads leave the GPU empty), the queries made once from two
 // sequences on (with the scratch).
