@@ -395,17 +395,17 @@ __device__ void IssueEntries(const SparseAttention& a, int b, int tokens,
   mma_detail::CpAsyncCommit();
 }
 
+// Blocks an SM of the kernel of more than one tile (its launch bounds:
+// its two entry buffers, 101 KB a block at GLM-5's dims).
+constexpr int kTiledBlocksPerSm = 2;
+
 // Block (split x head group, sequence), as SparseAttentionSplitKernel, over
 // T tiles of kTokens kept tokens with an online softmax: one partial a
 // block. T = 1 stages through registers (every load in flight at once);
 // T > 1 (prebuilt queries only) copies tile i + 1's entries by cp.async
 // into a second buffer while tile i is scored and summed. prebuilt: the
-// fragments and new-token dots come from MlaQueryKernel (T = 1: 80
+// fragments and new-token dots come from MlaQueryKernel (T = 1: 73
 // registers and 65 KB, three blocks an SM, two when the block makes them).
-// Blocks an SM of the kernel of more than one tile (its launch bounds:
-// its two entry buffers, 101 KB a block at GLM-5's dims).
-constexpr int kTiledBlocksPerSm = 2;
-
 template <int T>
 __global__ void __launch_bounds__(kWarps * 32, T == 1 ? 3 : kTiledBlocksPerSm)
     SparseAttentionSplitMmaKernel(SparseAttention a, int hg, bool prebuilt) {
