@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kernels/backends/expert_mma/expert_mma_impl.cuh"
+#include "kernels/backends/expert_mma/fused_gemv.cuh"
 #include "kernels/backends/expert_mma/tiles.h"
 #include "kernels/backends/registry.h"
 #include "kernels/cuda/launcher.cuh"
@@ -79,6 +80,16 @@ GpuStatus LaunchTile(const LayerArgs& a, cudaStream_t stream) {
   return LaunchSplit<kRT, kCPS, 8>(a, stream);
 }
 
+// The narrow slots' gate_up, then their down, by the kernel of one n-tile.
+template <int kRT, int kCPS>
+GpuStatus LaunchNarrow(const LayerArgs& a, cudaStream_t stream) {
+  for (const bool gate_up : {true, false}) {
+    MG_RETURN_IF_ERROR((LaunchExpertMma<kRT, kCPS, 1, kFusedWarps, true>(
+        PartJob(a, gate_up, kNarrowSlots), a.device, a.sm_count, stream)));
+  }
+  return OkStatus();
+}
+
 GpuStatus Launch(const LayerArgs& a, void*, cudaStream_t stream) {
   MG_RETURN_IF_ERROR(LaunchRouter(a, stream));
 #define MOETUNE_FUSED_LAUNCH(n, k)          \
@@ -90,6 +101,16 @@ GpuStatus Launch(const LayerArgs& a, void*, cudaStream_t stream) {
 }
 
 }  // namespace
+
+GpuStatus LaunchFusedGemvNarrow(const LayerArgs& a, cudaStream_t stream) {
+#define MOETUNE_NARROW_LAUNCH(n, k)         \
+  if (a.block_n == (n) && a.block_k == (k)) \
+    return LaunchNarrow<(n) / 16, (k) / 64>(a, stream);
+  MOETUNE_FUSED_GEMV_TILES(MOETUNE_NARROW_LAUNCH)
+#undef MOETUNE_NARROW_LAUNCH
+  return Fail(RunStatus::kCannotImplement, "fused_gemv: unknown tile");
+}
+
 }  // namespace moetune::gpu
 
 namespace moetune::backends::fused_gemv {

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "kernels/backends/expert_mma/expert_mma_impl.cuh"
+#include "kernels/backends/expert_mma/grouped_wgmma.cuh"
 #include "kernels/backends/expert_mma/hopper_async.cuh"
 #include "kernels/backends/expert_mma/tiles.h"
 #include "kernels/backends/expert_mma/token_tiles.cuh"
@@ -67,22 +68,25 @@ struct WgStage {
 struct Workspace {
   __half* xb;  // [tiles][kTileTokens * hidden], B layout
   __half* hb;  // [tiles][kTileTokens * inter_local], B layout
-  float* yp;   // [max_positions][hidden]
+  float* yp;   // [max_positions][hidden]; none when down adds into y
   TileTables tables;
 };
 
 // The workspace's parts carved out of `base` (nullptr: only sized, into
-// *bytes).
-Workspace Carve(const LayerArgs& a, void* base, size_t* bytes = nullptr) {
+// *bytes); without yp when `down_into_y`.
+Workspace Carve(const LayerArgs& a, void* base, size_t* bytes = nullptr,
+                bool down_into_y = false) {
   Carver c(base);
   const size_t tile_values =
       static_cast<size_t>(TileBound(a.geo)) * kTileTokens;
   Workspace w;
   w.xb = c.Take<__half>(tile_values * a.geo.hidden);
   w.hb = c.Take<__half>(tile_values * a.geo.inter_local);
-  w.yp = c.Take<float>(static_cast<size_t>(a.geo.max_positions) * a.geo.hidden);
+  w.yp = down_into_y ? nullptr
+                     : c.Take<float>(static_cast<size_t>(a.geo.max_positions) *
+                                     a.geo.hidden);
   w.tables.tile_first = c.Take<int>(a.geo.max_slots + 1);
-  w.tables.counters = c.Take<int>(2);
+  w.tables.counters = c.Take<int>(kTileCounters);
   w.tables.place = c.Take<int>(a.geo.max_positions);
   if (bytes != nullptr) *bytes = c.used();
   return w;
@@ -104,6 +108,9 @@ struct WgJob {
   int inter_local = 0, hidden = 0;
   int rgs = 0;    // units of block rows
   int steps = 0;  // K steps of a unit
+  // The slots it runs: the router's first meta[slots_meta] (kMetaSlots:
+  // all; kMetaWide: the wide ones, which lead the list).
+  int slots_meta = kMetaSlots;
 };
 
 // What the producer put in a stage besides its bytes.
@@ -121,7 +128,7 @@ struct SmemTables {
 };
 
 __device__ int LoadTables(const WgJob& j, SmemTables* t) {
-  const int slots = __ldcg(j.buf.meta + kMetaSlots);
+  const int slots = __ldcg(j.buf.meta + j.slots_meta);
   for (int s = threadIdx.x; s <= slots; s += blockDim.x)
     t->tile_first[s] = __ldcg(j.ws.tables.tile_first + s);
   return slots;
@@ -393,9 +400,10 @@ __device__ void GateUpOut(const WgJob& j, const StageMeta& m,
   }
 }
 
-// down rows t * 16 + g and + 8, times the routing weight, one row per
-// position (combined later in a fixed order).
-template <int kRT>
+// down rows t * 16 + g and + 8, times the routing weight: one row per
+// position (combined later in a fixed order), or with kIntoY added into
+// the token's output row by atomics (as fused_gemv's down adds its own).
+template <int kRT, bool kIntoY>
 __device__ void DownOut(const WgJob& j, const StageMeta& m,
                         const float (&d)[kRT][16], int warp, int lane) {
   const int g = lane / 4, c = lane % 4;
@@ -407,12 +415,20 @@ __device__ void DownOut(const WgJob& j, const StageMeta& m,
       if (n >= m.ntok) continue;
       const int p = m.p0 + n;
       const float w = __ldg(j.buf.tok_w + p) * j.out_scale;
-      float* out = j.ws.yp + static_cast<int64_t>(p) * j.hidden;
+      float* out =
+          kIntoY ? j.buf.y + static_cast<int64_t>(__ldg(j.buf.tok_list + p)) *
+                                 j.hidden
+                 : j.ws.yp + static_cast<int64_t>(p) * j.hidden;
 #pragma unroll
       for (int rt = 0; rt < kRT; ++rt) {
         const int r = ((m.rg * kRT + rt) * 4 + warp) * tiled::kTileRows + g;
-        out[r] = w * d[rt][nt * 4 + e];
-        out[r + 8] = w * d[rt][nt * 4 + 2 + e];
+        if constexpr (kIntoY) {
+          atomicAdd(out + r, w * d[rt][nt * 4 + e]);
+          atomicAdd(out + r + 8, w * d[rt][nt * 4 + 2 + e]);
+        } else {
+          out[r] = w * d[rt][nt * 4 + e];
+          out[r + 8] = w * d[rt][nt * 4 + 2 + e];
+        }
       }
     }
   }
@@ -420,7 +436,7 @@ __device__ void DownOut(const WgJob& j, const StageMeta& m,
 
 // The consumer warpgroup: each stage as it lands; a unit's epilogue after
 // its last K step.
-template <int kRT, int kCPS, int kMode>
+template <int kRT, int kCPS, int kMode, bool kIntoY>
 __device__ void Consume(const WgJob& j, uint8_t* ring, uint64_t* full,
                         uint64_t* empty, const StageMeta* metas, int warp,
                         int lane) {
@@ -443,7 +459,7 @@ __device__ void Consume(const WgJob& j, uint8_t* ring, uint64_t* full,
       if (kMode == kModeGateUp) {
         GateUpOut<kRT>(j, m, d, warp, lane);
       } else {
-        DownOut<kRT>(j, m, d, warp, lane);
+        DownOut<kRT, kIntoY>(j, m, d, warp, lane);
       }
     }
   }
@@ -458,7 +474,7 @@ constexpr int SmemBytes() {
 }
 
 // Warps 0-3: the consumer warpgroup; warp 4: the producer.
-template <int kRT, int kCPS, int kMode>
+template <int kRT, int kCPS, int kMode, bool kIntoY>
 __global__ void __launch_bounds__(kThreads, WgBlocksPerSm<kRT, kCPS>())
     GroupedWgmmaKernel(const __grid_constant__ WgJob job) {
   using S = WgStage<kRT, kCPS>;
@@ -482,16 +498,17 @@ __global__ void __launch_bounds__(kThreads, WgBlocksPerSm<kRT, kCPS>())
   if (warp == kConsumerWarps) {
     Produce<kRT, kCPS>(job, *tables, slots, smem, full, empty, metas, lane);
   } else {
-    Consume<kRT, kCPS, kMode>(job, smem, full, empty, metas, warp, lane);
+    Consume<kRT, kCPS, kMode, kIntoY>(job, smem, full, empty, metas, warp,
+                                      lane);
   }
   LaunchDependents();
 }
 
-template <int kRT, int kCPS, int kMode>
+template <int kRT, int kCPS, int kMode, bool kIntoY = false>
 GpuStatus LaunchMode(const WgJob& job, int device, int sm_count,
                      cudaStream_t stream) {
   static int blocks_per_sm[64] = {};
-  auto* kernel = &GroupedWgmmaKernel<kRT, kCPS, kMode>;
+  auto* kernel = &GroupedWgmmaKernel<kRT, kCPS, kMode, kIntoY>;
   constexpr int smem = SmemBytes<kRT, kCPS>();
   int per_sm = 0;
   MG_RETURN_IF_ERROR(BlocksPerSm(kernel, kThreads, smem, device, blocks_per_sm,
@@ -515,6 +532,16 @@ WgJob Job(const LayerArgs& a, const Workspace& ws, bool gate_up, int block_n,
   return j;
 }
 
+// Its routing tables live in shared memory (SmemTables).
+GpuStatus CheckSlots(const LayerArgs& a) {
+  if (a.geo.max_slots <= kMaxTableSlots) return OkStatus();
+  return Fail(RunStatus::kCannotImplement,
+              "grouped_wgmma: at most " + std::to_string(kMaxTableSlots) +
+                  " expert slots a rank (its routing tables live in shared "
+                  "memory); this rank has " +
+                  std::to_string(a.geo.max_slots));
+}
+
 template <int kBN, int kBK>
 GpuStatus LaunchTile(const LayerArgs& a, const Workspace& ws,
                      cudaStream_t stream) {
@@ -526,16 +553,11 @@ GpuStatus LaunchTile(const LayerArgs& a, const Workspace& ws,
 }
 
 GpuStatus Launch(const LayerArgs& a, void* workspace, cudaStream_t stream) {
-  if (a.geo.max_slots > kMaxTableSlots) {
-    return Fail(RunStatus::kCannotImplement,
-                "grouped_wgmma: at most " + std::to_string(kMaxTableSlots) +
-                    " expert slots a rank (its routing tables live in shared "
-                    "memory); this rank has " +
-                    std::to_string(a.geo.max_slots));
-  }
+  MG_RETURN_IF_ERROR(CheckSlots(a));
   const Workspace ws = Carve(a, workspace);
   MG_RETURN_IF_ERROR(LaunchRouter(a, stream));
-  MG_RETURN_IF_ERROR(LaunchGatherTiles(a, ws.tables, ws.xb, stream));
+  MG_RETURN_IF_ERROR(
+      LaunchGatherTiles(a, ws.tables, ws.xb, kMetaSlots, stream));
   GpuStatus status =
       Fail(RunStatus::kCannotImplement, "grouped_wgmma: unknown tile");
 #define MOETUNE_WGMMA_LAUNCH(n, k)          \
@@ -548,6 +570,30 @@ GpuStatus Launch(const LayerArgs& a, void* workspace, cudaStream_t stream) {
 }
 
 }  // namespace
+
+size_t WideWgmmaWorkspaceBytes(const LayerArgs& a) {
+  size_t bytes = 0;
+  Carve(a, nullptr, &bytes, /*down_into_y=*/true);
+  return bytes;
+}
+
+GpuStatus LaunchWideWgmma(const LayerArgs& a, void* workspace,
+                          cudaStream_t stream) {
+  MG_RETURN_IF_ERROR(CheckSlots(a));
+  constexpr int kBN = backends::kWideWgmmaBlockN;
+  constexpr int kBK = backends::kWideWgmmaBlockK;
+  constexpr int kRT = kBN / 64, kCPS = kBK / 64;
+  const Workspace ws = Carve(a, workspace, nullptr, /*down_into_y=*/true);
+  MG_RETURN_IF_ERROR(LaunchGatherTiles(a, ws.tables, ws.xb, kMetaWide, stream));
+  WgJob gate_up = Job(a, ws, true, kBN, kBK),
+        down = Job(a, ws, false, kBN, kBK);
+  gate_up.slots_meta = down.slots_meta = kMetaWide;
+  MG_RETURN_IF_ERROR((LaunchMode<kRT, kCPS, kModeGateUp>(gate_up, a.device,
+                                                         a.sm_count, stream)));
+  return LaunchMode<kRT, kCPS, kModeDown, true>(down, a.device, a.sm_count,
+                                                stream);
+}
+
 }  // namespace moetune::gpu
 
 namespace moetune::backends::grouped_wgmma {

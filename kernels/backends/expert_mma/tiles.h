@@ -13,3 +13,10 @@
 
 // For the descriptors: one Tile{block_n, block_k} array element.
 #define MOETUNE_TILE_ELEMENT(n, k) ::moetune::backends::Tile{n, k},
+
+// fused_gemv_wgmma's tiles are fused_gemv's (its narrow kernels'); its wide
+// slots run grouped_wgmma's kernel at this one tile, grouped_wgmma's fastest
+// at every serving batch measured (kernels/PERF.md).
+namespace moetune::backends {
+inline constexpr int kWideWgmmaBlockN = 128, kWideWgmmaBlockK = 256;
+}  // namespace moetune::backends

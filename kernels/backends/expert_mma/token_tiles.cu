@@ -18,14 +18,16 @@ struct GatherArgs {
   const int* tok_list;
   TileTables tables;
   int hidden;
+  int slots_meta;  // meta's entry counting the slots planned
 };
 
 __device__ __forceinline__ int TilesOf(int ntok) {
   return (ntok + kTileTokens - 1) / kTileTokens;
 }
 
-// Block 0: tile_first[0 .. slots] by a block scan, and the counters reset
-// (the previous run's expert kernels finished before this launch).
+// Block 0: tile_first[0 .. slots] by a block scan, the unit counters reset
+// (the previous run's expert kernels finished before this launch), and the
+// positions of the slots (theirs come first, in slot order).
 __device__ void WriteTileFirst(const GatherArgs& g, int slots,
                                Scan::TempStorage& storage) {
   int carry = 0;
@@ -42,6 +44,8 @@ __device__ void WriteTileFirst(const GatherArgs& g, int slots,
     g.tables.tile_first[slots] = carry;
     g.tables.counters[0] = 0;
     g.tables.counters[1] = 0;
+    g.tables.counters[kPlannedPositions] =
+        slots > 0 ? g.slot_tok_off[slots - 1] + g.slot_ntok[slots - 1] : 0;
   }
 }
 
@@ -51,7 +55,7 @@ __device__ void WriteTileFirst(const GatherArgs& g, int slots,
 __global__ void __launch_bounds__(kThreads)
     PlanTilesKernel(const __grid_constant__ GatherArgs g) {
   __shared__ Scan::TempStorage storage;
-  const int slots = g.meta[kMetaSlots];
+  const int slots = g.meta[g.slots_meta];
   WriteTileFirst(g, slots, storage);
   __syncthreads();  // tile_first's global writes, seen by the block
   for (int s = threadIdx.x; s < slots; s += kThreads) {
@@ -77,7 +81,7 @@ __global__ void __launch_bounds__(kThreads)
     GatherTilesKernel(const __grid_constant__ GatherArgs g) {
   __shared__ const __half* src_s[kRowsPerBlock];
   __shared__ int64_t dst_s[kRowsPerBlock];
-  const int positions = g.meta[kMetaPositions], k = g.hidden;
+  const int positions = g.tables.counters[kPlannedPositions], k = g.hidden;
   const int p0 = blockIdx.x * kRowsPerBlock;
   if (p0 >= positions) return;
   if (threadIdx.x < kRowsPerBlock) {
@@ -117,7 +121,7 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 GpuStatus LaunchGatherTiles(const LayerArgs& args, const TileTables& tables,
-                            __half* xb, cudaStream_t stream) {
+                            __half* xb, int slots_meta, cudaStream_t stream) {
   if (args.geo.max_positions == 0) return OkStatus();
   const GatherArgs g{args.buf.x16,
                      xb,
@@ -126,7 +130,8 @@ GpuStatus LaunchGatherTiles(const LayerArgs& args, const TileTables& tables,
                      args.buf.slot_ntok,
                      args.buf.tok_list,
                      tables,
-                     args.geo.hidden};
+                     args.geo.hidden,
+                     slots_meta};
   PlanTilesKernel<<<1, kThreads, 0, stream>>>(g);
   MG_CHECK_LAUNCH();
   GatherTilesKernel<<<(args.geo.max_positions + kRowsPerBlock - 1) /

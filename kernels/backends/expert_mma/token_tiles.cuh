@@ -25,18 +25,24 @@ inline int TileBound(const Geometry& g) {
   return g.max_slots + (g.max_positions + kTileTokens - 1) / kTileTokens;
 }
 
+// counters[]: the next unit of gate_up, of down (indexed by the expert
+// kernels' mode, 0 and 1), and the positions the plan covers.
+inline constexpr int kTileCounters = 3, kPlannedPositions = 2;
+
 struct TileTables {
   int* tile_first = nullptr;  // [max_slots + 1]: slot s's first tile; [slots]
                               // = the run's tiles
-  int* counters = nullptr;    // [2]: next unit of gate_up, of down
+  int* counters = nullptr;    // [kTileCounters]
   int* place = nullptr;       // [max_positions]: tile * kTileTokens + row
 };
 
-// After the router: tile_first, the counters reset to 0, each position's
-// place, and every position's input row (x16) stored in its tile (`xb`:
-// [tiles][kTileTokens * hidden] in B layout). A one-block plan, then eight
-// positions a block.
+// After the router, over its first meta[slots_meta] slots (kMetaSlots: all;
+// kMetaWide: the wide ones, which lead the list, their positions first):
+// tile_first, the unit counters reset to 0, the positions covered, each
+// position's place, and every covered position's input row (x16) stored in
+// its tile (`xb`: [tiles][kTileTokens * hidden] in B layout). A one-block
+// plan, then eight positions a block.
 GpuStatus LaunchGatherTiles(const LayerArgs& args, const TileTables& tables,
-                            __half* xb, cudaStream_t stream);
+                            __half* xb, int slots_meta, cudaStream_t stream);
 
 }  // namespace moetune::gpu
