@@ -16,6 +16,7 @@
   GPU(dequant_cublas)                       \
   GPU(fused_gemv)                           \
   GPU(fused_gemv_fp8)                       \
+  GPU(fused_gemv_wgmma)                     \
   GPU(grouped_mma)                          \
   GPU(grouped_wgmma)                        \
   PLANNED(native_fp4)

@@ -264,22 +264,28 @@ TEST(DeploySpecsTest, H200SpecsValidateAndExpand) {
 }
 
 // The serving-batch specs (issue 23: batches 1 to 512, uniform and skewed
-// routing): valid, and past batch 1 only the backends that take such
-// batches are planned (fused_gemv_fp8 stops at 1).
+// routing): valid, and each batch plans only the backends that take it
+// (fused_gemv_fp8 stops at 1; fused_gemv_wgmma starts at 17).
 TEST(DeploySpecsTest, ServingSpecsPlanTheLargeBatchesOnTheirBackends) {
   for (const std::string name :
        {"h200_serving_sweep.json", "h200_serving_skewed_sweep.json"}) {
     const v1::SweepSpec spec = ReadDeploySpec(name);
     ASSERT_TRUE(ValidateSweepSpec(spec).ok())
         << name << ": " << ValidateSweepSpec(spec);
-    std::set<std::string> at_512;
+    std::set<std::string> at_8, at_512;
     const std::vector<v1::Trial> trials = *testing::Expand(spec);
     for (const v1::Trial& t : trials) {
+      if (t.workload().batch_size() == 8)
+        at_8.insert(t.config().moe_backend());
       if (t.workload().batch_size() == 512)
         at_512.insert(t.config().moe_backend());
     }
-    EXPECT_EQ(at_512, (std::set<std::string>{"fused_gemv", "grouped_mma",
-                                             "grouped_wgmma"}))
+    EXPECT_EQ(at_8, (std::set<std::string>{"fused_gemv", "grouped_mma",
+                                           "grouped_wgmma"}))
+        << name;
+    EXPECT_EQ(at_512,
+              (std::set<std::string>{"fused_gemv", "fused_gemv_wgmma",
+                                     "grouped_mma", "grouped_wgmma"}))
         << name;
   }
 }

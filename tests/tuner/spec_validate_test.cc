@@ -224,8 +224,8 @@ TEST(ValidateTest, Backends) {
                 backends::KnownBackendNames());
   EXPECT_THAT(ErrorOf(spec),
               HasSubstr("cpu_reference, cpu_blocked, dequant_cublas, "
-                        "fused_gemv, fused_gemv_fp8, grouped_mma, "
-                        "grouped_wgmma, native_fp4"));
+                        "fused_gemv, fused_gemv_fp8, fused_gemv_wgmma, "
+                        "grouped_mma, grouped_wgmma, native_fp4"));
   spec.mutable_space()->set_moe_backends(0, "cpu_blocked");
   spec.mutable_space()->add_moe_backends("cpu_reference");
   spec.mutable_space()->add_moe_backends("cpu_blocked");

@@ -212,12 +212,12 @@ std::vector<Config> Configs(const Flags& f) {
 
 void PrintHeader() {
   std::printf(
-      "%-15s %-8s %-5s %5s %10s %10s %9s %8s %9s %10s %11s %7s %9s  %s\n",
+      "%-16s %-8s %-5s %5s %10s %10s %9s %8s %9s %10s %11s %7s %9s  %s\n",
       "backend", "tile", "graph", "batch", "median_us", "p90_us", "bytes_MB",
       "GB/s", "floor_us", "efficiency", "max_rel_err", "#wrong", "rel_l2",
       "status");
   std::printf(
-      "%-15s %-8s %-5s %5s %10s %10s %9s %8s %9s %10s %11s %7s %9s  %s\n", "-",
+      "%-16s %-8s %-5s %5s %10s %10s %9s %8s %9s %10s %11s %7s %9s  %s\n", "-",
       "NxK", "-", "tok", "us", "us", "1e6 B", "1e9B/s", "us", "floor/med",
       "|d|/max(|r|,rms)", "count", "|d|2/|r|2", "-");
 }
@@ -242,7 +242,7 @@ void RunConfig(const Flags& f, const MoeProblem& p, const Config& c,
   if (r.status != RunStatus::kOk) {
     const bool error = r.status == RunStatus::kCudaError;
     totals->errors += error ? 1 : 0;
-    std::printf("%-15s %-8s %-5s %5d  %s: %s\n", c.backend.c_str(),
+    std::printf("%-16s %-8s %-5s %5d  %s: %s\n", c.backend.c_str(),
                 tile.c_str(), c.graph ? "on" : "off", p.batch,
                 error ? "CUDA ERROR" : "not run", r.message.c_str());
     return;
@@ -253,7 +253,7 @@ void RunConfig(const Flags& f, const MoeProblem& p, const Config& c,
                p90 = Percentile(r.samples_us, 0.9);
   const double floor_us = r.bytes / (bw_gbps * 1e3);
   std::printf(
-      "%-15s %-8s %-5s %5d %10.1f %10.1f %9.1f %8.0f %9.1f %10.3f %11.2e %7d "
+      "%-16s %-8s %-5s %5d %10.1f %10.1f %9.1f %8.0f %9.1f %10.3f %11.2e %7d "
       "%9.2e  %s\n",
       c.backend.c_str(), tile.c_str(), c.graph ? "on" : "off", p.batch, med,
       p90, r.bytes / 1e6, r.bytes / (med * 1e3), floor_us, floor_us / med,

@@ -27,7 +27,8 @@ TEST(RegistryTest, EveryBackendIsListedOnceInListOrder) {
   }
   EXPECT_EQ(KnownBackendNames(),
             "cpu_reference, cpu_blocked, dequant_cublas, fused_gemv, "
-            "fused_gemv_fp8, grouped_mma, grouped_wgmma, native_fp4");
+            "fused_gemv_fp8, fused_gemv_wgmma, grouped_mma, grouped_wgmma, "
+            "native_fp4");
   EXPECT_EQ(FindBackend("no_such_backend"), nullptr);
 }
 
@@ -42,9 +43,13 @@ TEST(RegistryTest, CpuBackendsHaveAnMoeLayerAndGpuBackendsDoNot) {
   }
 }
 
+// At one token, but for fused_gemv_wgmma, which starts where the router's
+// wide slots do (17 tokens).
 TEST(RegistryTest, EveryDefaultTileRunsTheGlm5Layer) {
   for (const BackendDescriptor* backend : AllBackends()) {
-    EXPECT_EQ(backend->CanImplement(kGlm5, backend->DefaultTile()), "")
+    LayerShape shape = kGlm5;
+    if (backend->name == "fused_gemv_wgmma") shape.batch = 17;
+    EXPECT_EQ(backend->CanImplement(shape, backend->DefaultTile()), "")
         << backend->name;
   }
 }
@@ -78,6 +83,26 @@ TEST(DescriptorTest, CanImplementNamesTheBackendAndTheReason) {
   EXPECT_THAT(FindBackend("grouped_mma")
                   ->CanImplement({6144, 2048, kMaxBatchTokens + 1}, {64, 64}),
               HasSubstr("at most 4096 tokens"));
+}
+
+// fused_gemv_wgmma: from 17 tokens; fused_gemv's rules at its tile (the
+// narrow kernel's) and grouped_wgmma's 128x256 for the wide kernel.
+TEST(DescriptorTest, FusedGemvWgmmaNamesWhichOfItsKernelsCannot) {
+  const BackendDescriptor& hybrid = *FindBackend("fused_gemv_wgmma");
+  EXPECT_EQ(hybrid.TileList(), FindBackend("fused_gemv")->TileList());
+  EXPECT_THAT(hybrid.CanImplement({6144, 2048, 16}, {16, 512}),
+              HasSubstr("needs at least 17 tokens (got 16)"));
+  for (const int batch : {17, 64, 512, kMaxBatchTokens}) {
+    EXPECT_EQ(hybrid.CanImplement({6144, 2048, batch}, {16, 512}), "");
+    EXPECT_EQ(hybrid.CanImplement({6144, 2048 / 8, batch}, {32, 256}), "");
+  }
+  // A TP16 slice (inter 128): the narrow tile fits, the wide kernel's
+  // block_k of 256 does not divide down's K.
+  EXPECT_THAT(hybrid.CanImplement({6144, 2048 / 16, 64}, {16, 256}),
+              HasSubstr("wide kernel (grouped_wgmma 128x256): block_k must "
+                        "divide"));
+  EXPECT_THAT(hybrid.CanImplement({6144, 2048 / 64, 64}, {16, 256}),
+              HasSubstr("fused_gemv_wgmma tile 16x256: needs hidden"));
 }
 
 // A run or sweep that names no tile takes the default, or where that does

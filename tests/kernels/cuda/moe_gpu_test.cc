@@ -591,6 +591,26 @@ std::vector<float> RunMatching(const MoeProblem& p, const std::string& backend,
   return r.output;
 }
 
+// `backend` (its default tile) on p against the CPU in double on a few
+// tokens (the first, a middle one, the last) and every row.
+void ExpectSampledTokensMatchTheCpu(const MoeProblem& p,
+                                    const std::string& backend) {
+  const std::vector<int> tokens = {0, p.batch / 2, p.batch - 1};
+  std::vector<int> rows;
+  for (int row = 0; row < p.dims.hidden; ++row) rows.push_back(row);
+  const std::vector<double> cpu = cpu::OutputRows(p, tokens, rows, 4);
+  const MoeRunResult r = RunMoeLayer(p, Options(backend));
+  ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+  std::vector<float> picked;
+  for (int t : tokens) {
+    picked.insert(picked.end(), r.output.begin() + t * p.dims.hidden,
+                  r.output.begin() + (t + 1) * p.dims.hidden);
+  }
+  const auto [rel_l2, worst] = Errors(picked, cpu);
+  EXPECT_LT(rel_l2, kTolerance) << backend << " batch " << p.batch;
+  EXPECT_LT(worst, kTolerance) << backend << " batch " << p.batch;
+}
+
 TEST(MoeGpuTest, GroupedWgmmaHandlesUnevenRoutingAtServingBatches) {
   SKIP_WITHOUT_GPU();
   const BackendDescriptor& info = *backends::FindBackend("grouped_wgmma");
@@ -613,22 +633,8 @@ TEST(MoeGpuTest, GroupedWgmmaHandlesUnevenRoutingAtServingBatches) {
           EXPECT_EQ(out, again.output);
         }
       }
-      // The CPU in double on a few tokens (the first, a middle one, the
-      // last) and every row.
-      const std::vector<int> tokens = {0, batch / 2, batch - 1};
-      std::vector<int> rows;
-      for (int row = 0; row < p.dims.hidden; ++row) rows.push_back(row);
-      const std::vector<double> cpu = cpu::OutputRows(p, tokens, rows, 4);
-      const MoeRunResult r = RunMoeLayer(p, Options("grouped_wgmma"));
-      ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
-      std::vector<float> picked;
-      for (int t : tokens) {
-        picked.insert(picked.end(), r.output.begin() + t * p.dims.hidden,
-                      r.output.begin() + (t + 1) * p.dims.hidden);
-      }
-      const auto [rel_l2, worst] = Errors(picked, cpu);
-      EXPECT_LT(rel_l2, kTolerance) << routing << " batch " << batch;
-      EXPECT_LT(worst, kTolerance) << routing << " batch " << batch;
+      SCOPED_TRACE(routing);
+      ExpectSampledTokensMatchTheCpu(p, "grouped_wgmma");
     }
   }
 }
@@ -662,6 +668,41 @@ TEST(MoeGpuTest, FusedGemvSplitsWideAndNarrowSlots) {
       EXPECT_EQ(tiles_run, static_cast<int>(info.tiles.size()));
     }
   }
+}
+
+// fused_gemv_wgmma: the wide slots (the shared expert, hot experts, the
+// expert every token takes under one_hot) by grouped_wgmma's kernel, the
+// rest by fused_gemv's narrow one, both adding into y: every tile, graph off
+// and on, against the trusted path, from the first batch with wide slots
+// (17) to 512, under uniform, skewed, replayed (never-chosen experts) and
+// one-expert routing; sampled tokens against the CPU in double; and 16
+// tokens refused with the reason.
+TEST(MoeGpuTest, FusedGemvWgmmaSplitsTheSlotsBetweenItsKernels) {
+  SKIP_WITHOUT_GPU();
+  const BackendDescriptor& info = *backends::FindBackend("fused_gemv_wgmma");
+  for (const int batch : {17, 40, 64, 130, 512}) {
+    for (const std::string routing :
+         {"uniform", "skewed", "replayed", "one_hot"}) {
+      const MoeProblem p = Serving(batch, routing);
+      const std::vector<double> want = TrustedOutput(p);
+      ASSERT_FALSE(want.empty());
+      for (const Tile& t : info.tiles) {
+        ASSERT_TRUE(Fits(info, p, t)) << backends::TileText(t);
+        for (const bool graph : {false, true}) {
+          SCOPED_TRACE(routing + " batch " + std::to_string(batch) + " " +
+                       backends::TileText(t) + (graph ? " graph" : ""));
+          EXPECT_FALSE(
+              RunMatching(p, "fused_gemv_wgmma", t, graph, want).empty());
+        }
+      }
+      SCOPED_TRACE(routing);
+      ExpectSampledTokensMatchTheCpu(p, "fused_gemv_wgmma");
+    }
+  }
+  const MoeRunResult r =
+      RunMoeLayer(Serving(16, "uniform"), Options("fused_gemv_wgmma"));
+  EXPECT_EQ(r.status, RunStatus::kCannotImplement);
+  EXPECT_THAT(r.message, HasSubstr("at least 17 tokens"));
 }
 
 }  // namespace
