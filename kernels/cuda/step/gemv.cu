@@ -237,6 +237,10 @@ __global__ void GemvNvfp4Kernel(Nvfp4Gemv g) {
 }
 
 constexpr int kAbsorbColumns = 32, kAbsorbGroups = 8;
+// From this batch a block absorbs several sequences' queries (a warp a
+// sequence in its last sum, so at most kAbsorbGroups).
+constexpr int kAbsorbSharedFromBatch = 8, kAbsorbSequencesPerBlock = 8;
+static_assert(kAbsorbSequencesPerBlock <= kAbsorbGroups);
 
 // E2M1(code) * E4M3(block scale) of element (row, col) of a row-major NVFP4
 // matrix with k columns (the tensor scale left to the caller).
@@ -249,42 +253,47 @@ __device__ __forceinline__ float Nvfp4Unscaled(const uint8_t* codes,
   return nvfp4::E2M1ToFloat(code) * nvfp4::E4M3ToFloat(scale);
 }
 
-// Block (head, sequence, 32 latent columns): 8 warps each sum every 8th row
-// of W_UK for the columns (a lane a column: coalesced), then one adds them.
-// It runs on a side stream beside the indexer. Tried and lost (device run
-// 128, TP8): a thread's 24 weights loaded at once before the wait (its
-// requests beside the indexer's: the step +0.17 ms at batch 1, +0.6 at 8,
-// +2.8 at 32) and, on top, its blocks in q_rope's launch instead of the
-// side stream (+0.3 ms at batch 1, +0.75 at 2: ~4 us a layer on the
-// critical path).
+template <int kSeq>
 __global__ void AbsorbQueryKernel(AbsorbQuery a) {
   EnterAfterPriorKernels();
-  __shared__ float partial[kAbsorbGroups][kAbsorbColumns + 1];
-  const int h = blockIdx.x, b = blockIdx.y;
+  __shared__ float partial[kAbsorbGroups][kSeq][kAbsorbColumns + 1];
+  const int h = blockIdx.x, b0 = blockIdx.y * kSeq;
+  const int seqs = kSeq == 1 ? 1 : min(kSeq, a.batch - b0);
   const int col = threadIdx.x % kAbsorbColumns;
   const int group = threadIdx.x / kAbsorbColumns;
   const int j = blockIdx.z * kAbsorbColumns + col;
-  const float* q = a.q + b * a.q_stride + h * a.q_head_stride;
+  const float* q = a.q + b0 * a.q_stride + h * a.q_head_stride;
   const int64_t first_row = static_cast<int64_t>(h) * (a.nope + a.v_dim);
-  float acc = 0.0f;
+  float acc[kSeq] = {};
   if (j < a.kv_lora && a.codes == nullptr) {
     const uint16_t* w = a.kv_b + first_row * a.kv_lora + j;
     for (int i = group; i < a.nope; i += kAbsorbGroups) {
-      acc += q[i] * Bf16ToFloat(w[static_cast<int64_t>(i) * a.kv_lora]);
+      const float wi = Bf16ToFloat(w[static_cast<int64_t>(i) * a.kv_lora]);
+#pragma unroll
+      for (int s = 0; s < kSeq; ++s) {
+        if (s < seqs) acc[s] += q[s * a.q_stride + i] * wi;
+      }
     }
   } else if (j < a.kv_lora) {
     for (int i = group; i < a.nope; i += kAbsorbGroups) {
-      acc +=
-          q[i] * Nvfp4Unscaled(a.codes, a.scales, a.kv_lora, first_row + i, j);
+      const float wi =
+          Nvfp4Unscaled(a.codes, a.scales, a.kv_lora, first_row + i, j);
+#pragma unroll
+      for (int s = 0; s < kSeq; ++s) {
+        if (s < seqs) acc[s] += q[s * a.q_stride + i] * wi;
+      }
     }
-    acc *= a.tensor_scale;
+#pragma unroll
+    for (int s = 0; s < kSeq; ++s) acc[s] *= a.tensor_scale;
   }
-  partial[group][col] = acc;
+#pragma unroll
+  for (int s = 0; s < kSeq; ++s) partial[group][s][col] = acc[s];
   __syncthreads();
-  if (group != 0 || j >= a.kv_lora) return;
+  const int s = group;
+  if (s >= seqs || j >= a.kv_lora) return;
   float sum = 0.0f;
-  for (int g = 0; g < kAbsorbGroups; ++g) sum += partial[g][col];
-  a.q_lat[(static_cast<int64_t>(b) * a.heads + h) * a.kv_lora + j] = sum;
+  for (int g = 0; g < kAbsorbGroups; ++g) sum += partial[g][s][col];
+  a.q_lat[(static_cast<int64_t>(b0 + s) * a.heads + h) * a.kv_lora + j] = sum;
 }
 
 }  // namespace
@@ -354,9 +363,17 @@ GpuStatus LaunchGemvNvfp4(const Nvfp4Gemv& given, cudaStream_t stream) {
 
 GpuStatus LaunchAbsorbQuery(const AbsorbQuery& a, cudaStream_t stream) {
   const int column_blocks = (a.kv_lora + kAbsorbColumns - 1) / kAbsorbColumns;
-  return LaunchOverlapped(AbsorbQueryKernel,
-                          dim3(a.heads, a.batch, column_blocks),
-                          kAbsorbColumns * kAbsorbGroups, 0, stream, a);
+  const int threads = kAbsorbColumns * kAbsorbGroups;
+  if (a.batch < kAbsorbSharedFromBatch) {
+    return LaunchOverlapped(AbsorbQueryKernel<1>,
+                            dim3(a.heads, a.batch, column_blocks), threads, 0,
+                            stream, a);
+  }
+  constexpr int kSeq = kAbsorbSequencesPerBlock;
+  return LaunchOverlapped(
+      AbsorbQueryKernel<kSeq>,
+      dim3(a.heads, (a.batch + kSeq - 1) / kSeq, column_blocks), threads, 0,
+      stream, a);
 }
 
 }  // namespace moetune::gpu

@@ -127,6 +127,19 @@ TEST(GemvGpuTest, PlainProductsMatchADoubleEvaluation) {
   ExpectMatches(Plain(4100, 512, 5));
 }
 
+// The dense MLP's shapes at 6-17 sequences (the wgmma GEMV): tiny's gate_up
+// (1024 rows, K 256: K over 2 ranks) and down (256 rows, K 512: 4 ranks), and
+// a TP8 slice of GLM-5's (3072 x 6144 and 6144 x 1536: 8 and 4 ranks).
+TEST(GemvGpuTest, DenseMlpShapesMatch) {
+  SKIP_WITHOUT_GPU();
+  for (int batch : {6, 8, 11, 16, 17}) {
+    ExpectMatches(Plain(1024, 256, batch), BoundFor(batch));
+    ExpectMatches(Plain(256, 512, batch), BoundFor(batch));
+  }
+  ExpectMatches(Plain(3072, 6144, 11), BoundFor(11));
+  ExpectMatches(Plain(6144, 1536, 11), BoundFor(11));
+}
+
 // Inputs further apart than k (a strided view of a wider buffer).
 TEST(GemvGpuTest, StridedInputsMatch) {
   SKIP_WITHOUT_GPU();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <set>
 #include <string>
@@ -611,10 +612,16 @@ void ExpectSampledTokensMatchTheCpu(const MoeProblem& p,
   EXPECT_LT(worst, kTolerance) << backend << " batch " << p.batch;
 }
 
-TEST(MoeGpuTest, GroupedWgmmaHandlesUnevenRoutingAtServingBatches) {
-  SKIP_WITHOUT_GPU();
-  const BackendDescriptor& info = *backends::FindBackend("grouped_wgmma");
-  for (const int batch : {64, 200}) {
+// Under each routing of Serving() at each batch: `backend` at every tile,
+// graph off and on, against the trusted path (`also` given each output),
+// then sampled tokens against the CPU in double.
+using ServingCheck = std::function<void(const MoeProblem&, const Tile&, bool,
+                                        const std::vector<float>&)>;
+void ExpectServingRunsMatch(const std::string& backend,
+                            const std::vector<int>& batches,
+                            const ServingCheck& also) {
+  const BackendDescriptor& info = *backends::FindBackend(backend);
+  for (const int batch : batches) {
     for (const std::string routing :
          {"uniform", "skewed", "replayed", "one_hot"}) {
       const MoeProblem p = Serving(batch, routing);
@@ -626,17 +633,28 @@ TEST(MoeGpuTest, GroupedWgmmaHandlesUnevenRoutingAtServingBatches) {
           SCOPED_TRACE(routing + " batch " + std::to_string(batch) + " " +
                        backends::TileText(t) + (graph ? " graph" : ""));
           const std::vector<float> out =
-              RunMatching(p, "grouped_wgmma", t, graph, want);
+              RunMatching(p, backend, t, graph, want);
           ASSERT_FALSE(out.empty());
-          const MoeRunResult again = RunMoeLayer(
-              p, Options("grouped_wgmma", t.block_n, t.block_k, graph));
-          EXPECT_EQ(out, again.output);
+          if (also) also(p, t, graph, out);
         }
       }
       SCOPED_TRACE(routing);
-      ExpectSampledTokensMatchTheCpu(p, "grouped_wgmma");
+      ExpectSampledTokensMatchTheCpu(p, backend);
     }
   }
+}
+
+// grouped_wgmma gives the same bits every run (a fixed-order combine).
+TEST(MoeGpuTest, GroupedWgmmaHandlesUnevenRoutingAtServingBatches) {
+  SKIP_WITHOUT_GPU();
+  ExpectServingRunsMatch(
+      "grouped_wgmma", {64, 200},
+      [](const MoeProblem& p, const Tile& t, bool graph,
+         const std::vector<float>& out) {
+        const MoeRunResult again = RunMoeLayer(
+            p, Options("grouped_wgmma", t.block_n, t.block_k, graph));
+        EXPECT_EQ(out, again.output);
+      });
 }
 
 // fused_gemv above 16 tokens streams the slots of more than 8 tokens (the
@@ -679,26 +697,7 @@ TEST(MoeGpuTest, FusedGemvSplitsWideAndNarrowSlots) {
 // tokens refused with the reason.
 TEST(MoeGpuTest, FusedGemvWgmmaSplitsTheSlotsBetweenItsKernels) {
   SKIP_WITHOUT_GPU();
-  const BackendDescriptor& info = *backends::FindBackend("fused_gemv_wgmma");
-  for (const int batch : {17, 40, 64, 130, 512}) {
-    for (const std::string routing :
-         {"uniform", "skewed", "replayed", "one_hot"}) {
-      const MoeProblem p = Serving(batch, routing);
-      const std::vector<double> want = TrustedOutput(p);
-      ASSERT_FALSE(want.empty());
-      for (const Tile& t : info.tiles) {
-        ASSERT_TRUE(Fits(info, p, t)) << backends::TileText(t);
-        for (const bool graph : {false, true}) {
-          SCOPED_TRACE(routing + " batch " + std::to_string(batch) + " " +
-                       backends::TileText(t) + (graph ? " graph" : ""));
-          EXPECT_FALSE(
-              RunMatching(p, "fused_gemv_wgmma", t, graph, want).empty());
-        }
-      }
-      SCOPED_TRACE(routing);
-      ExpectSampledTokensMatchTheCpu(p, "fused_gemv_wgmma");
-    }
-  }
+  ExpectServingRunsMatch("fused_gemv_wgmma", {17, 40, 64, 130, 512}, nullptr);
   const MoeRunResult r =
       RunMoeLayer(Serving(16, "uniform"), Options("fused_gemv_wgmma"));
   EXPECT_EQ(r.status, RunStatus::kCannotImplement);

@@ -349,6 +349,23 @@ TEST(StepGpuFormatsTest, TinyStepInEveryFormatMatchesTheReference) {
   }
 }
 
+// Eleven sequences reach the paths that start at 8: the query absorption's
+// blocks of 8 sequences (the second part full), the attention's queries
+// made before its blocks of two tiles; in every format (BF16 and NVFP4
+// W_UK), graph on. Two layers (the dense one and one MoE layer): over
+// three MoE layers, 11 sequences make ~100 routing choices of 8 of 32
+// experts, and the reference finds some within 3e-3 of a tie, where the
+// GPU's BF16-carried activations may pick the other expert (device run 134:
+// with the dense MLP in BF16 one sequence did, 0.195 of its logits).
+TEST(StepGpuFormatsTest, ElevenSequencesInEveryFormatMatchTheReference) {
+  SKIP_WITHOUT_GPU();
+  for (const Formats& f : AllFormats()) {
+    SCOPED_TRACE(f.name);
+    ExpectMatchesReference(WithFormats(Spec("tiny", 2, 11, 40), f),
+                           Options("fused_gemv", true));
+  }
+}
+
 // Contexts the indexer keeps whole, the new token alone among them.
 TEST(StepGpuFormatsTest, Fp8CacheAtShortContexts) {
   SKIP_WITHOUT_GPU();
