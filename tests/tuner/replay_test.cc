@@ -191,6 +191,40 @@ TEST(ServingReplayTest, TheGridPicksTheRecordedCrossovers) {
                                         {512, "grouped_wgmma|128x256"}}));
 }
 
+// tests/data/recorded_h200_serving_skewed_sweep.json: deploy/
+// h200_serving_skewed_sweep.json on the H200 (kernels/PERF.md
+// "fused_gemv_wgmma", device run 133, `moetune results --sweep 2 --format
+// json`; glm5 MoE layer, Zipf-skewed routing, batches 1-512 with 96 and
+// 192, graph on). The grid replay picks the crossovers the sweep found:
+// fused_gemv_fp8 at 1 token, fused_gemv at 8, fused_gemv_wgmma (the hot
+// experts by grouped_wgmma's kernel, the rest by fused_gemv's) from 32 to
+// 128, grouped_wgmma from 192 on.
+TEST(ServingReplayTest, TheGridPicksTheSkewedCrossovers) {
+  const absl::StatusOr<ReplayOracle> oracle = ReplayOracle::FromJsonFile(
+      std::string(MOETUNE_SOURCE_DIR) +
+      "/tests/data/recorded_h200_serving_skewed_sweep.json");
+  ASSERT_TRUE(oracle.ok()) << oracle.status();
+  const v1::SweepSpec spec = *SpecFromRecording(oracle->recorded());
+  GridStrategy grid;
+  const absl::StatusOr<ReplayRun> run = RunReplay(spec, grid, *oracle, 3);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->trials.size(),
+            static_cast<size_t>(oracle->recorded().trials_size()));
+  std::map<int, std::string> winner;  // batch -> backend
+  for (const v1::BestForWorkload& w : run->pick.workloads()) {
+    winner[w.best().workload().batch_size()] = w.best().config().moe_backend();
+  }
+  EXPECT_EQ(winner, (std::map<int, std::string>{{1, "fused_gemv_fp8"},
+                                                {8, "fused_gemv"},
+                                                {32, "fused_gemv_wgmma"},
+                                                {64, "fused_gemv_wgmma"},
+                                                {96, "fused_gemv_wgmma"},
+                                                {128, "fused_gemv_wgmma"},
+                                                {192, "grouped_wgmma"},
+                                                {256, "grouped_wgmma"},
+                                                {512, "grouped_wgmma"}}));
+}
+
 TEST(ReplayOracleTest, BadInput) {
   EXPECT_EQ(ReplayOracle::FromJson("{\"trials\": 3}").status().code(),
             absl::StatusCode::kInvalidArgument);
