@@ -50,8 +50,11 @@ struct Smem {
   static constexpr int kBytes = kStages * kStageBytes + 2 * kBBytes;
   // The block's partial sums at the end (in the ring, then drained).
   static_assert(kRows<WG> * kSeqs * 4 <= kStages * kStageBytes, "partials fit");
-  // A stage's inputs: (sequence, k8 group) pieces of 8 floats, a thread's.
-  static constexpr int kXPieces = (kSeqs * 8 + kThreads<WG> - 1) / kThreads<WG>;
+  // A stage's inputs: (sequence, k8 group, half) quarters of 4 floats, a
+  // thread's (XQuarter).
+  static constexpr int kXQuarters = kSeqs * 16;
+  static constexpr int kXPieces =
+      (kXQuarters + kThreads<WG> - 1) / kThreads<WG>;
 };
 
 __device__ __forceinline__ int CoreOffset(int row, int group) {
@@ -100,11 +103,25 @@ __device__ __forceinline__ void IssueWeights(const BlockRows& br, int k0,
   }
 }
 
-// A stage's inputs in registers: this thread's (k8 group, sequence)
-// pieces, consecutive threads consecutive sequences.
+// A stage's inputs in registers: this thread's quarters (4 floats: half h
+// of sequence s's k8 group g). Quarter u = threadIdx.x + i * kThreads: its
+// lowest 2 bits (g's parity, h), then 3 bits of s, then g / 2, then s / 8.
+// A warp's load reads 8 sequences' 64 contiguous bytes (whole sectors; a
+// piece of 8 floats a thread, a sequence a lane, used half of each sector
+// an instruction touched: ncu, device run 135), and its stores of a part
+// write two 128-byte core-matrix rows (two wavefronts, not four).
+struct XQuarter {
+  int seq, group, half;
+};
+__device__ __forceinline__ XQuarter QuarterAt(int u) {
+  const int rest = u / 32;
+  return XQuarter{(rest / 4) * 8 + (u / 4) % 8, (rest % 4) * 2 + (u % 4) / 2,
+                  u % 2};
+}
+
 template <int NT, int WG>
 struct XPieces {
-  float4 v[Smem<NT, WG>::kXPieces][2];
+  float4 v[Smem<NT, WG>::kXPieces];
 };
 
 template <int NT, int WG>
@@ -114,40 +131,39 @@ __device__ __forceinline__ void LoadInputs(const Bf16Gemv& g,
   using S = Smem<NT, WG>;
 #pragma unroll
   for (int i = 0; i < S::kXPieces; ++i) {
-    const int p = threadIdx.x + i * kThreads<WG>;
-    if (p >= S::kSeqs * 8) break;
+    const int u = threadIdx.x + i * kThreads<WG>;
+    if (u >= S::kXQuarters) break;
+    const XQuarter q = QuarterAt(u);
     // Past the batch: the last sequence (valid memory; unused columns).
-    const int seq = min(p % S::kSeqs, g.batch - 1), group = p / S::kSeqs;
-    const float4* src = reinterpret_cast<const float4*>(
-        br.x + seq * g.x_stride + k0 + group * 8);
-    x.v[i][0] = __ldg(src);
-    x.v[i][1] = __ldg(src + 1);
+    const int seq = min(q.seq, g.batch - 1);
+    x.v[i] = __ldg(reinterpret_cast<const float4*>(
+        br.x + seq * g.x_stride + k0 + q.group * 8 + q.half * 4));
   }
 }
 
 // The inputs split into wgmma's B: sequence s's parts are rows s, kSeqs + s
-// and 2 kSeqs + s (hi, mid, lo).
+// and 2 kSeqs + s (hi, mid, lo); a quarter is half of a row's 16 bytes.
 template <int NT, int WG>
 __device__ __forceinline__ void SplitInputs(const XPieces<NT, WG>& x,
                                             uint8_t* b_tile) {
   using S = Smem<NT, WG>;
 #pragma unroll
   for (int i = 0; i < S::kXPieces; ++i) {
-    const int p = threadIdx.x + i * kThreads<WG>;
-    if (p >= S::kSeqs * 8) break;
-    const int seq = p % S::kSeqs, group = p / S::kSeqs;
-    const float4 v0 = x.v[i][0], v1 = x.v[i][1];
-    uint32_t h[4], m[4], l[4];
-    SplitBf16(v0.x, v0.y, &h[0], &m[0], &l[0]);
-    SplitBf16(v0.z, v0.w, &h[1], &m[1], &l[1]);
-    SplitBf16(v1.x, v1.y, &h[2], &m[2], &l[2]);
-    SplitBf16(v1.z, v1.w, &h[3], &m[3], &l[3]);
-    *reinterpret_cast<uint4*>(b_tile + CoreOffset(seq, group)) =
-        make_uint4(h[0], h[1], h[2], h[3]);
-    *reinterpret_cast<uint4*>(b_tile + CoreOffset(S::kSeqs + seq, group)) =
-        make_uint4(m[0], m[1], m[2], m[3]);
-    *reinterpret_cast<uint4*>(b_tile + CoreOffset(2 * S::kSeqs + seq, group)) =
-        make_uint4(l[0], l[1], l[2], l[3]);
+    const int u = threadIdx.x + i * kThreads<WG>;
+    if (u >= S::kXQuarters) break;
+    const XQuarter q = QuarterAt(u);
+    const float4 v = x.v[i];
+    uint32_t h[2], m[2], l[2];
+    SplitBf16(v.x, v.y, &h[0], &m[0], &l[0]);
+    SplitBf16(v.z, v.w, &h[1], &m[1], &l[1]);
+    const int at = q.half * 8;
+    *reinterpret_cast<uint2*>(b_tile + CoreOffset(q.seq, q.group) + at) =
+        make_uint2(h[0], h[1]);
+    *reinterpret_cast<uint2*>(b_tile + CoreOffset(S::kSeqs + q.seq, q.group) +
+                              at) = make_uint2(m[0], m[1]);
+    *reinterpret_cast<uint2*>(b_tile +
+                              CoreOffset(2 * S::kSeqs + q.seq, q.group) + at) =
+        make_uint2(l[0], l[1]);
   }
 }
 
