@@ -90,25 +90,30 @@ GpuStatus LaunchNarrow(const LayerArgs& a, cudaStream_t stream) {
   return OkStatus();
 }
 
+// launch.template operator()<kRT, kCPS>() at the run's tile, one of
+// fused_gemv's.
+template <class F>
+GpuStatus AtTile(const LayerArgs& a, const F& launch) {
+#define MOETUNE_FUSED_AT(n, k)              \
+  if (a.block_n == (n) && a.block_k == (k)) \
+    return launch.template operator()<(n) / 16, (k) / 64>();
+  MOETUNE_FUSED_GEMV_TILES(MOETUNE_FUSED_AT)
+#undef MOETUNE_FUSED_AT
+  return Fail(RunStatus::kCannotImplement, "fused_gemv: unknown tile");
+}
+
 GpuStatus Launch(const LayerArgs& a, void*, cudaStream_t stream) {
   MG_RETURN_IF_ERROR(LaunchRouter(a, stream));
-#define MOETUNE_FUSED_LAUNCH(n, k)          \
-  if (a.block_n == (n) && a.block_k == (k)) \
-    return LaunchTile<(n) / 16, (k) / 64>(a, stream);
-  MOETUNE_FUSED_GEMV_TILES(MOETUNE_FUSED_LAUNCH)
-#undef MOETUNE_FUSED_LAUNCH
-  return Fail(RunStatus::kCannotImplement, "fused_gemv: unknown tile");
+  return AtTile(
+      a, [&]<int kRT, int kCPS>() { return LaunchTile<kRT, kCPS>(a, stream); });
 }
 
 }  // namespace
 
 GpuStatus LaunchFusedGemvNarrow(const LayerArgs& a, cudaStream_t stream) {
-#define MOETUNE_NARROW_LAUNCH(n, k)         \
-  if (a.block_n == (n) && a.block_k == (k)) \
-    return LaunchNarrow<(n) / 16, (k) / 64>(a, stream);
-  MOETUNE_FUSED_GEMV_TILES(MOETUNE_NARROW_LAUNCH)
-#undef MOETUNE_NARROW_LAUNCH
-  return Fail(RunStatus::kCannotImplement, "fused_gemv: unknown tile");
+  return AtTile(a, [&]<int kRT, int kCPS>() {
+    return LaunchNarrow<kRT, kCPS>(a, stream);
+  });
 }
 
 }  // namespace moetune::gpu
