@@ -275,17 +275,15 @@ TEST(DeploySpecsTest, ServingSpecsPlanTheLargeBatchesOnTheirBackends) {
     std::set<std::string> at_8, at_512;
     const std::vector<v1::Trial> trials = *testing::Expand(spec);
     for (const v1::Trial& t : trials) {
-      if (t.workload().batch_size() == 8)
-        at_8.insert(t.config().moe_backend());
+      if (t.workload().batch_size() == 8) at_8.insert(t.config().moe_backend());
       if (t.workload().batch_size() == 512)
         at_512.insert(t.config().moe_backend());
     }
     EXPECT_EQ(at_8, (std::set<std::string>{"fused_gemv", "grouped_mma",
                                            "grouped_wgmma"}))
         << name;
-    EXPECT_EQ(at_512,
-              (std::set<std::string>{"fused_gemv", "fused_gemv_wgmma",
-                                     "grouped_mma", "grouped_wgmma"}))
+    EXPECT_EQ(at_512, (std::set<std::string>{"fused_gemv", "fused_gemv_wgmma",
+                                             "grouped_mma", "grouped_wgmma"}))
         << name;
   }
 }
