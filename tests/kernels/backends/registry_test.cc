@@ -131,6 +131,10 @@ TEST(DescriptorTest, TileForTakesTheMeasuredBestWhereThereIsOne) {
   EXPECT_EQ(fused.TileFor({6144, 2048, 512}), (Tile{16, 512}));
   EXPECT_EQ(fused.TileFor({256, 128, 1}), (Tile{16, 256}));
   EXPECT_EQ(fused.DefaultTile(), (Tile{16, 256}));
+  // fused_gemv_wgmma's tile is its narrow kernel's: fused_gemv's picks.
+  const BackendDescriptor& hybrid = *FindBackend("fused_gemv_wgmma");
+  EXPECT_EQ(hybrid.TileFor({6144, 2048, 64}), (Tile{16, 512}));
+  EXPECT_EQ(hybrid.TileFor({6144, 2048 / 8, 32}), (Tile{32, 256}));
   // No measurement for fused_gemv_fp8: the first tile that runs the shape.
   EXPECT_EQ(FindBackend("fused_gemv_fp8")->measured_best, nullptr);
 }
