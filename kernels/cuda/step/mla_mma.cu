@@ -438,11 +438,7 @@ __global__ void __launch_bounds__(kWarps * 32, T == 1 ? 3 : kTiledBlocksPerSm)
   // The queries' loads ride with the kept indices', and their fragments are
   // made while the entries' loads are in flight: one trip to memory after
   // the kept indices, not three.
-  if (!prebuilt) {
-    float qx[kQueryLoads];
-    LoadQueries(a, b, h0, hg, l, qx);
-    StoreQueries(qx, hg, l, q);
-  }
+  if (!prebuilt) StageQueries(a, b, h0, hg, l, q);
   __syncthreads();
   for (int t = threadIdx.x; t < all; t += blockDim.x) {
     if (kept_s[t] == a.context) fresh_s = t;
