@@ -483,18 +483,35 @@ GpuStatus LaunchIndexerScores(const IndexerScores& s, cudaStream_t stream) {
                           kScoreBlock, smem, stream, s);
 }
 
+namespace {
+
+// How the split kernels cover a launch: splits of kAttentionTokens kept
+// tokens, hg heads a block, the tensor-core kernel or not, and the tiles
+// (splits) a block takes.
+struct SplitPlan {
+  int splits = 0, hg = 0, tiles = 1;
+  bool mma = false;
+};
+
+SplitPlan PlanSplits(const SparseAttention& a, int sm_count) {
+  SplitPlan p;
+  p.splits = SparseAttentionSplits(a.k);
+  p.hg = HeadsPerBlock(a.heads, p.splits * a.batch, sm_count);
+  p.mma = a.latent_fp8 == nullptr && SparseAttentionMmaFits(a);
+  p.tiles = p.mma ? SparseAttentionMmaTiles(a, p.hg, sm_count) : 1;
+  return p;
+}
+
+}  // namespace
+
 int SparseAttentionBlockTiles(const SparseAttention& a, int sm_count) {
-  const int splits = SparseAttentionSplits(a.k);
-  const int hg = HeadsPerBlock(a.heads, splits * a.batch, sm_count);
-  const bool mma = a.latent_fp8 == nullptr && SparseAttentionMmaFits(a);
-  return mma ? SparseAttentionMmaTiles(a, hg, sm_count) : 1;
+  return PlanSplits(a, sm_count).tiles;
 }
 
 GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
                                 cudaStream_t stream) {
-  const int splits = SparseAttentionSplits(a.k);
-  const int dim = a.kv_lora + a.rope;
-  const int hg = HeadsPerBlock(a.heads, splits * a.batch, sm_count);
+  const SplitPlan plan = PlanSplits(a, sm_count);
+  const int dim = a.kv_lora + a.rope, hg = plan.hg, tiles = plan.tiles;
   if (dim % 8 != 0 || a.kv_lora % 4 != 0) {
     return Fail(RunStatus::kCannotImplement,
                 "sparse attention reads 16 bytes at a time: kv_lora + rope "
@@ -510,16 +527,14 @@ GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
   const size_t smem = sizeof(float) * (static_cast<size_t>(hg) * dim +
                                        kAttentionTokens * EntryRow(dim) +
                                        hg * kAttentionTokens);
-  const bool mma = a.latent_fp8 == nullptr && SparseAttentionMmaFits(a);
-  const int tiles = SparseAttentionBlockTiles(a, sm_count);
-  const int parts = (splits + tiles - 1) / tiles;  // partials a head
+  const int parts = (plan.splits + tiles - 1) / tiles;  // partials a head
   const dim3 grid(parts * (a.heads / hg), a.batch);
   if (a.latent_fp8 != nullptr) {
     MG_RETURN_IF_ERROR(AllowSplitSharedMemory<true>(smem));
     MG_RETURN_IF_ERROR(LaunchOverlapped(SparseAttentionSplitKernel<true>, grid,
                                         kAttentionThreads, smem, stream, a,
                                         hg));
-  } else if (mma) {
+  } else if (plan.mma) {
     MG_RETURN_IF_ERROR(
         LaunchSparseAttentionSplitMma(a, hg, tiles, grid, stream));
   } else {
