@@ -120,6 +120,31 @@ __device__ __forceinline__ void BulkCopyWithPolicy(void* dst, const void* src,
       : "memory");
 }
 
+// One TMA tensor copy global -> shared of the box at coordinates (c0, c1,
+// c2) of the 3-D tensor map `map` (a __grid_constant__ kernel parameter),
+// completing on `bar`; the destination 128-byte aligned (1024 where the map
+// swizzles by 128 bytes).
+__device__ __forceinline__ void TensorCopy3d(void* dst, const void* map, int c0,
+                                             int c1, int c2, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::"
+      "complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
+          SmemAddr(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(SmemAddr(bar))
+      : "memory");
+}
+// As TensorCopy3d, under an L2 cache policy.
+__device__ __forceinline__ void TensorCopy3d(void* dst, const void* map, int c0,
+                                             int c1, int c2, uint64_t* bar,
+                                             uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::"
+      "complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3, %4}], [%5], "
+      "%6;\n" ::"r"(SmemAddr(dst)),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(SmemAddr(bar)), "l"(policy)
+      : "memory");
+}
+
 // The wgmma descriptor of a K-major operand in shared memory at `addr`, no
 // swizzle: core matrices (8 rows x 16 bytes) kLeading bytes apart along K
 // (leading byte offset) and kStride bytes apart along M or N (stride).
@@ -128,6 +153,17 @@ __device__ __forceinline__ uint64_t NoSwizzleDescriptor(uint32_t addr) {
   return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
          (static_cast<uint64_t>(kLeading >> 4) << 16) |
          (static_cast<uint64_t>(kStride >> 4) << 32);
+}
+
+// The wgmma descriptor of a K-major operand in shared memory at `addr` in
+// the 128-byte swizzle (a TMA box of 64 BF16 K a row): rows 128 bytes apart,
+// 8-row groups 1024 bytes apart; the atom's start 1024-aligned, a k16 step
+// 32 bytes on from it.
+__device__ __forceinline__ uint64_t Swizzle128Descriptor(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3ffff) >> 4) |
+         (static_cast<uint64_t>(1) << 16) |
+         (static_cast<uint64_t>(1024 >> 4) << 32) |
+         (static_cast<uint64_t>(1) << 62);
 }
 
 }  // namespace moetune::gpu::mma_detail
