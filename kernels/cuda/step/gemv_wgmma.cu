@@ -11,105 +11,156 @@
 #include "kernels/cuda/step/gemv_wgmma.cuh"
 #include "kernels/cuda/step/mma_parts.cuh"
 #include "kernels/cuda/step/shared_memory_limit.cuh"
+#include "kernels/cuda/tensor_map.cuh"
 
 namespace moetune::gpu {
 namespace {
 
 namespace cg = cooperative_groups;
 using gemv_detail::OutputOf;
-using gemv_detail::RowOf;
-using mma_detail::CpAsync16;
-using mma_detail::CpAsyncCommit;
-using mma_detail::CpAsyncWait;
+using mma_detail::EvictFirstPolicy;
+using mma_detail::MbarArrive;
+using mma_detail::MbarArriveExpectTx;
+using mma_detail::MbarInit;
+using mma_detail::MbarWait;
 using mma_detail::NoSwizzleDescriptor;
 using mma_detail::SmemAddr;
+using mma_detail::Swizzle128Descriptor;
+using mma_detail::TensorCopy3d;
 
-// A block is WG warpgroups of 128 threads, each multiplying 64 rows
-// (wgmma's M) by the block's split inputs.
+// A block: WG consumer warpgroups of 128 threads (each multiplying 64 weight
+// rows by the block's split inputs), then four splitter warps, then a copy
+// warp (its first thread issues every copy). Consumers come first so their
+// warpgroups start on a multiple of four warps, as wgmma requires.
 template <int WG>
-inline constexpr int kThreads = 128 * WG;
+inline constexpr int kConsumers = 128 * WG;
 template <int WG>
 inline constexpr int kRows = 64 * WG;
-constexpr int kPiecesPerThread = 4;  // a stage's weights: 16-byte copies
-constexpr int kStageK = 64;          // K a stage
-constexpr int kStages = 5;           // the weights' ring
-constexpr int kMaxCluster = 8;       // the portable cluster size
+constexpr int kSplitters = 128;  // threads splitting a stage's inputs
+template <int WG>
+inline constexpr int kThreads = kConsumers<WG> + kSplitters + 32;
+constexpr int kStageK = 64;              // K a stage
+constexpr int kMaxStages = 8;            // the ring's depth at most
+constexpr int kRingBudget = 220 << 10;   // the ring's shared memory at most
+constexpr int kXRowBytes = kStageK * 4;  // a sequence's 64 raw floats
+constexpr int kMaxCluster = 8;           // the portable cluster size
 
-// Shared memory of NT n-tiles of 8 sequences: the weights' ring (wgmma's A,
-// no-swizzle K-major), then two split-input tiles (wgmma's B: hi, mid and
-// lo rows of every sequence; the next stage's is written while the current
-// one's wgmmas run). Core matrices of 8 rows x 16 bytes; core matrix (row
-// block, k8 group) at (block * 8 + group) * 128 bytes: K-adjacent ones 128
-// bytes apart, row-adjacent ones 1024.
+// Shared memory of NT n-tiles of 8 sequences, a ring of kStages stages,
+// each: the weights (wgmma's A: a TMA box of 64 K x the block's rows in the
+// 128-byte swizzle), the sequences' raw inputs (a TMA box of 64 K x kSeqs
+// sequences, zeros past the batch) and their split (wgmma's B, no swizzle:
+// hi, mid and lo rows of every sequence; core matrices of 8 rows x 16 bytes,
+// (row block, k8 group) at (block * 8 + group) * 128 bytes; the 128-byte
+// swizzle here instead measured no faster, device run 145). The A slots
+// first (1024-aligned), then the inputs',
+// the splits', and three mbarriers a stage: loaded (the copies' bytes),
+// full (the split written), empty (the consumers done).
 template <int NT, int WG>
 struct Smem {
   static constexpr int kSeqs = 8 * NT;
   static constexpr int kN = 3 * kSeqs;  // wgmma's N
-  static constexpr int kStageBytes = kRows<WG> * kStageK * 2;
+  static constexpr int kABytes = kRows<WG> * kStageK * 2;
+  static constexpr int kXBytes = kSeqs * kXRowBytes;
   static constexpr int kBBytes = kN * kStageK * 2;
-  static constexpr int kBytes = kStages * kStageBytes + 2 * kBBytes;
-  // The block's partial sums at the end (in the ring, then drained).
-  static_assert(kRows<WG> * kSeqs * 4 <= kStages * kStageBytes, "partials fit");
-  // A stage's inputs: (sequence, k8 group, half) quarters of 4 floats, a
-  // thread's (XQuarter).
+  static constexpr int kStageBytes = kABytes + kXBytes + kBBytes;
+  static constexpr int kStages = kRingBudget / kStageBytes < kMaxStages
+                                     ? kRingBudget / kStageBytes
+                                     : kMaxStages;
+  static constexpr int kXOffset = kStages * kABytes;
+  static constexpr int kBOffset = kXOffset + kStages * kXBytes;
+  static constexpr int kBarOffset = kBOffset + kStages * kBBytes;
+  // + 1024: the dynamic shared memory's start aligned up to the swizzle's.
+  static constexpr int kBytes = kBarOffset + 3 * kStages * 8 + 1024;
+  // A stage's copies: the weights' box and the inputs'.
+  static constexpr uint32_t kLoadedBytes = kABytes + kXBytes;
+  // The block's partial sums at the end (in the ring, then drained), a row
+  // kSeqs + 1 floats apart (a warp reads 32 rows' sums of one sequence).
+  static constexpr int kPartialStride = kSeqs + 1;
+  static_assert(kRows<WG> * kPartialStride * 4 <= kBarOffset, "partials fit");
+  static_assert(kStages >= 3, "a ring of at least three stages");
+  // A stage's inputs: (sequence, k8 group, half) quarters of 4 floats.
   static constexpr int kXQuarters = kSeqs * 16;
-  static constexpr int kXPieces =
-      (kXQuarters + kThreads<WG> - 1) / kThreads<WG>;
+  static constexpr int kXPieces = kXQuarters / kSplitters;
+  static_assert(kXQuarters % kSplitters == 0, "whole quarters a splitter");
 };
 
 __device__ __forceinline__ int CoreOffset(int row, int group) {
   return ((row / 8) * 8 + group) * 128 + (row % 8) * 16;
 }
 
-// This thread's generic-proxy writes to shared memory (cp.async's, its
-// stores) made visible to wgmma, which reads through the async proxy.
+// This thread's generic-proxy writes to shared memory (its stores) made
+// visible to wgmma, which reads through the async proxy.
 __device__ __forceinline__ void FenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// What a block reads: the rows whose weights this thread copies, and the
-// block's input group.
-struct BlockRows {
-  const uint16_t* w[kPiecesPerThread];
-  const float* x;
+// The ring's slots and barriers of stage i (slot i % kStages).
+template <int NT, int WG>
+struct Ring {
+  using S = Smem<NT, WG>;
+  uint8_t* base;
+  __device__ uint8_t* a(int i) const {
+    return base + (i % S::kStages) * S::kABytes;
+  }
+  __device__ uint8_t* x(int i) const {
+    return base + S::kXOffset + (i % S::kStages) * S::kXBytes;
+  }
+  __device__ uint8_t* b(int i) const {
+    return base + S::kBOffset + (i % S::kStages) * S::kBBytes;
+  }
+  __device__ uint64_t* bar(int kind, int i) const {
+    return reinterpret_cast<uint64_t*>(base + S::kBarOffset) +
+           kind * S::kStages + i % S::kStages;
+  }
+  __device__ uint64_t* loaded(int i) const { return bar(0, i); }
+  __device__ uint64_t* full(int i) const { return bar(1, i); }
+  __device__ uint64_t* empty(int i) const { return bar(2, i); }
+  // The parity of stage i's phase of its slot's barriers.
+  __device__ static uint32_t Phase(int i) { return (i / S::kStages) & 1; }
 };
 
-// Rows past the last read the last (valid memory; their outputs unused).
-template <int WG>
-__device__ __forceinline__ BlockRows BlockRowsOf(const Bf16Gemv& g, int r0) {
-  BlockRows br;
-#pragma unroll
-  for (int i = 0; i < kPiecesPerThread; ++i) {
-    const int row =
-        min(r0 + threadIdx.x / 8 + i * (kThreads<WG> / 8), g.rows - 1);
-    br.w[i] = reinterpret_cast<const uint16_t*>(RowOf(g, row).w);
+// Where a block works: its rows' group and first row within it (the tensor
+// maps' coordinates) and its K range in stages.
+struct BlockPlan {
+  int group, within, k_begin, count;
+};
+
+// The copy thread (the copy warp's first): each stage's two tensor copies
+// into its slot once the consumers have emptied it (the inputs' as one box:
+// a bulk copy a sequence, tried first, cost the batch-32 input projections
+// 3.02 against 2.20 ms a step, device runs 139-140; the weights by cp.async
+// from 128 copier threads instead of a box: 3.01, run 141). The first
+// stages' weights go out before the wait for the kernels before (weights are
+// no kernel's output); every input after it.
+template <int NT, int WG>
+__device__ void IssueCopies(const CUtensorMap* w_map, const CUtensorMap* x_map,
+                            const BlockPlan& p, const Ring<NT, WG>& ring) {
+  using S = Smem<NT, WG>;
+  const uint64_t policy = EvictFirstPolicy();
+  const int first = min(p.count, S::kStages);
+  const auto weights = [&](int j) {
+    MbarArriveExpectTx(ring.loaded(j), S::kLoadedBytes);
+    TensorCopy3d(ring.a(j), w_map, p.k_begin + j * kStageK, p.within, p.group,
+                 ring.loaded(j), policy);
+  };
+  const auto inputs = [&](int j) {
+    TensorCopy3d(ring.x(j), x_map, p.k_begin + j * kStageK, 0, p.group,
+                 ring.loaded(j));
+  };
+  for (int j = 0; j < first; ++j) weights(j);
+  WaitForPriorKernels();
+  for (int j = 0; j < first; ++j) inputs(j);
+  for (int j = first; j < p.count; ++j) {
+    MbarWait(ring.empty(j), Ring<NT, WG>::Phase(j) ^ 1);
+    weights(j);
+    inputs(j);
   }
-  br.x = RowOf(g, r0).x;
-  return br;
 }
 
-// A stage's weights (K from k0) into `stage`: the block's rows x 8 pieces
-// of 16 bytes, 4 a thread, 8 consecutive threads a row's 128 contiguous
-// bytes.
-template <int WG>
-__device__ __forceinline__ void IssueWeights(const BlockRows& br, int k0,
-                                             uint8_t* stage) {
-  static_assert(kRows<WG> * 8 == kPiecesPerThread * kThreads<WG>);
-  const int group = threadIdx.x % 8;
-#pragma unroll
-  for (int i = 0; i < kPiecesPerThread; ++i) {
-    const int row = threadIdx.x / 8 + i * (kThreads<WG> / 8);
-    CpAsync16(stage + CoreOffset(row, group), br.w[i] + k0 + group * 8);
-  }
-}
-
-// A stage's inputs in registers: this thread's quarters (4 floats: half h
-// of sequence s's k8 group g). Quarter u = threadIdx.x + i * kThreads: its
-// lowest 2 bits (g's parity, h), then 3 bits of s, then g / 2, then s / 8.
-// A warp's load reads 8 sequences' 64 contiguous bytes (whole sectors; a
-// piece of 8 floats a thread, a sequence a lane, used half of each sector
-// an instruction touched: ncu, device run 135), and its stores of a part
-// write two 128-byte core-matrix rows (two wavefronts, not four).
+// A stage's inputs: quarter u (4 floats: half h of sequence s's k8 group g)
+// has in its lowest 2 bits g's parity and h, then 3 bits of s, then g / 2,
+// then s / 8: a warp's stores of a part write two 128-byte core-matrix rows
+// (two wavefronts, not four).
 struct XQuarter {
   int seq, group, half;
 };
@@ -119,40 +170,17 @@ __device__ __forceinline__ XQuarter QuarterAt(int u) {
                   u % 2};
 }
 
+// Splitter t's quarters of a stage's raw inputs split into wgmma's B:
+// sequence s's parts are rows s, kSeqs + s and 2 kSeqs + s (hi, mid, lo).
 template <int NT, int WG>
-struct XPieces {
-  float4 v[Smem<NT, WG>::kXPieces];
-};
-
-template <int NT, int WG>
-__device__ __forceinline__ void LoadInputs(const Bf16Gemv& g,
-                                           const BlockRows& br, int k0,
-                                           XPieces<NT, WG>& x) {
+__device__ __forceinline__ void SplitStage(const uint8_t* raw, uint8_t* b_tile,
+                                           int t) {
   using S = Smem<NT, WG>;
 #pragma unroll
   for (int i = 0; i < S::kXPieces; ++i) {
-    const int u = threadIdx.x + i * kThreads<WG>;
-    if (u >= S::kXQuarters) break;
-    const XQuarter q = QuarterAt(u);
-    // Past the batch: the last sequence (valid memory; unused columns).
-    const int seq = min(q.seq, g.batch - 1);
-    x.v[i] = __ldg(reinterpret_cast<const float4*>(
-        br.x + seq * g.x_stride + k0 + q.group * 8 + q.half * 4));
-  }
-}
-
-// The inputs split into wgmma's B: sequence s's parts are rows s, kSeqs + s
-// and 2 kSeqs + s (hi, mid, lo); a quarter is half of a row's 16 bytes.
-template <int NT, int WG>
-__device__ __forceinline__ void SplitInputs(const XPieces<NT, WG>& x,
-                                            uint8_t* b_tile) {
-  using S = Smem<NT, WG>;
-#pragma unroll
-  for (int i = 0; i < S::kXPieces; ++i) {
-    const int u = threadIdx.x + i * kThreads<WG>;
-    if (u >= S::kXQuarters) break;
-    const XQuarter q = QuarterAt(u);
-    const float4 v = x.v[i];
+    const XQuarter q = QuarterAt(t + i * kSplitters);
+    const float4 v = *reinterpret_cast<const float4*>(
+        raw + q.seq * kXRowBytes + q.group * 32 + q.half * 16);
     uint32_t h[2], m[2], l[2];
     SplitBf16(v.x, v.y, &h[0], &m[0], &l[0]);
     SplitBf16(v.z, v.w, &h[1], &m[1], &l[1]);
@@ -164,6 +192,26 @@ __device__ __forceinline__ void SplitInputs(const XPieces<NT, WG>& x,
     *reinterpret_cast<uint2*>(b_tile +
                               CoreOffset(2 * S::kSeqs + q.seq, q.group) + at) =
         make_uint2(l[0], l[1]);
+  }
+}
+
+// The warp's arrival on `bar` once every lane's work before is done: lane 0
+// arrives for it (a barrier counts warps, not threads: 32 times fewer
+// arrivals on its shared word a stage).
+__device__ __forceinline__ void ArriveAsWarp(uint64_t* bar) {
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) MbarArrive(bar);
+}
+
+// The splitters: each stage's inputs split once its copies are in.
+template <int NT, int WG>
+__device__ void SplitStages(const BlockPlan& p, const Ring<NT, WG>& ring) {
+  const int t = threadIdx.x - kConsumers<WG>;
+  for (int i = 0; i < p.count; ++i) {
+    MbarWait(ring.loaded(i), Ring<NT, WG>::Phase(i));
+    SplitStage<NT, WG>(ring.x(i), ring.b(i), t);
+    FenceProxyAsync();
+    ArriveAsWarp(ring.full(i));
   }
 }
 
@@ -253,42 +301,63 @@ __device__ __forceinline__ void Fold(const float (&d)[12 * NT],
 }
 
 // Half h of a stage (k16 steps 2 h and 2 h + 1) into a fresh accumulator,
-// issued; WaitAndFold adds it to the totals once done.
+// issued as one commit group (after the caller's wgmma fence). A: this
+// warpgroup's 64 rows in the 128-byte swizzle (a k16 step 32 bytes on);
+// B: no swizzle (a k16 step's two k8 core matrices 256 bytes on).
 template <int NT>
 __device__ __forceinline__ void IssueHalf(uint32_t a_addr, uint32_t b_addr,
                                           int half, float (&d)[12 * NT]) {
-  mma_detail::WgmmaFence();
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
-    // k16 step 2 half + s: its two k8 core matrices start 256 bytes on.
-    const int off = (2 * half + s) * 256;
-    WgmmaBf16<NT>(d, NoSwizzleDescriptor<128, 1024>(a_addr + off),
-                  NoSwizzleDescriptor<128, 1024>(b_addr + off), s);
+    const int step = 2 * half + s;
+    WgmmaBf16<NT>(d, Swizzle128Descriptor(a_addr + step * 32),
+                  NoSwizzleDescriptor<128, 1024>(b_addr + step * 256), s);
   }
   mma_detail::WgmmaCommit();
 }
 
-template <int NT>
-__device__ __forceinline__ void WaitAndFold(float (&d)[12 * NT],
-                                            float (&total)[4 * NT]) {
-  mma_detail::WgmmaWaitAll();
-  Fold<NT>(d, total);
+// The consumers: each stage's two halves issued back to back into their
+// own accumulators, each folded into the totals as it completes (the same
+// sums in the same order as one half at a time), then the slot given back.
+template <int NT, int WG>
+__device__ void MultiplyStages(const BlockPlan& p, const Ring<NT, WG>& ring,
+                               float (&total)[4 * NT]) {
+  // This warpgroup's 64 rows of a stage's weights (8 KB on).
+  const uint32_t a_offset = (threadIdx.x / 128) * 64 * 128;
+  // Each half's first wgmma overwrites its accumulator (scale-d 0): set
+  // once, not a stage.
+  float d0[12 * NT] = {}, d1[12 * NT] = {};
+  for (int i = 0; i < p.count; ++i) {
+    const uint32_t phase = Ring<NT, WG>::Phase(i);
+    MbarWait(ring.loaded(i), phase);  // the weights' copy (async proxy)
+    MbarWait(ring.full(i), phase);    // the split
+    const uint32_t a = SmemAddr(ring.a(i)) + a_offset;
+    const uint32_t b = SmemAddr(ring.b(i));
+    mma_detail::WgmmaFence();
+    IssueHalf<NT>(a, b, 0, d0);
+    IssueHalf<NT>(a, b, 1, d1);
+    mma_detail::WgmmaWait<1>();
+    Fold<NT>(d0, total);
+    mma_detail::WgmmaWait<0>();
+    Fold<NT>(d1, total);
+    ArriveAsWarp(ring.empty(i));
+  }
 }
 
 // The block's totals (warp w's rows 16 w + lane / 4 and + 8, columns 2 (lane
 // % 4) and + 1 of each n-tile; warpgroup v's warps 64 v rows on) into
-// partial[row][sequence].
+// partial[row][sequence], rows kSeqs + 1 floats apart.
 template <int NT>
 __device__ __forceinline__ void KeepTotals(const float (&total)[4 * NT],
                                            float* partial) {
-  constexpr int kSeqs = 8 * NT;
+  constexpr int kStride = 8 * NT + 1;  // Smem::kPartialStride
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row = 16 * warp + lane / 4, col = 2 * (lane % 4);
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      partial[(row + (e >= 2 ? 8 : 0)) * kSeqs + 8 * j + col + (e & 1)] =
+      partial[(row + (e >= 2 ? 8 : 0)) * kStride + 8 * j + col + (e & 1)] =
           total[4 * j + e];
     }
   }
@@ -299,16 +368,20 @@ __device__ __forceinline__ void KeepTotals(const float (&total)[4 * NT],
 template <int NT, int WG>
 __device__ void StoreShare(const Bf16Gemv& g, int r0, float* partial, int rank,
                            int ranks) {
-  constexpr int kSeqs = 8 * NT;
+  constexpr int kStride = Smem<NT, WG>::kPartialStride;
   cg::cluster_group cluster = cg::this_cluster();
-  const int share = kRows<WG> / ranks;
-  for (int i = threadIdx.x; i < share * kSeqs; i += kThreads<WG>) {
-    const int rr = rank * share + i / kSeqs, b = i % kSeqs;
-    if (r0 + rr >= g.rows || b >= g.batch) continue;
+  // Rows [first, end) of the block's: every rank a share, for any count;
+  // consecutive threads consecutive rows of one sequence (y's order).
+  const int first = rank * kRows<WG> / ranks;
+  const int share = (rank + 1) * kRows<WG> / ranks - first;
+  for (int i = threadIdx.x; i < share * g.batch; i += kThreads<WG>) {
+    const int rr = first + i % share, b = i / share;
+    if (r0 + rr >= g.rows) continue;
     float sum = 0.0f;
     for (int q = 0; q < ranks; ++q) {
-      sum += (ranks == 1 ? partial
-                         : cluster.map_shared_rank(partial, q))[rr * kSeqs + b];
+      sum +=
+          (ranks == 1 ? partial
+                      : cluster.map_shared_rank(partial, q))[rr * kStride + b];
     }
     *OutputOf(g, r0 + rr, b) = sum;
   }
@@ -322,7 +395,7 @@ __device__ __forceinline__ void SumOverCluster(const Bf16Gemv& g, int r0,
                                                const float (&total)[4 * NT],
                                                float* partial, int rank,
                                                int ranks) {
-  KeepTotals<NT>(total, partial);
+  if (threadIdx.x < kConsumers<WG>) KeepTotals<NT>(total, partial);
   if (ranks > 1) {
     cg::this_cluster().sync();  // every rank's partials are in
   } else {
@@ -332,76 +405,119 @@ __device__ __forceinline__ void SumOverCluster(const Bf16Gemv& g, int r0,
   if (ranks > 1) cg::this_cluster().sync();  // no rank leaves while read
 }
 
-// Block (row block, rank): the rank's share of K's stages for the block's
-// rows. One barrier a stage: while stage i's wgmmas run, the threads split
-// stage i + 1's inputs (loaded into registers a stage before) into the
-// other B tile and load stage i + 2's.
-template <int NT, int WG>
-__global__ void __launch_bounds__(kThreads<WG>, 2)
-    GemvBf16WgmmaKernel(Bf16Gemv g, int ranks) {
-  using S = Smem<NT, WG>;
-  extern __shared__ __align__(128) uint8_t smem[];
-  const int rank = blockIdx.x % ranks, r0 = (blockIdx.x / ranks) * kRows<WG>;
+// The block's plan: row block blockIdx.x / ranks, rank blockIdx.x % ranks's
+// share of K's stages.
+template <int WG>
+__device__ __forceinline__ BlockPlan PlanOf(const Bf16Gemv& g, int r0, int rank,
+                                            int ranks) {
   const int stages = g.k / kStageK;
   const int s_begin = rank * stages / ranks;
-  const int count = (rank + 1) * stages / ranks - s_begin;
-  const int k_begin = s_begin * kStageK;
-  const BlockRows br = BlockRowsOf<WG>(g, r0);
-  uint8_t* b_tiles = smem + kStages * S::kStageBytes;
-  const auto stage_at = [&](int i) {
-    return smem + (i % kStages) * S::kStageBytes;
-  };
-  const auto b_at = [&](int i) { return b_tiles + (i % 2) * S::kBBytes; };
-  // Weights are no kernel's output: the first stages' copies go out
-  // before the wait for the kernels before; the inputs after it.
-  for (int i = 0; i < kStages - 1; ++i) {
-    if (i < count) IssueWeights<WG>(br, k_begin + i * kStageK, stage_at(i));
-    CpAsyncCommit();
+  return BlockPlan{r0 / g.rows_per_x, r0 % g.rows_per_x, s_begin * kStageK,
+                   (rank + 1) * stages / ranks - s_begin};
+}
+
+// Block (row block, rank), warp-specialized: the copy warp keeps the ring
+// full (TMA), the splitters turn each stage's raw inputs into wgmma's B,
+// the consumers only wait on mbarriers and multiply; then the cluster's
+// ranks add their partial sums.
+template <int NT, int WG>
+__global__ void __launch_bounds__(kThreads<WG>, 1)
+    GemvBf16WgmmaKernel(const __grid_constant__ CUtensorMap w_map,
+                        const __grid_constant__ CUtensorMap x_map, Bf16Gemv g,
+                        int ranks) {
+  using S = Smem<NT, WG>;
+  extern __shared__ uint8_t smem_raw[];
+  // The swizzled A slots want 1024-byte alignment (kBytes has the room);
+  // an offset from the shared array, so accesses stay shared ones, not
+  // generic (an address rounded through an integer lost that).
+  uint8_t* smem = smem_raw + ((1024 - (SmemAddr(smem_raw) & 1023)) & 1023);
+  const Ring<NT, WG> ring{smem};
+  const int rank = blockIdx.x % ranks, r0 = (blockIdx.x / ranks) * kRows<WG>;
+  const BlockPlan p = PlanOf<WG>(g, r0, rank, ranks);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < S::kStages; ++i) {
+      MbarInit(ring.loaded(i), 1);
+      MbarInit(ring.full(i), kSplitters / 32);
+      MbarInit(ring.empty(i), kConsumers<WG> / 32);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
+  __syncthreads();
   LetNextKernelStart();
-  WaitForPriorKernels();
-  XPieces<NT, WG> x;
-  LoadInputs<NT, WG>(g, br, k_begin, x);
-  SplitInputs<NT, WG>(x, b_at(0));
-  if (count > 1) LoadInputs<NT, WG>(g, br, k_begin + kStageK, x);
-  // This warpgroup's 64 rows of each stage's weights.
-  const int a_offset = (threadIdx.x / 128) * 64 * 128;
   float total[4 * NT] = {};
-  for (int i = 0; i < count; ++i) {
-    CpAsyncWait<kStages - 2>();
-    FenceProxyAsync();
-    __syncthreads();  // stage i and its B are in; stage i - 1 is done
-    const int next = i + kStages - 1;
-    if (next < count)
-      IssueWeights<WG>(br, k_begin + next * kStageK, stage_at(next));
-    CpAsyncCommit();
-    const uint32_t a = SmemAddr(stage_at(i)) + a_offset;
-    const uint32_t b = SmemAddr(b_at(i));
-    float d[12 * NT] = {};
-    IssueHalf<NT>(a, b, 0, d);
-    if (i + 1 < count) SplitInputs<NT, WG>(x, b_at(i + 1));
-    if (i + 2 < count)
-      LoadInputs<NT, WG>(g, br, k_begin + (i + 2) * kStageK, x);
-    WaitAndFold<NT>(d, total);
-    IssueHalf<NT>(a, b, 1, d);
-    WaitAndFold<NT>(d, total);
+  if (threadIdx.x < kConsumers<WG>) {
+    WaitForPriorKernels();
+    MultiplyStages<NT, WG>(p, ring, total);
+  } else if (threadIdx.x < kConsumers<WG> + kSplitters) {
+    WaitForPriorKernels();
+    SplitStages<NT, WG>(p, ring);
+  } else if (threadIdx.x == kConsumers<WG> + kSplitters) {
+    IssueCopies<NT, WG>(&w_map, &x_map, p, ring);
   }
-  CpAsyncWait<0>();
-  __syncthreads();  // the ring is free: the partials go there
+  __syncthreads();  // every stage consumed: the ring takes the partials
   SumOverCluster<NT, WG>(g, r0, total, reinterpret_cast<float*>(smem), rank,
                          ranks);
 }
 
-// K's split over a cluster of `ranks` blocks: the most (a power of two up
-// to kMaxCluster) that keep the grid within one wave of `capacity` blocks
-// and at least two stages a rank.
-int Ranks(int row_blocks, int stages, int capacity) {
-  int ranks = 1;
-  while (ranks < kMaxCluster && row_blocks * ranks * 2 <= capacity &&
-         stages / (2 * ranks) >= 2) {
-    ranks *= 2;
+// K's split over a cluster of `ranks` blocks: the most (up to kMaxCluster)
+// that keep the grid within one wave of `capacity` blocks, at least two
+// stages a rank, and whose clusters all fit at once (`fits(r)`: the
+// clusters of r blocks resident together). A grid of more row blocks than
+// one wave takes no split.
+template <typename ClustersFit>
+int Ranks(int row_blocks, int stages, int capacity, ClustersFit fits) {
+  int best = 1;
+  for (int r = 2; r <= kMaxCluster; ++r) {
+    if (stages < 2 * r || row_blocks * r > capacity) break;
+    if (row_blocks <= fits(r)) best = r;
   }
-  return ranks;
+  return best;
+}
+
+// The tensor maps of g's weights in boxes of `rows` rows (128-byte swizzle)
+// and of its inputs in boxes of `seqs` sequences (rows_per_x set).
+GpuStatus EncodeMaps(const Bf16Gemv& g, int rows, int seqs, CUtensorMap* w,
+                     CUtensorMap* x) {
+  RowsMap m;
+  m.base = g.w + g.w_group_offset * g.k;
+  m.k = m.row_stride = g.k;
+  m.rows_per_group = g.rows_per_x;
+  m.groups = (g.rows + g.rows_per_x - 1) / g.rows_per_x;
+  m.group_stride = g.w_group_stride * g.k;
+  m.box_rows = rows;
+  m.swizzle_128 = true;
+  MG_RETURN_IF_ERROR(EncodeRowsMap(m, w));
+  m.base = g.x;
+  m.bf16 = false;
+  m.row_stride = g.x_stride;
+  m.rows_per_group = g.batch;
+  m.group_stride = g.x_group_stride;
+  m.box_rows = seqs;
+  m.swizzle_128 = false;
+  return EncodeRowsMap(m, x);
+}
+
+// How many clusters of r blocks of `kernel` are resident at once.
+template <typename Kernel>
+int ClustersAtOnce(Kernel kernel, int threads, int smem, int r) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(r);
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = r;
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) !=
+      cudaSuccess) {
+    cudaGetLastError();  // clear it: this size is taken as not fitting
+    return 0;
+  }
+  return clusters;
 }
 
 template <int NT, int WG>
@@ -409,6 +525,7 @@ GpuStatus LaunchShape(const Bf16Gemv& g, cudaStream_t stream) {
   using S = Smem<NT, WG>;
   static std::atomic<size_t> allowed{0};
   static std::atomic<int> per_sm{0};  // the same on every device (sm_90)
+  static std::atomic<int> clusters[kMaxCluster + 1] = {};
   auto* kernel = &GemvBf16WgmmaKernel<NT, WG>;
   MG_RETURN_IF_ERROR(AllowSharedMemory(kernel, S::kBytes, &allowed));
   if (per_sm.load() == 0) {
@@ -417,16 +534,25 @@ GpuStatus LaunchShape(const Bf16Gemv& g, cudaStream_t stream) {
         &blocks, kernel, kThreads<WG>, S::kBytes));
     per_sm = std::max(blocks, 1);
   }
+  const auto fits = [&](int r) {
+    if (clusters[r].load() == 0) {  // -1: none fit
+      const int n = ClustersAtOnce(kernel, kThreads<WG>, S::kBytes, r);
+      clusters[r] = n > 0 ? n : -1;
+    }
+    return clusters[r].load();
+  };
+  CUtensorMap w_map, x_map;
+  MG_RETURN_IF_ERROR(EncodeMaps(g, kRows<WG>, S::kSeqs, &w_map, &x_map));
   const int row_blocks = (g.rows + kRows<WG> - 1) / kRows<WG>;
-  const int stages = g.k / kStageK;
-  const int ranks = Ranks(row_blocks, stages, per_sm * CurrentDeviceSmCount());
+  const int ranks =
+      Ranks(row_blocks, g.k / kStageK, per_sm * CurrentDeviceSmCount(), fits);
   const dim3 grid(row_blocks * ranks);
   if (ranks == 1) {
     return LaunchOverlapped(kernel, grid, dim3(kThreads<WG>), S::kBytes, stream,
-                            g, ranks);
+                            w_map, x_map, g, ranks);
   }
   return LaunchOverlappedInClusters(kernel, grid, dim3(kThreads<WG>), S::kBytes,
-                                    stream, ranks, g, ranks);
+                                    stream, ranks, w_map, x_map, g, ranks);
 }
 
 template <int NT>

@@ -1,16 +1,17 @@
-// The BF16 GEMV for batches of 6-32 sequences on Hopper's wgmma, its weights
-// streamed through a ring of shared-memory stages (cp.async, four stages
-// ahead) instead of held in registers. The per-warp tensor-core GEMV
-// (gemv_mma.cu) keeps only four chunks of weights in flight a warp, and at
-// 32 sequences its registers allow ~12 warps an SM: the step's batch-32
-// GEMVs read at 18-19 % of DRAM bandwidth (kernels/cuda/step/PERF.md). Here a
-// block of two warpgroups (one where a per-head input group has 64 rows)
-// multiplies 128 weight rows by the sequences' inputs, split once a stage
-// into three BF16 parts in shared memory (x = hi + mid + lo to 2^-27, as
-// gemv_mma.cu) while the stage before is in the tensor cores, with a fresh
-// accumulator every 32 K added in float; K is split over a cluster of up to
-// 8 blocks (the grid kept within one wave) whose partial sums are added
-// through distributed shared memory in rank order (the same bits every run).
+// The BF16 GEMV for batches of 6-32 sequences on Hopper's wgmma,
+// warp-specialized (v34; kernels/cuda/step/PERF.md). A block multiplies 64
+// or 128 weight rows by the sequences' inputs over its share of K: copier
+// threads stream each 64-K stage's weights into a ring of shared-memory
+// stages, and one TMA copy a stage brings the inputs' 64 floats of every
+// sequence; splitter warps turn those into three BF16 parts (x = hi + mid +
+// lo to 2^-27, as gemv_mma.cu) in wgmma's B layout; consumer warpgroups
+// (64 rows each) only wait on the stage's mbarriers and multiply, a fresh
+// accumulator every 32 K added in float, and give the slot back. Before v34
+// every thread of a block did all three in turn, a block barrier a stage,
+// and the batch-32 GEMVs read at 16-18 % of DRAM bandwidth. K is split over
+// a cluster of up to 8 blocks (as many as keep the grid within one wave and
+// whose clusters fit at once) whose partial sums are added through
+// distributed shared memory in rank order (the same bits every run).
 // Launch-only; not thread-safe.
 #pragma once
 

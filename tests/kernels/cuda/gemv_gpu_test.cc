@@ -205,9 +205,11 @@ TEST(GemvGpuTest, TwoSequencesMatchAcrossShapes) {
 
 // The wgmma GEMV (gemv_wgmma.cuh), launched directly, at every n-tile count
 // (1, 2 and 4 passes of 8 sequences, batches below LaunchGemvBf16's choice
-// too) with K split over clusters of 8, 4 and 2 blocks and none (300 x
-// 6144, 100 x 1024, per-head 256 x 512, 34000 x 512: more row blocks than
-// one wave), rows not a multiple of its blocks', segments.
+// too) with K split over clusters of 8 and 4 blocks and none (300 x 6144,
+// 100 x 1024, per-head 256 x 512, 34000 x 512: more row blocks than one
+// wave), the step's own shapes (the input projections' 2816 x 6144: as many
+// ranks as fill the GPU, 5 or 6 on an H200; o_proj's 6144 x 2048: 2), rows
+// not a multiple of its blocks', segments.
 TEST(GemvGpuTest, WgmmaProductsMatchAtEveryClusterSize) {
   SKIP_WITHOUT_GPU();
   if (!WgmmaTakes(Plain(300, 6144, 32).shape)) {
@@ -221,6 +223,10 @@ TEST(GemvGpuTest, WgmmaProductsMatchAtEveryClusterSize) {
   }
   for (int batch : {5, 32}) {
     Case c = Plain(34000, 512, batch);
+    c.shape.force_wgmma = true;
+    ExpectMatches(c, kWgmmaBound);
+  }
+  for (Case c : {Plain(2816, 6144, 32), Plain(6144, 2048, 8)}) {
     c.shape.force_wgmma = true;
     ExpectMatches(c, kWgmmaBound);
   }
