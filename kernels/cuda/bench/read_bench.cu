@@ -28,6 +28,7 @@
 #include "kernels/backends/expert_mma/hopper_async.cuh"
 #include "kernels/cuda/cuda_util.cuh"
 #include "kernels/cuda/device_probe.cuh"
+#include "kernels/cuda/tensor_map.cuh"
 
 namespace moetune::gpu {
 namespace {
@@ -37,6 +38,10 @@ using mma_detail::CpAsyncCommit;
 using mma_detail::CpAsyncWait;
 using mma_detail::GridDependencyWait;
 using mma_detail::LaunchDependents;
+using mma_detail::MbarArriveExpectTx;
+using mma_detail::MbarInit;
+using mma_detail::MbarWait;
+using mma_detail::TensorCopy3d;
 
 // A block: kRows rows x its rank's share of each row, kStageBytes of a row
 // a stage through a ring of kStages; consecutive threads copy consecutive
@@ -80,6 +85,47 @@ __global__ void __launch_bounds__(kThreads)
                                               threadIdx.x * 16);
     if (i + kStages - 1 < count) issue(i + kStages - 1);
     CpAsyncCommit();
+  }
+  if (acc == 0x9e3779b9u) *sink = acc;
+}
+
+// As RingReadKernel through TMA tensor copies (the wgmma GEMV's first
+// weights path): thread 0 issues one box of 64 BF16 K x kBoxRows rows (128-
+// byte swizzle) a stage into a ring of kStages on the stage's mbarrier; the
+// block waits for each and frees its slot.
+template <int kBoxRows, int kStages>
+__global__ void __launch_bounds__(128)
+    TmaRingReadKernel(const __grid_constant__ CUtensorMap map, int row_elems,
+                      int ranks, unsigned* sink) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  constexpr int kBytes = kBoxRows * 128;
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kBytes);
+  const int rank = blockIdx.x % ranks, r0 = (blockIdx.x / ranks) * kBoxRows;
+  const int stages = row_elems / 64;
+  const int first = rank * stages / ranks;
+  const int count = (rank + 1) * stages / ranks - first;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages; ++i) MbarInit(full + i, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  const auto issue = [&](int i) {
+    MbarArriveExpectTx(full + i % kStages, kBytes);
+    TensorCopy3d(smem + (i % kStages) * kBytes, &map, (first + i) * 64, r0, 0,
+                 full + i % kStages);
+  };
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages && i < count; ++i) issue(i);
+  }
+  unsigned acc = 0;
+  for (int i = 0; i < count; ++i) {
+    MbarWait(full + i % kStages, (i / kStages) & 1);
+    acc += *reinterpret_cast<const unsigned*>(smem + (i % kStages) * kBytes +
+                                              threadIdx.x * 16);
+    __syncthreads();  // the slot read by all
+    if (threadIdx.x == 0 && i + kStages < count) issue(i + kStages);
   }
   if (acc == 0x9e3779b9u) *sink = acc;
 }
@@ -135,6 +181,35 @@ void TimeRing(const Buffers& b, int ranks) {
   char what[96];
   std::snprintf(what, sizeof(what), "ring %3d rows x %4d B, %d stages, K/%d",
                 kRows, kStageBytes, kStages, ranks);
+  Report(b, what, grid, us);
+}
+
+template <int kBoxRows, int kStages>
+void TimeTmaRing(const Buffers& b, int ranks) {
+  auto* kernel = &TmaRingReadKernel<kBoxRows, kStages>;
+  constexpr int kSmem = kBoxRows * 128 * kStages + 1024 + 8 * kStages;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       kSmem);
+  RowsMap m;
+  m.base = b.matrix;
+  m.k = m.row_stride = b.row_bytes / 2;
+  m.rows_per_group = b.rows;
+  m.box_rows = kBoxRows;
+  m.swizzle_128 = true;
+  CUtensorMap map;
+  const GpuStatus status = EncodeRowsMap(m, &map);
+  if (!status.ok()) {
+    std::printf("tma ring: %s\n", status.message.c_str());
+    return;
+  }
+  const int grid = (b.rows + kBoxRows - 1) / kBoxRows * ranks;
+  const float us = BestUs(b, [&] {
+    kernel<<<grid, 128, kSmem>>>(map, b.row_bytes / 2, ranks, b.sink);
+  });
+  char what[96];
+  std::snprintf(what, sizeof(what),
+                "tma ring %3d rows x 128 B, %d stages, K/%d", kBoxRows, kStages,
+                ranks);
   Report(b, what, grid, us);
 }
 
@@ -276,6 +351,11 @@ int Main(int argc, char** argv) {
   TimeRing<16, 2048, 4, 128>(b, 8);
   TimeRing<32, 512, 5, 128>(b, 16);
   TimeRing<8, 4096, 4, 128>(b, 1);  // whole rows a block, no K split
+  TimeTmaRing<128, 6>(b, 5);        // one block an SM, as the GEMV's
+  TimeTmaRing<128, 6>(b, 8);
+  TimeTmaRing<128, 12>(b, 5);
+  TimeTmaRing<64, 12>(b, 8);
+  TimeTmaRing<256, 4>(b, 4);
   TimeChains(b);
   return 0;
 }
