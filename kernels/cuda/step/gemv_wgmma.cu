@@ -28,6 +28,11 @@ using mma_detail::SmemAddr;
 using mma_detail::Swizzle128Descriptor;
 using mma_detail::TensorCopy3d;
 
+// The block's partial sums at the end, partial[row][sequence]: rows kSeqs +
+// 1 floats apart (a warp reads 32 rows' sums of one sequence).
+template <int NT>
+inline constexpr int kPartialStride = 8 * NT + 1;
+
 // A block: WG consumer warpgroups of 128 threads (each multiplying 64 weight
 // rows by the block's split inputs), then four splitter warps, then a copy
 // warp (its first thread issues every copy). Consumers come first so their
@@ -73,10 +78,9 @@ struct Smem {
   static constexpr int kBytes = kBarOffset + 3 * kStages * 8 + 1024;
   // A stage's copies: the weights' box and the inputs'.
   static constexpr uint32_t kLoadedBytes = kABytes + kXBytes;
-  // The block's partial sums at the end (in the ring, then drained), a row
-  // kSeqs + 1 floats apart (a warp reads 32 rows' sums of one sequence).
-  static constexpr int kPartialStride = kSeqs + 1;
-  static_assert(kRows<WG> * kPartialStride * 4 <= kBarOffset, "partials fit");
+  // The block's partial sums at the end (in the ring, then drained).
+  static_assert(kRows<WG> * kPartialStride<NT> * 4 <= kBarOffset,
+                "partials fit");
   static_assert(kStages >= 3, "a ring of at least three stages");
   // A stage's inputs: (sequence, k8 group, half) quarters of 4 floats.
   static constexpr int kXQuarters = kSeqs * 16;
@@ -350,7 +354,7 @@ __device__ void MultiplyStages(const BlockPlan& p, const Ring<NT, WG>& ring,
 template <int NT>
 __device__ __forceinline__ void KeepTotals(const float (&total)[4 * NT],
                                            float* partial) {
-  constexpr int kStride = 8 * NT + 1;  // Smem::kPartialStride
+  constexpr int kStride = kPartialStride<NT>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row = 16 * warp + lane / 4, col = 2 * (lane % 4);
 #pragma unroll
@@ -368,7 +372,7 @@ __device__ __forceinline__ void KeepTotals(const float (&total)[4 * NT],
 template <int NT, int WG>
 __device__ void StoreShare(const Bf16Gemv& g, int r0, float* partial, int rank,
                            int ranks) {
-  constexpr int kStride = Smem<NT, WG>::kPartialStride;
+  constexpr int kStride = kPartialStride<NT>;
   cg::cluster_group cluster = cg::this_cluster();
   // Rows [first, end) of the block's: every rank a share, for any count;
   // consecutive threads consecutive rows of one sequence (y's order).
