@@ -53,6 +53,10 @@ struct BackendRun {
   // (TrialResult's check_s and timed_s).
   double check_s = 0;
   double timed_s = 0;
+  // A whole step's router choices, [MoE layer][token][top_k] flat, when the
+  // backend reports them (the GPU step): the CPU reference follows them
+  // where they are near its own top-k (ref::MoeLayerRoutes).
+  std::vector<int> chosen_experts;
 };
 
 class Backend {

@@ -161,6 +161,7 @@ class GpuMoeBackend final : public Backend {
       run.layers = static_cast<int>(run.output.size() / block);
     } else {
       run.output = std::move(result.logits);  // against the CPU reference
+      run.chosen_experts = std::move(result.chosen_experts);
     }
     run.samples_us = std::move(result.samples_us);
     run.check_s = result.check_s;

@@ -37,33 +37,52 @@ ref::RoutingSpec ResolveRouting(const v1::Routing& routing) {
   return spec;
 }
 
+// The MoE a GPU backend's step is checked against: the reference on the
+// MLP's input in BF16, as the GPU reads it, following the run's router
+// choices where they are near its own top-k when the run reported them
+// (*routes, kept alive by the caller, is filled from them).
+absl::StatusOr<ref::MoeFn> GpuReferenceMoe(const ref::StepSpec& spec,
+                                           const BackendRun& run,
+                                           ref::ProposedRoutes* routes) {
+  if (run.chosen_experts.empty()) return ref::Bf16InputReferenceMoe(spec);
+  ASSIGN_OR_RETURN(*routes, ref::MoeLayerRoutes(spec, run.chosen_experts));
+  return ref::Bf16InputReferenceMoe(spec, routes,
+                                    ref::kCarriedBf16RouteTolerance);
+}
+
 // Under data-parallel attention a gang's rank computes the whole model's
 // step of its own sequences: the unsharded reference of those.
-std::vector<float> DataParallelGangReference(const TrialInputs& in, bool gpu) {
+absl::StatusOr<std::vector<float>> DataParallelGangReference(
+    const TrialInputs& in, bool gpu) {
   ref::StepSpec whole = in.step;
   whole.shard = ref::Shard{};
   whole.batch = ref::OwnBatch(in.step.shard, in.step.batch);
-  absl::StatusOr<std::vector<float>> logits = ref::DecodeSequences(
+  return ref::DecodeSequences(
       whole, ref::FirstOwnSequence(in.step.shard, in.step.batch),
       gpu ? ref::Bf16InputReferenceMoe(whole) : nullptr);
-  return logits.ok() ? *logits : std::vector<float>{};
 }
 
 // A gang computes the whole model's step, every rank its vocabulary slice
-// of the logits: the unsharded reference's slice of this rank.
-std::vector<float> GangReference(const TrialInputs& in, bool gpu) {
+// of the logits: the unsharded reference's slice of this rank. Its router
+// sees the whole batch, so the reference may follow its choices.
+absl::StatusOr<std::vector<float>> GangReference(const TrialInputs& in,
+                                                 const BackendRun& run,
+                                                 bool gpu) {
   if (in.step.shard.dp_attention) return DataParallelGangReference(in, gpu);
   ref::StepSpec whole = in.step;
   whole.shard = ref::Shard{};
-  absl::StatusOr<std::vector<float>> logits =
-      ref::DecodeStep(whole, gpu ? ref::Bf16InputReferenceMoe(whole) : nullptr);
-  if (!logits.ok()) return {};
+  ref::ProposedRoutes routes;
+  ref::MoeFn moe;
+  if (gpu) {
+    ASSIGN_OR_RETURN(moe, GpuReferenceMoe(whole, run, &routes));
+  }
+  ASSIGN_OR_RETURN(std::vector<float> logits, ref::DecodeStep(whole, moe));
   const int vocab = whole.config.vocab;
   const int slice = vocab / (in.step.shard.tp * in.step.shard.ep);
   const int begin = ref::VocabBegin(in.step.config, in.step.shard);
   std::vector<float> out;
   for (int b = 0; b < in.step.batch; ++b) {
-    const auto row = logits->begin() + static_cast<ptrdiff_t>(b) * vocab;
+    const auto row = logits.begin() + static_cast<ptrdiff_t>(b) * vocab;
     out.insert(out.end(), row + begin, row + begin + slice);
   }
   return out;
@@ -90,7 +109,8 @@ ref::Quantization ResolveQuantization(const v1::QuantizationMap& map) {
   return q;
 }
 
-std::vector<float> CpuReference(const TrialInputs& in) {
+absl::StatusOr<std::vector<float>> CpuReference(const TrialInputs& in,
+                                                const BackendRun& run) {
   if (in.trial.workload().region() == v1::MOE_LAYER) {
     const int layer = FirstMoeLayer(in.step);
     const std::vector<float> x = ref::MoeLayerInput(in.step, layer);
@@ -98,12 +118,14 @@ std::vector<float> CpuReference(const TrialInputs& in) {
     ref::MoeLayerReference(in.step, layer, x.data(), in.step.batch, y.data());
     return y;
   }
-  // A GPU backend reads the MLP's input in BF16: so does its reference.
   const bool gpu = in.target.is_gpu();
-  if (in.gang != nullptr) return GangReference(in, gpu);
-  absl::StatusOr<std::vector<float>> logits = ref::DecodeStep(
-      in.step, gpu ? ref::Bf16InputReferenceMoe(in.step) : nullptr);
-  return logits.ok() ? *logits : std::vector<float>{};
+  if (in.gang != nullptr) return GangReference(in, run, gpu);
+  ref::ProposedRoutes routes;
+  ref::MoeFn moe;
+  if (gpu) {
+    ASSIGN_OR_RETURN(moe, GpuReferenceMoe(in.step, run, &routes));
+  }
+  return ref::DecodeStep(in.step, moe);
 }
 
 void Fail(v1::TrialResult* result, v1::TrialState outcome,
@@ -246,7 +268,14 @@ static void Judge(const TrialInputs& in,
   std::vector<float> cpu_reference;  // when the backend brought none
   if (run.reference.empty()) {
     const AddElapsedSeconds checking(clock, &check_s);
-    cpu_reference = CpuReference(in);
+    absl::StatusOr<std::vector<float>> computed = CpuReference(in, run);
+    if (!computed.ok()) {
+      Fail(result, v1::FAILED,
+           absl::StrCat("the reference could not be computed: ",
+                        computed.status().message()));
+      return;
+    }
+    cpu_reference = *std::move(computed);
   }
   const std::vector<float>& reference =
       run.reference.empty() ? cpu_reference : run.reference;

@@ -184,6 +184,31 @@ MoeFn Bf16InputReferenceMoe(const StepSpec& spec,
   };
 }
 
+absl::StatusOr<ProposedRoutes> MoeLayerRoutes(const StepSpec& spec,
+                                              const std::vector<int>& flat) {
+  const size_t per_layer =
+      static_cast<size_t>(spec.batch) * spec.config.experts_per_token;
+  size_t moe_layers = 0;
+  for (int layer = 0; layer < spec.layers; ++layer) {
+    moe_layers += model::IsMoeLayer(spec.config, layer) ? 1 : 0;
+  }
+  if (flat.size() != per_layer * moe_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("routes: ", flat.size(), " expert choices; ", moe_layers,
+                     " MoE layers of ", spec.batch, " tokens choosing ",
+                     spec.config.experts_per_token, " experts each make ",
+                     per_layer * moe_layers));
+  }
+  ProposedRoutes routes(spec.layers);
+  auto next = flat.begin();
+  for (int layer = 0; layer < spec.layers; ++layer) {
+    if (!model::IsMoeLayer(spec.config, layer)) continue;
+    routes[layer].assign(next, next + static_cast<ptrdiff_t>(per_layer));
+    next += static_cast<ptrdiff_t>(per_layer);
+  }
+  return routes;
+}
+
 absl::StatusOr<std::vector<float>> DecodeStep(const StepSpec& spec,
                                               const MoeFn& moe) {
   return DecodeSequences(spec, 0, moe);

@@ -45,6 +45,20 @@ using ProposedRoutes = std::vector<std::vector<int>>;
 MoeFn Bf16InputReferenceMoe(const StepSpec& spec,
                             const ProposedRoutes* proposed, float tolerance);
 
+// How far from the reference's own top-k an implementation that carries its
+// activations in BF16 may break a routing near-tie and still be followed:
+// flips at score gaps of 2.5e-3 to 3.4e-3 were seen on the GPU's step
+// (device run 134); a choice further off is the reference's own again, so a
+// wrong router still shows.
+inline constexpr float kCarriedBf16RouteTolerance = 5e-3f;
+
+// The routes a run lists flat, [MoE layer][token][experts_per_token] over
+// the step's MoE layers in order (the GPU step's chosen_experts), as
+// ProposedRoutes (the dense layers' left empty). InvalidArgument, naming
+// the sizes, when `flat` does not hold exactly that for spec.batch tokens.
+absl::StatusOr<ProposedRoutes> MoeLayerRoutes(const StepSpec& spec,
+                                              const std::vector<int>& flat);
+
 // Logits [spec.batch][VocabSlice] of sequences 0 .. batch-1 (the whole
 // vocabulary for the trivial shard); under data-parallel attention
 // [OwnBatch][vocab] of the rank's own sequences (FirstOwnSequence on). A

@@ -9,7 +9,9 @@
 #include "gtest/gtest.h"
 #include "kernels/backends/cpu/cpu_registry.h"
 #include "kernels/backends/registry.h"
+#include "kernels/reference/decode_step.h"
 #include "kernels/reference/model_weights.h"
+#include "kernels/reference/ops.h"
 #include "kernels/reference/router.h"
 #include "kernels/reference/step_bytes.h"
 #include "tests/worker/fakes.h"
@@ -399,6 +401,81 @@ TEST(TrialRunnerTest, CpuDataParallelMoeLayersComputeTheWholeBatch) {
   for (int batch : MoeBatches()) EXPECT_EQ(batch, 4);
 }
 
+// Every MoE layer's routes of a BF16-input reference step, flat [MoE
+// layer][token][k] as the GPU step reports them, with the first token of
+// the first MoE layer near a tie (its runner-up within the carried-BF16
+// tolerance of its k-th expert) given that runner-up instead: what a GPU
+// breaking that tie the other way would report. Empty when no token is.
+std::vector<int> RoutesWithATieBrokenTheOtherWay(const ref::StepSpec& spec) {
+  std::vector<int> flat;
+  bool swapped = false;
+  const int k = spec.config.experts_per_token;
+  const ref::MoeFn plain = ref::Bf16InputReferenceMoe(spec);
+  const ref::MoeFn record = [&](int layer, const float* x, int batch,
+                                float* y) {
+    std::vector<float> in(x,
+                          x + static_cast<size_t>(batch) * spec.config.hidden);
+    for (float& v : in) v = ref::RoundToBf16(v);
+    const std::vector<float> logits =
+        ref::RouterLogitsBatch(spec, layer, in.data(), batch);
+    const std::vector<float> bias = ref::RouterBias(spec, layer);
+    for (const ref::Route& r : ref::RouteBatch(spec, layer, in.data(), batch)) {
+      const size_t token = (flat.size() / k) % batch;
+      flat.insert(flat.end(), r.experts.begin(), r.experts.end());
+      if (swapped) continue;
+      flat.back() =
+          ref::RouteToken(&logits[token * spec.config.num_experts], bias.data(),
+                          spec.config.num_experts, k + 1, 1.0f)
+              .experts[k];
+      const ref::Route near = ref::RouteBatchNear(
+          spec, layer, &in[token * spec.config.hidden], 1,
+          &flat[flat.size() - k], ref::kCarriedBf16RouteTolerance)[0];
+      swapped = near.experts == std::vector<int>(flat.end() - k, flat.end());
+      if (!swapped)
+        std::copy(r.experts.begin(), r.experts.end(), flat.end() - k);
+    }
+    return plain(layer, x, batch, y);
+  };
+  if (!ref::DecodeStep(spec, record).ok() || !swapped) return {};
+  return flat;
+}
+
+// A GPU step that reports its router choices is checked against the
+// reference following them where they are near its own top-k: a tie broken
+// the other way costs nothing, while the plain reference differs; routes of
+// the wrong size fail the trial with a reason.
+TEST(TrialRunnerTest, GpuStepsAreCheckedFollowingTheirRoutingNearATie) {
+  v1::TrialExecution execution = Execution("fused_gemv", v1::DECODE_STEP, 11);
+  execution.set_device_ordinal(0);
+  const ref::StepSpec spec = *ResolveStep(execution.trial());
+  BackendRun run = Scripted({}, {});
+  run.chosen_experts = RoutesWithATieBrokenTheOtherWay(spec);
+  ASSERT_FALSE(run.chosen_experts.empty()) << "no near tie in this step";
+  const absl::StatusOr<ref::ProposedRoutes> routes =
+      ref::MoeLayerRoutes(spec, run.chosen_experts);
+  ASSERT_TRUE(routes.ok()) << routes.status();
+  run.output = *ref::DecodeStep(
+      spec, ref::Bf16InputReferenceMoe(spec, &*routes,
+                                       ref::kCarriedBf16RouteTolerance));
+  const auto judged = [&](const BackendRun& r) {
+    BackendRegistry registry;
+    registry.Register(std::make_unique<ScriptedBackend>(r));
+    return TrialRunner(&registry).Run(execution);
+  };
+  v1::TrialResult result = judged(run);
+  ASSERT_EQ(result.outcome(), v1::DONE) << result.reason();
+  EXPECT_EQ(result.max_rel_error(), 0);
+  BackendRun unreported = run;
+  unreported.chosen_experts.clear();
+  EXPECT_GT(judged(unreported).max_rel_error(), 0);
+  BackendRun short_routes = run;
+  short_routes.chosen_experts.pop_back();
+  result = judged(short_routes);
+  EXPECT_EQ(result.outcome(), v1::FAILED);
+  EXPECT_THAT(result.reason(), HasSubstr("the reference could not be computed: "
+                                         "routes: "));
+}
+
 TEST(RelativeL2ErrorTest, HandComputed) {
   EXPECT_DOUBLE_EQ(RelativeL2Error({3, 4}, {3, 4}), 0);
   EXPECT_DOUBLE_EQ(RelativeL2Error({3, 5}, {3, 4}), 1.0 / 5.0);
@@ -444,7 +521,8 @@ TEST(GpuBackendTest, AdaptsTheTrialAndMapsStatuses) {
 
 // A DECODE_STEP trial runs the rank's whole step: the reference's tokens,
 // a router bias for each MoE layer, RoPE at the context's position; the
-// floor counts the experts the GPU's routers chose.
+// floor counts the experts the GPU's routers chose, and their choices reach
+// the check.
 TEST(GpuBackendTest, RunsTheWholeStepOfItsRank) {
   FakeGpuApi gpu;
   std::unique_ptr<Backend> backend =
@@ -457,6 +535,7 @@ TEST(GpuBackendTest, RunsTheWholeStepOfItsRank) {
   gpu.next_step.logits = {1, 2, 3, 4};
   gpu.next_step.samples_us = {500, 510};
   gpu.next_step.distinct_experts = std::vector<int>(in.step.layers - 1, 3);
+  gpu.next_step.chosen_experts = {7, 3, 5};
   absl::StatusOr<BackendRun> run = backend->Run(in);
   ASSERT_TRUE(run.ok()) << run.status();
   const gpu::StepProblem& p = gpu.last_step;
@@ -476,6 +555,7 @@ TEST(GpuBackendTest, RunsTheWholeStepOfItsRank) {
   EXPECT_FALSE(p.formats.kv_fp8);
   EXPECT_FALSE(gpu.last_step_options.compute_reference);  // tiny: the CPU
   EXPECT_EQ(run->output, gpu.next_step.logits);
+  EXPECT_EQ(run->chosen_experts, gpu.next_step.chosen_experts);  // followed
   EXPECT_EQ(run->bytes,
             static_cast<double>(ref::DecodeStepByteBreakdown(
                                     in.step, gpu.next_step.distinct_experts)

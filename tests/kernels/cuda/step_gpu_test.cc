@@ -366,12 +366,6 @@ TEST(StepGpuFormatsTest, ElevenSequencesInEveryFormatMatchTheReference) {
   }
 }
 
-// How far below the reference's k-th expert score a GPU's choice may score
-// and still be followed: routing flips at gaps of 2.5e-3 to 3.4e-3 were seen
-// with the GPU's activations carried in BF16 (device run 134); a choice
-// further off is the reference's own again, so a wrong router still shows.
-constexpr float kRouteTolerance = 5e-3f;
-
 // As ExpectMatchesReference, the reference following the GPU's expert
 // choices of every MoE layer where they are near its own top-k
 // (StepRunResult::chosen_experts; reference Bf16InputReferenceMoe with
@@ -380,17 +374,12 @@ void ExpectMatchesFollowingGpuRouting(const ref::StepSpec& spec,
                                       const StepRunOptions& o) {
   const StepRunResult r = RunDecodeStep(MakeStepProblem(spec), o);
   ASSERT_EQ(r.status, RunStatus::kOk) << o.backend << ": " << r.message;
-  const int dense = spec.config.num_dense_layers;
-  const size_t per_layer =
-      static_cast<size_t>(spec.batch) * spec.config.experts_per_token;
-  ASSERT_EQ(r.chosen_experts.size(), (spec.layers - dense) * per_layer);
-  ref::ProposedRoutes proposed(spec.layers);
-  for (int layer = dense; layer < spec.layers; ++layer) {
-    const auto first = r.chosen_experts.begin() + (layer - dense) * per_layer;
-    proposed[layer].assign(first, first + per_layer);
-  }
+  const absl::StatusOr<ref::ProposedRoutes> proposed =
+      ref::MoeLayerRoutes(spec, r.chosen_experts);
+  ASSERT_TRUE(proposed.ok()) << proposed.status();
   const auto want = ref::DecodeStep(
-      spec, ref::Bf16InputReferenceMoe(spec, &proposed, kRouteTolerance));
+      spec, ref::Bf16InputReferenceMoe(spec, &*proposed,
+                                       ref::kCarriedBf16RouteTolerance));
   ASSERT_TRUE(want.ok()) << want.status();
   ASSERT_EQ(r.logits.size(), want->size());
   EXPECT_LT(RelL2(r.logits, *want), kTolerance) << o.backend;

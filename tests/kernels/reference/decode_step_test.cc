@@ -145,6 +145,26 @@ TEST(DecodeStepTest, ProposedRoutesAreFollowedNearATie) {
               ::testing::HasSubstr("proposed routes of layer 2"));
 }
 
+// A run's routes listed flat over the MoE layers become each MoE layer's
+// proposal (the dense layer's empty); any other size is refused.
+TEST(DecodeStepTest, MoeLayerRoutesSplitsARunsListByLayer) {
+  const StepSpec spec = TinySpec(3);
+  const ProposedRoutes own = OwnRoutes(spec);
+  std::vector<int> flat;
+  for (const std::vector<int>& layer : own) {
+    flat.insert(flat.end(), layer.begin(), layer.end());
+  }
+  const absl::StatusOr<ProposedRoutes> split = MoeLayerRoutes(spec, flat);
+  ASSERT_TRUE(split.ok()) << split.status();
+  ASSERT_EQ(split->size(), 4u);
+  EXPECT_TRUE((*split)[0].empty());  // tiny's dense layer
+  EXPECT_EQ(*split, own);
+  flat.push_back(0);
+  EXPECT_THAT(std::string(MoeLayerRoutes(spec, flat).status().message()),
+              ::testing::HasSubstr("73 expert choices; 3 MoE layers of 3 "
+                                   "tokens choosing 8 experts each make 72"));
+}
+
 TEST(DecodeStepTest, LayersLimitsTheLayersRun) {
   StepSpec spec = TinySpec(1, 4);
   spec.layers = 1;  // only the dense layer: the MoE is never called
