@@ -54,9 +54,9 @@ constexpr int kMaxCluster = 8;           // the portable cluster size
 // hi, mid and lo rows of every sequence; core matrices of 8 rows x 16 bytes,
 // (row block, k8 group) at (block * 8 + group) * 128 bytes; the 128-byte
 // swizzle here instead measured no faster, device run 145). The A slots
-// first (1024-aligned), then the inputs',
-// the splits', and three mbarriers a stage: loaded (the copies' bytes),
-// full (the split written), empty (the consumers done).
+// first (1024-aligned), then the inputs', the splits', and three mbarriers
+// a stage: loaded (the copies' bytes), full (the split written), empty (the
+// consumers done).
 template <int NT, int WG>
 struct Smem {
   static constexpr int kSeqs = 8 * NT;
