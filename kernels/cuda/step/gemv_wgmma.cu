@@ -310,48 +310,67 @@ __device__ __forceinline__ void Fold(const float (&d)[12 * NT],
   }
 }
 
-// Half h of a stage (k16 steps 2 h and 2 h + 1) into a fresh accumulator,
-// issued as one commit group (after the caller's wgmma fence). A: this
-// warpgroup's 64 rows in the 128-byte swizzle (a k16 step 32 bytes on);
-// B: no swizzle (a k16 step's two k8 core matrices 256 bytes on).
+// A stage's four k16 steps into a fresh accumulator, issued as one commit
+// group (after the caller's wgmma fence). A: this warpgroup's 64 rows in the
+// 128-byte swizzle (a k16 step 32 bytes on); B: no swizzle (a k16 step's
+// two k8 core matrices 256 bytes on).
 template <int NT>
-__device__ __forceinline__ void IssueHalf(uint32_t a_addr, uint32_t b_addr,
-                                          int half, float (&d)[12 * NT]) {
+__device__ __forceinline__ void IssueStage(uint32_t a_addr, uint32_t b_addr,
+                                           float (&d)[12 * NT]) {
 #pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    const int step = 2 * half + s;
+  for (int step = 0; step < 4; ++step) {
     WgmmaBf16<NT>(d, Swizzle128Descriptor(a_addr + step * 32),
-                  NoSwizzleDescriptor<128, 1024>(b_addr + step * 256), s);
+                  NoSwizzleDescriptor<128, 1024>(b_addr + step * 256),
+                  step > 0);
   }
   mma_detail::WgmmaCommit();
 }
 
-// The consumers: each stage's two halves issued back to back into their
-// own accumulators, each folded into the totals as it completes (the same
-// sums in the same order as one half at a time), then the slot given back.
+// Consumer stage i: its wgmmas issued into `mine`, then stage i - 1's (in
+// `before`) waited for, folded into the totals and its slot given back, so
+// a stage's products run while the one before is folded.
+template <int NT, int WG>
+__device__ __forceinline__ void ConsumeStage(const Ring<NT, WG>& ring, int i,
+                                             uint32_t a_offset,
+                                             float (&mine)[12 * NT],
+                                             float (&before)[12 * NT],
+                                             float (&total)[4 * NT]) {
+  const uint32_t phase = Ring<NT, WG>::Phase(i);
+  MbarWait(ring.loaded(i), phase);  // the weights' copy (async proxy)
+  MbarWait(ring.full(i), phase);    // the split
+  mma_detail::WgmmaFence();
+  IssueStage<NT>(SmemAddr(ring.a(i)) + a_offset, SmemAddr(ring.b(i)), mine);
+  if (i > 0) {
+    mma_detail::WgmmaWait<1>();
+    Fold<NT>(before, total);
+    ArriveAsWarp(ring.empty(i - 1));
+  }
+}
+
+// The consumers: a fresh accumulator a stage (64 K), two in turn, each
+// folded while the next stage's products run.
 template <int NT, int WG>
 __device__ void MultiplyStages(const BlockPlan& p, const Ring<NT, WG>& ring,
                                float (&total)[4 * NT]) {
   // This warpgroup's 64 rows of a stage's weights (8 KB on).
   const uint32_t a_offset = (threadIdx.x / 128) * 64 * 128;
-  // Each half's first wgmma overwrites its accumulator (scale-d 0): set
-  // once, not a stage.
-  float d0[12 * NT] = {}, d1[12 * NT] = {};
-  for (int i = 0; i < p.count; ++i) {
-    const uint32_t phase = Ring<NT, WG>::Phase(i);
-    MbarWait(ring.loaded(i), phase);  // the weights' copy (async proxy)
-    MbarWait(ring.full(i), phase);    // the split
-    const uint32_t a = SmemAddr(ring.a(i)) + a_offset;
-    const uint32_t b = SmemAddr(ring.b(i));
-    mma_detail::WgmmaFence();
-    IssueHalf<NT>(a, b, 0, d0);
-    IssueHalf<NT>(a, b, 1, d1);
-    mma_detail::WgmmaWait<1>();
-    Fold<NT>(d0, total);
-    mma_detail::WgmmaWait<0>();
-    Fold<NT>(d1, total);
-    ArriveAsWarp(ring.empty(i));
+  // A stage's first wgmma overwrites its accumulator (scale-d 0): set once.
+  float even[12 * NT] = {}, odd[12 * NT] = {};
+  for (int i = 0; i < p.count; i += 2) {
+    ConsumeStage<NT, WG>(ring, i, a_offset, even, odd, total);
+    if (i + 1 < p.count) {
+      ConsumeStage<NT, WG>(ring, i + 1, a_offset, odd, even, total);
+    }
   }
+  mma_detail::WgmmaWait<0>();
+  // Two calls, not one on a chosen array: registers cannot be picked at run
+  // time (a chosen array goes to local memory).
+  if ((p.count - 1) % 2 == 0) {
+    Fold<NT>(even, total);
+  } else {
+    Fold<NT>(odd, total);
+  }
+  ArriveAsWarp(ring.empty(p.count - 1));
 }
 
 // The block's totals (warp w's rows 16 w + lane / 4 and + 8, columns 2 (lane
