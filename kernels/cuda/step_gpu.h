@@ -155,6 +155,10 @@ struct StepRunResult {
   // Per MoE layer run: the distinct experts this rank owns that the step's
   // tokens chose (the floor's routed bytes).
   std::vector<int> distinct_experts;
+  // [MoE layers][MoeTokens][top_k]: each MoE layer's router's choices
+  // (expert indices of the whole model), for a reference to follow near a
+  // routing tie (reference decode_step.h ProposedRoutes).
+  std::vector<int> chosen_experts;
   // Nodes of the step's CUDA graph (kernels and copies); 0 when the
   // backend cannot be captured.
   int kernels_per_step = 0;

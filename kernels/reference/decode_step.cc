@@ -156,11 +156,30 @@ absl::StatusOr<std::vector<float>> Decode(const StepSpec& spec,
 }  // namespace
 
 MoeFn Bf16InputReferenceMoe(const StepSpec& spec) {
-  return [spec](int layer, const float* x, int batch, float* y) {
+  return Bf16InputReferenceMoe(spec, nullptr, 0.0f);
+}
+
+MoeFn Bf16InputReferenceMoe(const StepSpec& spec,
+                            const ProposedRoutes* proposed, float tolerance) {
+  return [spec, proposed, tolerance](int layer, const float* x, int batch,
+                                     float* y) {
     const size_t n = static_cast<size_t>(batch) * spec.config.hidden;
     std::vector<float> rounded(x, x + n);
     for (float& v : rounded) v = RoundToBf16(v);
-    MoeLayerReference(spec, layer, rounded.data(), batch, y);
+    const size_t choices =
+        static_cast<size_t>(batch) * spec.config.experts_per_token;
+    if (proposed == nullptr || layer >= static_cast<int>(proposed->size()) ||
+        (*proposed)[layer].empty()) {
+      MoeLayerReference(spec, layer, rounded.data(), batch, y);
+    } else if ((*proposed)[layer].size() != choices) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("proposed routes of layer ", layer, ": ",
+                       (*proposed)[layer].size(), " experts for ", batch,
+                       " tokens of ", spec.config.experts_per_token));
+    } else {
+      MoeLayerReferenceNear(spec, layer, rounded.data(), batch,
+                            (*proposed)[layer].data(), tolerance, y);
+    }
     return absl::OkStatus();
   };
 }

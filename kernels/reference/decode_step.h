@@ -32,6 +32,19 @@ using MoeFn =
 // wherever the rounding tips a router near-tie to another expert.
 MoeFn Bf16InputReferenceMoe(const StepSpec& spec);
 
+// Another implementation's expert choices: [layer][token * experts_per_token]
+// (a layer left empty: the reference's own choices there).
+using ProposedRoutes = std::vector<std::vector<int>>;
+
+// Bf16InputReferenceMoe routing as `proposed` says where each token's
+// proposed experts are a top-k of the reference's scores to within
+// `tolerance` (router.h RouteTokenNear), so that a check over several MoE
+// layers compares the same experts where an implementation fed activations
+// carried in BF16 broke a near-tie the other way. The caller keeps
+// *proposed alive while the MoeFn runs.
+MoeFn Bf16InputReferenceMoe(const StepSpec& spec,
+                            const ProposedRoutes* proposed, float tolerance);
+
 // Logits [spec.batch][VocabSlice] of sequences 0 .. batch-1 (the whole
 // vocabulary for the trivial shard); under data-parallel attention
 // [OwnBatch][vocab] of the rank's own sequences (FirstOwnSequence on). A

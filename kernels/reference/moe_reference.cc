@@ -83,10 +83,12 @@ absl::Status ValidateMoeCall(const StepSpec& spec, int layer, int batch) {
   return absl::OkStatus();
 }
 
-void MoeLayerReference(const StepSpec& spec, int layer, const float* x,
-                       int batch, float* y) {
+namespace {
+
+// The layer for tokens routed by `routes` [batch].
+void MoeWithRoutes(const StepSpec& spec, int layer, const float* x, int batch,
+                   const std::vector<Route>& routes, float* y) {
   const model::ModelConfig& c = spec.config;
-  const std::vector<Route> routes = RouteBatch(spec, layer, x, batch);
   std::vector<double> acc(static_cast<size_t>(batch) * c.hidden, 0.0);
   for (int e = 0; e < c.num_experts; ++e) {
     if (!OwnsExpert(c, spec.shard, e)) continue;
@@ -107,6 +109,20 @@ void MoeLayerReference(const StepSpec& spec, int layer, const float* x,
                      SharedDownDesc(spec, layer), x, all, acc.data());
   }
   for (size_t i = 0; i < acc.size(); ++i) y[i] = static_cast<float>(acc[i]);
+}
+
+}  // namespace
+
+void MoeLayerReference(const StepSpec& spec, int layer, const float* x,
+                       int batch, float* y) {
+  MoeWithRoutes(spec, layer, x, batch, RouteBatch(spec, layer, x, batch), y);
+}
+
+void MoeLayerReferenceNear(const StepSpec& spec, int layer, const float* x,
+                           int batch, const int* proposed, float tolerance,
+                           float* y) {
+  MoeWithRoutes(spec, layer, x, batch,
+                RouteBatchNear(spec, layer, x, batch, proposed, tolerance), y);
 }
 
 std::vector<float> MoeLayerInput(const StepSpec& spec, int layer) {

@@ -25,6 +25,13 @@ absl::Status ValidateMoeCall(const StepSpec& spec, int layer, int batch);
 void MoeLayerReference(const StepSpec& spec, int layer, const float* x,
                        int batch, float* y);
 
+// MoeLayerReference routing each token by RouteTokenNear: another
+// implementation's experts (proposed [batch][experts_per_token]) where they
+// are a top-k of the reference's scores to within `tolerance`.
+void MoeLayerReferenceNear(const StepSpec& spec, int layer, const float* x,
+                           int batch, const int* proposed, float tolerance,
+                           float* y);
+
 // A synthetic, realistic MoE-layer input [spec.batch][hidden] for timing the
 // layer alone: RMSNorm (with the layer's ffn-norm gamma) of uniform hash
 // values, rounded to BF16 so a kernel reading BF16 activations sees exactly

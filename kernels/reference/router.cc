@@ -5,6 +5,7 @@
 #include <numeric>
 #include <utility>
 
+#include "kernels/model/near_top_k.h"
 #include "kernels/model/weight_gen.h"
 #include "kernels/reference/model_weights.h"
 #include "kernels/reference/ops.h"
@@ -110,19 +111,77 @@ Route RouteToken(const float* logits, const float* bias, int num_experts,
   return route;
 }
 
-std::vector<Route> RouteBatch(const StepSpec& spec, int layer, const float* x,
-                              int batch) {
+Route RouteTokenNear(const float* logits, const float* bias, int num_experts,
+                     int top_k, float scaling, const int* proposed,
+                     float tolerance) {
+  Route own = RouteToken(logits, bias, num_experts, top_k, scaling);
+  std::vector<float> s(static_cast<size_t>(num_experts));
+  std::vector<float> score(static_cast<size_t>(num_experts));
+  for (int e = 0; e < num_experts; ++e) {
+    s[e] = Sigmoid(logits[e]);
+    score[e] = s[e] + bias[e];
+  }
+  const float kth = score[own.experts.back()];
+  if (!route::IsNearTopK(score.data(), num_experts, proposed, top_k, kth,
+                         tolerance)) {
+    return own;
+  }
+  Route route;
+  route.experts.assign(proposed, proposed + top_k);
+  std::sort(route.experts.begin(), route.experts.end(), [&score](int a, int b) {
+    if (score[a] != score[b]) return score[a] > score[b];
+    return a < b;
+  });
+  double sum = 0.0;
+  for (int e : route.experts) sum += s[e];
+  for (int e : route.experts) {
+    route.weights.push_back(static_cast<float>(s[e] / sum * scaling));
+  }
+  return route;
+}
+
+namespace {
+
+// Every token's route of x [batch][hidden] by `route(logits, bias, b)`.
+template <typename RouteFn>
+std::vector<Route> RouteEach(const StepSpec& spec, int layer, const float* x,
+                             int batch, RouteFn route) {
   const model::ModelConfig& c = spec.config;
   const std::vector<float> logits = RouterLogitsBatch(spec, layer, x, batch);
   const std::vector<float> bias = RouterBias(spec, layer);
   std::vector<Route> routes;
   routes.reserve(static_cast<size_t>(batch));
   for (int b = 0; b < batch; ++b) {
-    routes.push_back(RouteToken(
-        logits.data() + static_cast<size_t>(b) * c.num_experts, bias.data(),
-        c.num_experts, c.experts_per_token, c.routed_scaling));
+    routes.push_back(
+        route(logits.data() + static_cast<size_t>(b) * c.num_experts,
+              bias.data(), b));
   }
   return routes;
+}
+
+}  // namespace
+
+std::vector<Route> RouteBatch(const StepSpec& spec, int layer, const float* x,
+                              int batch) {
+  const model::ModelConfig& c = spec.config;
+  return RouteEach(spec, layer, x, batch,
+                   [&c](const float* logits, const float* bias, int) {
+                     return RouteToken(logits, bias, c.num_experts,
+                                       c.experts_per_token, c.routed_scaling);
+                   });
+}
+
+std::vector<Route> RouteBatchNear(const StepSpec& spec, int layer,
+                                  const float* x, int batch,
+                                  const int* proposed, float tolerance) {
+  const model::ModelConfig& c = spec.config;
+  const int k = c.experts_per_token;
+  return RouteEach(spec, layer, x, batch,
+                   [&](const float* logits, const float* bias, int b) {
+                     return RouteTokenNear(
+                         logits, bias, c.num_experts, k, c.routed_scaling,
+                         proposed + static_cast<size_t>(b) * k, tolerance);
+                   });
 }
 
 }  // namespace moetune::ref

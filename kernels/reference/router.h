@@ -45,4 +45,20 @@ Route RouteToken(const float* logits, const float* bias, int num_experts,
 std::vector<Route> RouteBatch(const StepSpec& spec, int layer, const float* x,
                               int batch);
 
+// RouteToken, but taking `proposed` (top_k expert indices another
+// implementation chose) where they are a top-k of this token's biased
+// scores to within `tolerance` (model/near_top_k.h IsNearTopK): a router fed
+// activations carried in BF16 may break a near-tie the other way, and a
+// check of several layers then compares the same experts. The weights are
+// this router's own for the experts taken, best score first. Otherwise
+// RouteToken's choice.
+Route RouteTokenNear(const float* logits, const float* bias, int num_experts,
+                     int top_k, float scaling, const int* proposed,
+                     float tolerance);
+
+// RouteTokenNear for every token: proposed [batch][top_k].
+std::vector<Route> RouteBatchNear(const StepSpec& spec, int layer,
+                                  const float* x, int batch,
+                                  const int* proposed, float tolerance);
+
 }  // namespace moetune::ref

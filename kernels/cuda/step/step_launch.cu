@@ -56,6 +56,8 @@ void CarveStep(const StepProblem& p, const Launcher& launcher, Carver& c,
   b->next = c.Take<int>(batch);
   b->best = c.Take<float>(batch * 2 * World(p));
   b->routed = c.Take<int>(std::max(1, MoeLayers(p)));
+  b->routes = c.Take<int>(
+      std::max<size_t>(1, size_t(MoeLayers(p)) * moe_tokens * d.moe.top_k));
   uint16_t* x_bf16 = c.Take<uint16_t>(moe_tokens * d.hidden);
   CarveLayerBuffers(MakeGeometry(MoeLayerProblem(p, d.num_dense_layers)),
                     launcher, c, &b->moe);
@@ -527,6 +529,21 @@ GpuStatus CombineMoeOutputs(const StepLaunch& s, const LayerArgs& args,
   return OkStatus();
 }
 
+// MoE layer `moe`'s routing kept for the run's result: the distinct experts
+// its tokens chose, and each token's choices.
+GpuStatus RecordRouting(const StepLaunch& s, int moe, cudaStream_t stream) {
+  const RunBuffers& buf = s.moe_args[moe].buf;
+  StepBuffers& b = *s.buffers;
+  MG_CUDA(cudaMemcpyAsync(b.routed + moe, buf.meta + kMetaRouted, sizeof(int),
+                          cudaMemcpyDeviceToDevice, stream));
+  const size_t choices =
+      size_t(MoeTokens(*s.problem)) * s.problem->dims.moe.top_k;
+  MG_CUDA(cudaMemcpyAsync(b.routes + moe * choices, buf.topk_idx,
+                          choices * sizeof(int), cudaMemcpyDeviceToDevice,
+                          stream));
+  return OkStatus();
+}
+
 GpuStatus MoeMlp(const StepLaunch& s, int layer, const LayerParams& w,
                  const float** residual, cudaStream_t stream) {
   const StepProblem& p = *s.problem;
@@ -545,10 +562,7 @@ GpuStatus MoeMlp(const StepLaunch& s, int layer, const LayerParams& w,
   if (p.dp_attention) MG_RETURN_IF_ERROR(GatherMoeInputs(s, args, stream));
   *residual = args.buf.y;
   STEP_LAUNCH("moe/layer", s.launcher->launch(args, b.workspace.get(), stream));
-  if (s.record_routed) {
-    MG_CUDA(cudaMemcpyAsync(b.routed + moe, args.buf.meta + kMetaRouted,
-                            sizeof(int), cudaMemcpyDeviceToDevice, stream));
-  }
+  if (s.record_routed) MG_RETURN_IF_ERROR(RecordRouting(s, moe, stream));
   if (s.moe_output != nullptr) MG_RETURN_IF_ERROR(CheckMoe(s, layer, stream));
   if (p.dp_attention) return CombineMoeOutputs(s, args, residual, stream);
   return SumOverGang(s, args.buf.y, stream);

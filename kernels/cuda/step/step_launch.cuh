@@ -44,6 +44,7 @@ struct StepBuffers {
   int* next = nullptr;                       // [batch]
   float* best = nullptr;  // [world][batch][2] the ranks' (logit, token)
   int* routed = nullptr;  // [MoE layers] distinct experts
+  int* routes = nullptr;  // [MoE layers][MoeTokens][top_k] chosen experts
   RunBuffers moe;         // the MoE layers' (shared)
 };
 

@@ -4,10 +4,12 @@
 #include <cmath>
 #include <string>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/model/nvfp4_format.h"
 #include "kernels/reference/moe_reference.h"
 #include "kernels/reference/ops.h"
+#include "kernels/reference/router.h"
 #include "kernels/reference/step_bytes.h"
 #include "tests/kernels/reference/step_spec_util.h"
 
@@ -83,6 +85,64 @@ TEST(DecodeStepTest, MoeFnIsCalledForEachMoeLayer) {
     return absl::InternalError("backend exploded");
   };
   EXPECT_EQ(DecodeStep(spec, failing).status().message(), "backend exploded");
+}
+
+// The reference's own expert choices of every MoE layer of a step, as the
+// BF16-input reference makes them.
+ProposedRoutes OwnRoutes(const StepSpec& spec) {
+  ProposedRoutes routes;
+  const MoeFn record = [&](int layer, const float* x, int batch, float* y) {
+    std::vector<float> rounded(
+        x, x + static_cast<size_t>(batch) * spec.config.hidden);
+    for (float& v : rounded) v = RoundToBf16(v);
+    if (static_cast<int>(routes.size()) <= layer) routes.resize(layer + 1);
+    for (const Route& r : RouteBatch(spec, layer, rounded.data(), batch)) {
+      routes[layer].insert(routes[layer].end(), r.experts.begin(),
+                           r.experts.end());
+    }
+    MoeLayerReference(spec, layer, rounded.data(), batch, y);
+    return absl::OkStatus();
+  };
+  EXPECT_TRUE(DecodeStep(spec, record).ok());
+  return routes;
+}
+
+// Proposed routes are followed where they are near the reference's own
+// top-k: its own choices change nothing; a token's last expert swapped for
+// an unchosen one changes that sequence's logits alone, and only
+// within the tolerance; a proposal of the wrong size is refused.
+TEST(DecodeStepTest, ProposedRoutesAreFollowedNearATie) {
+  const StepSpec spec = TinySpec(3);
+  const std::vector<float> plain =
+      *DecodeStep(spec, Bf16InputReferenceMoe(spec));
+  const ProposedRoutes own = OwnRoutes(spec);
+  ASSERT_EQ(own.size(), 4u);
+  EXPECT_EQ(*DecodeStep(spec, Bf16InputReferenceMoe(spec, &own, 1.0f)), plain);
+  // Sequence 1's last expert in the first MoE layer swapped for one it did
+  // not choose (a tolerance of 1.0 takes any).
+  ProposedRoutes swapped = own;
+  const int k = spec.config.experts_per_token;
+  std::vector<int> chosen(own[1].begin() + k, own[1].begin() + 2 * k);
+  int other = 0;
+  while (std::count(chosen.begin(), chosen.end(), other) > 0) ++other;
+  swapped[1][2 * k - 1] = other;
+  const std::vector<float> followed =
+      *DecodeStep(spec, Bf16InputReferenceMoe(spec, &swapped, 1.0f));
+  for (int b = 0; b < 3; ++b) {
+    const bool same =
+        std::equal(followed.begin() + b * 512, followed.begin() + (b + 1) * 512,
+                   plain.begin() + b * 512);
+    EXPECT_EQ(same, b != 1) << "sequence " << b;
+  }
+  EXPECT_EQ(*DecodeStep(spec, Bf16InputReferenceMoe(spec, &swapped, 0.0f)),
+            plain);  // no tie: its own choice
+  ProposedRoutes short_routes = own;
+  short_routes[2].pop_back();
+  const absl::StatusOr<std::vector<float>> refused =
+      DecodeStep(spec, Bf16InputReferenceMoe(spec, &short_routes, 1.0f));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("proposed routes of layer 2"));
 }
 
 TEST(DecodeStepTest, LayersLimitsTheLayersRun) {

@@ -51,6 +51,34 @@ TEST(RouteTokenTest, TiesGoToTheLowerExpertIndex) {
   EXPECT_NEAR(route.weights[0], 2.5f, 1e-6);
 }
 
+// s = sigmoid({0, 1, 2, -1, 0.99}): experts 1 and 4 2.0e-3 apart.
+TEST(RouteTokenNearTest, TakesAProposalOnlyWithinTheTolerance) {
+  const float logits[5] = {0.0f, 1.0f, 2.0f, -1.0f, 0.99f};
+  const float bias[5] = {0, 0, 0, 0, 0};
+  const Route own = RouteToken(logits, bias, 5, 2, 2.5f);
+  ASSERT_EQ(own.experts, (std::vector<int>{2, 1}));
+  const int same[2] = {1, 2};  // the own choice, in another order
+  Route r = RouteTokenNear(logits, bias, 5, 2, 2.5f, same, 1e-2f);
+  EXPECT_EQ(r.experts, own.experts);
+  EXPECT_EQ(r.weights, own.weights);
+  const int near[2] = {4, 2};  // 4 for 1: s(0.99) is 2.0e-3 below s(1)
+  r = RouteTokenNear(logits, bias, 5, 2, 2.5f, near, 1e-2f);
+  ASSERT_EQ(r.experts, (std::vector<int>{2, 4}));
+  const double s2 = 1 / (1 + std::exp(-2.0)), s4 = 1 / (1 + std::exp(-0.99));
+  EXPECT_NEAR(r.weights[0], s2 / (s2 + s4) * 2.5, 1e-6);
+  EXPECT_NEAR(r.weights[1], s4 / (s2 + s4) * 2.5, 1e-6);
+  EXPECT_EQ(RouteTokenNear(logits, bias, 5, 2, 2.5f, near, 1e-3f).experts,
+            own.experts);     // 2.0e-3 is past the tolerance
+  const int far[2] = {0, 2};  // expert 0: s 0.5, far below
+  EXPECT_EQ(RouteTokenNear(logits, bias, 5, 2, 2.5f, far, 1e-2f).experts,
+            own.experts);
+  const int twice[2] = {2, 2}, outside[2] = {2, 7};
+  EXPECT_EQ(RouteTokenNear(logits, bias, 5, 2, 2.5f, twice, 1.0f).experts,
+            own.experts);
+  EXPECT_EQ(RouteTokenNear(logits, bias, 5, 2, 2.5f, outside, 1.0f).experts,
+            own.experts);
+}
+
 TEST(RouterTest, LogitsAreTheBf16RouterTimesX) {
   const StepSpec spec = TinySpec();
   std::vector<float> x(256);
