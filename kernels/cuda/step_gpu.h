@@ -18,6 +18,7 @@
 // come back as values. Uses the device exclusively while it runs.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -89,6 +90,11 @@ inline int World(const StepProblem& p) { return p.shard.tp * p.shard.ep; }
 // The tokens each MoE layer computes.
 inline int MoeTokens(const StepProblem& p) {
   return p.dp_attention ? p.batch * World(p) : p.batch;
+}
+// The expert choices each MoE layer's router makes (StepRunResult's
+// chosen_experts a layer).
+inline size_t MoeChoices(const StepProblem& p) {
+  return size_t(MoeTokens(p)) * p.dims.moe.top_k;
 }
 inline int Prefilled(const StepProblem& p) {
   return p.prefilled < 0 ? p.context : p.prefilled;

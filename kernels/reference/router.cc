@@ -85,62 +85,52 @@ std::vector<float> RouterBias(const StepSpec& spec, int layer) {
   return bias;
 }
 
-Route RouteToken(const float* logits, const float* bias, int num_experts,
-                 int top_k, float scaling) {
-  std::vector<float> s(static_cast<size_t>(num_experts));
-  std::vector<float> score(static_cast<size_t>(num_experts));
+namespace {
+
+// A token's sigmoids s and biased scores s + bias.
+struct Scores {
+  std::vector<float> s, score;
+};
+Scores ScoresOf(const float* logits, const float* bias, int num_experts) {
+  Scores out{std::vector<float>(static_cast<size_t>(num_experts)),
+             std::vector<float>(static_cast<size_t>(num_experts))};
   for (int e = 0; e < num_experts; ++e) {
-    s[e] = Sigmoid(logits[e]);
-    score[e] = s[e] + bias[e];
+    out.s[e] = Sigmoid(logits[e]);
+    out.score[e] = out.s[e] + bias[e];
   }
-  std::vector<int> order(static_cast<size_t>(num_experts));
-  std::iota(order.begin(), order.end(), 0);
-  // A strict total order: higher score first, then lower index.
-  std::partial_sort(order.begin(), order.begin() + top_k, order.end(),
-                    [&score](int a, int b) {
-                      if (score[a] != score[b]) return score[a] > score[b];
-                      return a < b;
-                    });
-  Route route;
-  route.experts.assign(order.begin(), order.begin() + top_k);
-  double sum = 0.0;
-  for (int e : route.experts) sum += s[e];
-  for (int e : route.experts) {
-    route.weights.push_back(static_cast<float>(s[e] / sum * scaling));
-  }
-  return route;
+  return out;
 }
 
-Route RouteTokenNear(const float* logits, const float* bias, int num_experts,
-                     int top_k, float scaling, const int* proposed,
-                     float tolerance) {
-  Route own = RouteToken(logits, bias, num_experts, top_k, scaling);
-  std::vector<float> s(static_cast<size_t>(num_experts));
-  std::vector<float> score(static_cast<size_t>(num_experts));
-  for (int e = 0; e < num_experts; ++e) {
-    s[e] = Sigmoid(logits[e]);
-    score[e] = s[e] + bias[e];
-  }
-  const float kth = score[own.experts.back()];
-  if (!route::IsNearTopK(score.data(), num_experts, proposed, top_k, kth,
-                         tolerance)) {
-    return own;
-  }
-  Route route;
-  route.experts.assign(proposed, proposed + top_k);
-  std::sort(route.experts.begin(), route.experts.end(), [&score](int a, int b) {
+// A strict total order of experts: higher score first, then lower index.
+auto Better(const std::vector<float>& score) {
+  return [&score](int a, int b) {
     if (score[a] != score[b]) return score[a] > score[b];
     return a < b;
-  });
+  };
+}
+
+// The route of `experts` (best first): the unbiased sigmoids / their sum
+// times scaling.
+Route Weighted(std::vector<int> experts, const Scores& sc, float scaling) {
+  Route route;
+  route.experts = std::move(experts);
   double sum = 0.0;
-  for (int e : route.experts) sum += s[e];
+  for (int e : route.experts) sum += sc.s[e];
   for (int e : route.experts) {
-    route.weights.push_back(static_cast<float>(s[e] / sum * scaling));
+    route.weights.push_back(static_cast<float>(sc.s[e] / sum * scaling));
   }
   return route;
 }
 
-namespace {
+// The top_k experts by score, best first.
+std::vector<int> TopK(const Scores& sc, int top_k) {
+  std::vector<int> order(sc.score.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + top_k, order.end(),
+                    Better(sc.score));
+  order.resize(static_cast<size_t>(top_k));
+  return order;
+}
 
 // Every token's route of x [batch][hidden] by `route(logits, bias, b)`.
 template <typename RouteFn>
@@ -160,6 +150,26 @@ std::vector<Route> RouteEach(const StepSpec& spec, int layer, const float* x,
 }
 
 }  // namespace
+
+Route RouteToken(const float* logits, const float* bias, int num_experts,
+                 int top_k, float scaling) {
+  const Scores sc = ScoresOf(logits, bias, num_experts);
+  return Weighted(TopK(sc, top_k), sc, scaling);
+}
+
+Route RouteTokenNear(const float* logits, const float* bias, int num_experts,
+                     int top_k, float scaling, const int* proposed,
+                     float tolerance) {
+  const Scores sc = ScoresOf(logits, bias, num_experts);
+  std::vector<int> own = TopK(sc, top_k);
+  if (!route::IsNearTopK(sc.score.data(), num_experts, proposed, top_k,
+                         sc.score[own.back()], tolerance)) {
+    return Weighted(std::move(own), sc, scaling);
+  }
+  std::vector<int> taken(proposed, proposed + top_k);
+  std::sort(taken.begin(), taken.end(), Better(sc.score));
+  return Weighted(std::move(taken), sc, scaling);
+}
 
 std::vector<Route> RouteBatch(const StepSpec& spec, int layer, const float* x,
                               int batch) {

@@ -30,6 +30,12 @@ using mma_detail::SmemAddr;
 using mma_detail::Swizzle128Descriptor;
 using mma_detail::TensorCopy3d;
 
+// The block's partial sums at the end, partial[row][sequence]: rows kSeqs +
+// 4 floats apart (a row a whole number of 16-byte pieces, for the bulk
+// copies to the other ranks).
+template <int NT>
+inline constexpr int kPartialStride = 8 * NT + 4;
+
 // A block: WG consumer warpgroups of 128 threads (each multiplying 64 weight
 // rows by the block's split inputs), then four splitter warps, then a copy
 // warp (its first thread issues every copy). Consumers come first so their
@@ -76,13 +82,10 @@ struct Smem {
   static constexpr int kBytes = kBarOffset + (3 * kStages + 1) * 8 + 1024;
   // A stage's copies: the weights' box and the inputs'.
   static constexpr uint32_t kLoadedBytes = kABytes + kXBytes;
-  // The block's partial sums at the end (in the ring, then drained), rows
-  // kSeqs + 4 floats apart (a row a whole number of 16-byte pieces, for the
-  // bulk copies), then the other ranks' sums of this rank's rows, a slot a
-  // rank (a share is at most half the block's rows where there are ranks).
-  static constexpr int kPartialStride = kSeqs + 4;
-  static constexpr int kRecvOffset = kRows<WG> * kPartialStride * 4;
-  static constexpr int kRecvSlotFloats = kRows<WG> / 2 * kPartialStride;
+  // Then the other ranks' sums of this rank's rows, a slot a rank (a share
+  // is at most half the block's rows where there are ranks).
+  static constexpr int kRecvOffset = kRows<WG> * kPartialStride<NT> * 4;
+  static constexpr int kRecvSlotFloats = kRows<WG> / 2 * kPartialStride<NT>;
   static_assert(kRecvOffset + kMaxCluster * kRecvSlotFloats * 4 <= kBarOffset,
                 "partials fit");
   static_assert(kStages >= 3, "a ring of at least three stages");
@@ -379,7 +382,7 @@ __device__ void MultiplyStages(const BlockPlan& p, const Ring<NT, WG>& ring,
 template <int NT>
 __device__ __forceinline__ void KeepTotals(const float (&total)[4 * NT],
                                            float* partial) {
-  constexpr int kStride = 8 * NT + 4;  // Smem::kPartialStride
+  constexpr int kStride = kPartialStride<NT>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row = 16 * warp + lane / 4, col = 2 * (lane % 4);
 #pragma unroll
@@ -411,14 +414,14 @@ template <int NT, int WG>
 __device__ void PushPartials(const float* partial, float* recv,
                              uint64_t* sums_in, int rank, int ranks) {
   using S = Smem<NT, WG>;
-  constexpr int kRowBytes = S::kPartialStride * 4;
+  constexpr int kRowBytes = kPartialStride<NT> * 4;
   MbarArriveExpectTx(sums_in,
                      (ranks - 1) * ShareOf<WG>(rank, ranks).count * kRowBytes);
   for (int q = 0; q < ranks; ++q) {
     if (q == rank) continue;
     const Share to = ShareOf<WG>(q, ranks);
     BulkCopyToRank(MapToRank(SmemAddr(recv + rank * S::kRecvSlotFloats), q),
-                   SmemAddr(partial + to.first * S::kPartialStride),
+                   SmemAddr(partial + to.first * kPartialStride<NT>),
                    to.count * kRowBytes, MapToRank(SmemAddr(sums_in), q));
   }
 }
@@ -431,7 +434,7 @@ template <int NT, int WG>
 __device__ void StoreShare(const Bf16Gemv& g, int r0, const float* partial,
                            const float* recv, int rank, int ranks) {
   using S = Smem<NT, WG>;
-  constexpr int kStride = S::kPartialStride;
+  constexpr int kStride = kPartialStride<NT>;
   const Share mine = ShareOf<WG>(rank, ranks);
   for (int i = threadIdx.x; i < mine.count * g.batch; i += kThreads<WG>) {
     const int at = i % mine.count, b = i / mine.count;

@@ -56,8 +56,7 @@ void CarveStep(const StepProblem& p, const Launcher& launcher, Carver& c,
   b->next = c.Take<int>(batch);
   b->best = c.Take<float>(batch * 2 * World(p));
   b->routed = c.Take<int>(std::max(1, MoeLayers(p)));
-  b->routes = c.Take<int>(
-      std::max<size_t>(1, size_t(MoeLayers(p)) * moe_tokens * d.moe.top_k));
+  b->routes = c.Take<int>(std::max<size_t>(1, MoeLayers(p) * MoeChoices(p)));
   uint16_t* x_bf16 = c.Take<uint16_t>(moe_tokens * d.hidden);
   CarveLayerBuffers(MakeGeometry(MoeLayerProblem(p, d.num_dense_layers)),
                     launcher, c, &b->moe);
@@ -536,8 +535,7 @@ GpuStatus RecordRouting(const StepLaunch& s, int moe, cudaStream_t stream) {
   StepBuffers& b = *s.buffers;
   MG_CUDA(cudaMemcpyAsync(b.routed + moe, buf.meta + kMetaRouted, sizeof(int),
                           cudaMemcpyDeviceToDevice, stream));
-  const size_t choices =
-      size_t(MoeTokens(*s.problem)) * s.problem->dims.moe.top_k;
+  const size_t choices = MoeChoices(*s.problem);
   MG_CUDA(cudaMemcpyAsync(b.routes + moe * choices, buf.topk_idx,
                           choices * sizeof(int), cudaMemcpyDeviceToDevice,
                           stream));

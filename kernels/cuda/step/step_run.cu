@@ -230,9 +230,9 @@ GpuStatus CheckedRuns(StepLaunch s, Context* ctx, const StepRunOptions& o,
   MG_RETURN_IF_ERROR(CheckGang(s));
   MG_RETURN_IF_ERROR(Download(s.buffers->logits, logits, &r->logits));
   MG_RETURN_IF_ERROR(Download(s.buffers->next, p.batch, &r->next_tokens));
-  MG_RETURN_IF_ERROR(Download(
-      s.buffers->routes, s.moe_args.size() * MoeTokens(p) * p.dims.moe.top_k,
-      &r->chosen_experts));
+  MG_RETURN_IF_ERROR(Download(s.buffers->routes,
+                              s.moe_args.size() * MoeChoices(p),
+                              &r->chosen_experts));
   return Download(s.buffers->routed, s.moe_args.size(), &r->distinct_experts);
 }
 
