@@ -82,8 +82,9 @@ struct Smem {
   static constexpr int kBytes = kBarOffset + (3 * kStages + 1) * 8 + 1024;
   // A stage's copies: the weights' box and the inputs'.
   static constexpr uint32_t kLoadedBytes = kABytes + kXBytes;
-  // Then the other ranks' sums of this rank's rows, a slot a rank (a share
-  // is at most half the block's rows where there are ranks).
+  // At the end: the partial sums at the ring's start, then the other
+  // ranks' sums of this rank's rows, a slot a rank (a share is at most half
+  // the block's rows where there are ranks).
   static constexpr int kRecvOffset = kRows<WG> * kPartialStride<NT> * 4;
   static constexpr int kRecvSlotFloats = kRows<WG> / 2 * kPartialStride<NT>;
   static_assert(kRecvOffset + kMaxCluster * kRecvSlotFloats * 4 <= kBarOffset,
