@@ -98,6 +98,27 @@ __device__ __forceinline__ void BulkCopy(void* dst, const void* src,
       : "memory");
 }
 
+// The shared::cluster address of `addr` (this block's shared memory) in
+// block `rank` of the cluster.
+__device__ __forceinline__ uint32_t MapToRank(uint32_t addr, int rank) {
+  uint32_t out;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(out)
+               : "r"(addr), "r"(rank));
+  return out;
+}
+// One bulk copy of `bytes` (a multiple of 16) from this block's shared
+// memory at `src` into another block's of the cluster at `dst` (a
+// shared::cluster address), completing on that block's mbarrier `bar`.
+__device__ __forceinline__ void BulkCopyToRank(uint32_t dst, uint32_t src,
+                                               uint32_t bytes, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes "
+      "[%0], [%1], %2, [%3];\n" ::"r"(dst),
+      "r"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
+
 // An L2 policy that evicts the streamed weights first: each byte is read
 // once, and with the default policy the stream pushes out of L2 what the
 // next kernels read again -- their code (the router's serial tail runs on

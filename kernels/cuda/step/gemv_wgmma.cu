@@ -18,7 +18,9 @@ namespace {
 
 namespace cg = cooperative_groups;
 using gemv_detail::OutputOf;
+using mma_detail::BulkCopyToRank;
 using mma_detail::EvictFirstPolicy;
+using mma_detail::MapToRank;
 using mma_detail::MbarArrive;
 using mma_detail::MbarArriveExpectTx;
 using mma_detail::MbarInit;
@@ -29,9 +31,10 @@ using mma_detail::Swizzle128Descriptor;
 using mma_detail::TensorCopy3d;
 
 // The block's partial sums at the end, partial[row][sequence]: rows kSeqs +
-// 1 floats apart (a warp reads 32 rows' sums of one sequence).
+// 4 floats apart (a row a whole number of 16-byte pieces, for the bulk
+// copies to the other ranks).
 template <int NT>
-inline constexpr int kPartialStride = 8 * NT + 1;
+inline constexpr int kPartialStride = 8 * NT + 4;
 
 // A block: WG consumer warpgroups of 128 threads (each multiplying 64 weight
 // rows by the block's split inputs), then four splitter warps, then a copy
@@ -75,11 +78,16 @@ struct Smem {
   static constexpr int kBOffset = kXOffset + kStages * kXBytes;
   static constexpr int kBarOffset = kBOffset + kStages * kBBytes;
   // + 1024: the dynamic shared memory's start aligned up to the swizzle's.
-  static constexpr int kBytes = kBarOffset + 3 * kStages * 8 + 1024;
+  // Three barriers a stage and the end's (the other ranks' partial sums in).
+  static constexpr int kBytes = kBarOffset + (3 * kStages + 1) * 8 + 1024;
   // A stage's copies: the weights' box and the inputs'.
   static constexpr uint32_t kLoadedBytes = kABytes + kXBytes;
-  // The block's partial sums at the end (in the ring, then drained).
-  static_assert(kRows<WG> * kPartialStride<NT> * 4 <= kBarOffset,
+  // At the end: the partial sums at the ring's start, then the other
+  // ranks' sums of this rank's rows, a slot a rank (a share is at most half
+  // the block's rows where there are ranks).
+  static constexpr int kRecvOffset = kRows<WG> * kPartialStride<NT> * 4;
+  static constexpr int kRecvSlotFloats = kRows<WG> / 2 * kPartialStride<NT>;
+  static_assert(kRecvOffset + kMaxCluster * kRecvSlotFloats * 4 <= kBarOffset,
                 "partials fit");
   static_assert(kStages >= 3, "a ring of at least three stages");
   // A stage's inputs: (sequence, k8 group, half) quarters of 4 floats.
@@ -119,6 +127,8 @@ struct Ring {
   __device__ uint64_t* loaded(int i) const { return bar(0, i); }
   __device__ uint64_t* full(int i) const { return bar(1, i); }
   __device__ uint64_t* empty(int i) const { return bar(2, i); }
+  // The end's: the other ranks' partial sums of this rank's rows in.
+  __device__ uint64_t* sums_in() const { return bar(3, 0); }
   // The parity of stage i's phase of its slot's barriers.
   __device__ static uint32_t Phase(int i) { return (i / S::kStages) & 1; }
 };
@@ -304,53 +314,72 @@ __device__ __forceinline__ void Fold(const float (&d)[12 * NT],
   }
 }
 
-// Half h of a stage (k16 steps 2 h and 2 h + 1) into a fresh accumulator,
-// issued as one commit group (after the caller's wgmma fence). A: this
-// warpgroup's 64 rows in the 128-byte swizzle (a k16 step 32 bytes on);
-// B: no swizzle (a k16 step's two k8 core matrices 256 bytes on).
+// A stage's four k16 steps into a fresh accumulator, issued as one commit
+// group (after the caller's wgmma fence). A: this warpgroup's 64 rows in the
+// 128-byte swizzle (a k16 step 32 bytes on); B: no swizzle (a k16 step's
+// two k8 core matrices 256 bytes on).
 template <int NT>
-__device__ __forceinline__ void IssueHalf(uint32_t a_addr, uint32_t b_addr,
-                                          int half, float (&d)[12 * NT]) {
+__device__ __forceinline__ void IssueStage(uint32_t a_addr, uint32_t b_addr,
+                                           float (&d)[12 * NT]) {
 #pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    const int step = 2 * half + s;
+  for (int step = 0; step < 4; ++step) {
     WgmmaBf16<NT>(d, Swizzle128Descriptor(a_addr + step * 32),
-                  NoSwizzleDescriptor<128, 1024>(b_addr + step * 256), s);
+                  NoSwizzleDescriptor<128, 1024>(b_addr + step * 256),
+                  step > 0);
   }
   mma_detail::WgmmaCommit();
 }
 
-// The consumers: each stage's two halves issued back to back into their
-// own accumulators, each folded into the totals as it completes (the same
-// sums in the same order as one half at a time), then the slot given back.
+// Consumer stage i: its wgmmas issued into `mine`, then stage i - 1's (in
+// `before`) waited for, folded into the totals and its slot given back, so
+// a stage's products run while the one before is folded.
+template <int NT, int WG>
+__device__ __forceinline__ void ConsumeStage(const Ring<NT, WG>& ring, int i,
+                                             uint32_t a_offset,
+                                             float (&mine)[12 * NT],
+                                             float (&before)[12 * NT],
+                                             float (&total)[4 * NT]) {
+  const uint32_t phase = Ring<NT, WG>::Phase(i);
+  MbarWait(ring.loaded(i), phase);  // the weights' copy (async proxy)
+  MbarWait(ring.full(i), phase);    // the split
+  mma_detail::WgmmaFence();
+  IssueStage<NT>(SmemAddr(ring.a(i)) + a_offset, SmemAddr(ring.b(i)), mine);
+  if (i > 0) {
+    mma_detail::WgmmaWait<1>();
+    Fold<NT>(before, total);
+    ArriveAsWarp(ring.empty(i - 1));
+  }
+}
+
+// The consumers: a fresh accumulator a stage (64 K), two in turn, each
+// folded while the next stage's products run.
 template <int NT, int WG>
 __device__ void MultiplyStages(const BlockPlan& p, const Ring<NT, WG>& ring,
                                float (&total)[4 * NT]) {
   // This warpgroup's 64 rows of a stage's weights (8 KB on).
   const uint32_t a_offset = (threadIdx.x / 128) * 64 * 128;
-  // Each half's first wgmma overwrites its accumulator (scale-d 0): set
-  // once, not a stage.
-  float d0[12 * NT] = {}, d1[12 * NT] = {};
-  for (int i = 0; i < p.count; ++i) {
-    const uint32_t phase = Ring<NT, WG>::Phase(i);
-    MbarWait(ring.loaded(i), phase);  // the weights' copy (async proxy)
-    MbarWait(ring.full(i), phase);    // the split
-    const uint32_t a = SmemAddr(ring.a(i)) + a_offset;
-    const uint32_t b = SmemAddr(ring.b(i));
-    mma_detail::WgmmaFence();
-    IssueHalf<NT>(a, b, 0, d0);
-    IssueHalf<NT>(a, b, 1, d1);
-    mma_detail::WgmmaWait<1>();
-    Fold<NT>(d0, total);
-    mma_detail::WgmmaWait<0>();
-    Fold<NT>(d1, total);
-    ArriveAsWarp(ring.empty(i));
+  // A stage's first wgmma overwrites its accumulator (scale-d 0): set once.
+  float even[12 * NT] = {}, odd[12 * NT] = {};
+  for (int i = 0; i < p.count; i += 2) {
+    ConsumeStage<NT, WG>(ring, i, a_offset, even, odd, total);
+    if (i + 1 < p.count) {
+      ConsumeStage<NT, WG>(ring, i + 1, a_offset, odd, even, total);
+    }
   }
+  mma_detail::WgmmaWait<0>();
+  // Two calls, not one on a chosen array: registers cannot be picked at run
+  // time (a chosen array goes to local memory).
+  if ((p.count - 1) % 2 == 0) {
+    Fold<NT>(even, total);
+  } else {
+    Fold<NT>(odd, total);
+  }
+  ArriveAsWarp(ring.empty(p.count - 1));
 }
 
 // The block's totals (warp w's rows 16 w + lane / 4 and + 8, columns 2 (lane
 // % 4) and + 1 of each n-tile; warpgroup v's warps 64 v rows on) into
-// partial[row][sequence], rows kSeqs + 1 floats apart.
+// partial[row][sequence], rows kSeqs + 4 floats apart.
 template <int NT>
 __device__ __forceinline__ void KeepTotals(const float (&total)[4 * NT],
                                            float* partial) {
@@ -367,46 +396,85 @@ __device__ __forceinline__ void KeepTotals(const float (&total)[4 * NT],
   }
 }
 
-// Rank `rank` of the cluster's `ranks` writes its share of the block's rows:
-// each output the ranks' partial sums added in rank order.
+// Rank q's share of the block's rows: [first, first + count).
+struct Share {
+  int first, count;
+};
+template <int WG>
+__device__ __forceinline__ Share ShareOf(int q, int ranks) {
+  const int first = q * kRows<WG> / ranks;
+  return Share{first, (q + 1) * kRows<WG> / ranks - first};
+}
+
+// Every other rank's rows of this block's partial sums pushed into that
+// rank's slot for this rank, one bulk copy each (the owner adds them from
+// its own shared memory: remote loads a sum, generic ones, took 4-6 us a
+// block, device run 147), after this block's arrival announcing the bytes
+// it takes in. One thread.
 template <int NT, int WG>
-__device__ void StoreShare(const Bf16Gemv& g, int r0, float* partial, int rank,
-                           int ranks) {
+__device__ void PushPartials(const float* partial, float* recv,
+                             uint64_t* sums_in, int rank, int ranks) {
+  using S = Smem<NT, WG>;
+  constexpr int kRowBytes = kPartialStride<NT> * 4;
+  MbarArriveExpectTx(sums_in,
+                     (ranks - 1) * ShareOf<WG>(rank, ranks).count * kRowBytes);
+  for (int q = 0; q < ranks; ++q) {
+    if (q == rank) continue;
+    const Share to = ShareOf<WG>(q, ranks);
+    BulkCopyToRank(MapToRank(SmemAddr(recv + rank * S::kRecvSlotFloats), q),
+                   SmemAddr(partial + to.first * kPartialStride<NT>),
+                   to.count * kRowBytes, MapToRank(SmemAddr(sums_in), q));
+  }
+}
+
+// This rank's share of the block's rows written: each output the ranks'
+// partial sums added in rank order (its own from `partial`, rank q's from
+// its slot of `recv`); consecutive threads consecutive rows of one
+// sequence (y's order).
+template <int NT, int WG>
+__device__ void StoreShare(const Bf16Gemv& g, int r0, const float* partial,
+                           const float* recv, int rank, int ranks) {
+  using S = Smem<NT, WG>;
   constexpr int kStride = kPartialStride<NT>;
-  cg::cluster_group cluster = cg::this_cluster();
-  // Rows [first, end) of the block's: every rank a share, for any count;
-  // consecutive threads consecutive rows of one sequence (y's order).
-  const int first = rank * kRows<WG> / ranks;
-  const int share = (rank + 1) * kRows<WG> / ranks - first;
-  for (int i = threadIdx.x; i < share * g.batch; i += kThreads<WG>) {
-    const int rr = first + i % share, b = i / share;
+  const Share mine = ShareOf<WG>(rank, ranks);
+  for (int i = threadIdx.x; i < mine.count * g.batch; i += kThreads<WG>) {
+    const int at = i % mine.count, b = i / mine.count;
+    const int rr = mine.first + at;
     if (r0 + rr >= g.rows) continue;
     float sum = 0.0f;
     for (int q = 0; q < ranks; ++q) {
-      sum +=
-          (ranks == 1 ? partial
-                      : cluster.map_shared_rank(partial, q))[rr * kStride + b];
+      sum += q == rank ? partial[rr * kStride + b]
+                       : recv[q * S::kRecvSlotFloats + at * kStride + b];
     }
     *OutputOf(g, r0 + rr, b) = sum;
   }
 }
 
 // The cluster's partial sums of the block's rows, each output written once:
-// every rank's totals into its own shared memory, then each rank adds its
-// share of the rows over the ranks.
+// every rank's totals into its own shared memory, pushed to the ranks that
+// own them, and each rank adds its share of the rows over the ranks.
 template <int NT, int WG>
 __device__ __forceinline__ void SumOverCluster(const Bf16Gemv& g, int r0,
                                                const float (&total)[4 * NT],
-                                               float* partial, int rank,
-                                               int ranks) {
+                                               const Ring<NT, WG>& ring,
+                                               int rank, int ranks) {
+  using S = Smem<NT, WG>;
+  float* partial = reinterpret_cast<float*>(ring.base);
+  float* recv = reinterpret_cast<float*>(ring.base + S::kRecvOffset);
   if (threadIdx.x < kConsumers<WG>) KeepTotals<NT>(total, partial);
-  if (ranks > 1) {
-    cg::this_cluster().sync();  // every rank's partials are in
-  } else {
+  if (ranks == 1) {
     __syncthreads();
+    StoreShare<NT, WG>(g, r0, partial, recv, rank, ranks);
+    return;
   }
-  StoreShare<NT, WG>(g, r0, partial, rank, ranks);
-  if (ranks > 1) cg::this_cluster().sync();  // no rank leaves while read
+  FenceProxyAsync();          // the partials, for the bulk copies' reads
+  cg::this_cluster().sync();  // every rank's partials in, its ring drained
+  if (threadIdx.x == 0) {
+    PushPartials<NT, WG>(partial, recv, ring.sums_in(), rank, ranks);
+  }
+  MbarWait(ring.sums_in(), 0);
+  StoreShare<NT, WG>(g, r0, partial, recv, rank, ranks);
+  cg::this_cluster().sync();  // no rank leaves while its copies read it
 }
 
 // The block's plan: row block blockIdx.x / ranks, rank blockIdx.x % ranks's
@@ -444,6 +512,7 @@ __global__ void __launch_bounds__(kThreads<WG>, 1)
       MbarInit(ring.full(i), kSplitters / 32);
       MbarInit(ring.empty(i), kConsumers<WG> / 32);
     }
+    MbarInit(ring.sums_in(), 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -459,8 +528,7 @@ __global__ void __launch_bounds__(kThreads<WG>, 1)
     IssueCopies<NT, WG>(&w_map, &x_map, p, ring);
   }
   __syncthreads();  // every stage consumed: the ring takes the partials
-  SumOverCluster<NT, WG>(g, r0, total, reinterpret_cast<float*>(smem), rank,
-                         ranks);
+  SumOverCluster<NT, WG>(g, r0, total, ring, rank, ranks);
 }
 
 // K's split over a cluster of `ranks` blocks: the most (up to kMaxCluster)
