@@ -269,10 +269,50 @@ FROM trial_dimensions AS d
 JOIN results AS r ON r.trial_id = d.trial_id AND r.attempt = d.attempt;
 )sql";
 
+// Version 7: the tile's ring depth (TileShape.stages) as a column, and in
+// the views' tile text ('128x256s4'; without an 's' part for the kernel's
+// own depth). Rows written before this version had none: NULL reads as 0.
+constexpr std::string_view kV7TileStages = R"sql(
+ALTER TABLE trials ADD COLUMN tile_stages INTEGER;  -- TileShape.stages; 0 = own
+
+DROP VIEW trial_results;
+DROP VIEW trial_dimensions;
+
+CREATE VIEW trial_dimensions AS
+SELECT t.id AS trial_id, t.sweep_id, s.name AS sweep_name,
+       CASE t.state WHEN 1 THEN 'QUEUED' WHEN 2 THEN 'LEASED'
+         WHEN 3 THEN 'DONE' WHEN 4 THEN 'FAILED' WHEN 5 THEN 'INCORRECT'
+         WHEN 6 THEN 'UNAVAILABLE' WHEN 7 THEN 'CANCELLED'
+         WHEN 8 THEN 'TIMEOUT' ELSE 'UNSPECIFIED' END AS state,
+       t.moe_backend AS backend, t.model_preset,
+       CASE t.region WHEN 2 THEN 'MOE_LAYER' ELSE 'DECODE_STEP' END AS region,
+       t.batch_size AS batch, t.context_length AS context, t.chain_layers,
+       CASE WHEN t.tile_n > 0 THEN t.tile_n || 'x' || t.tile_k ||
+         CASE WHEN COALESCE(t.tile_stages, 0) > 0 THEN 's' || t.tile_stages
+           ELSE '' END
+         ELSE '-' END AS tile,
+       t.tile_n, t.tile_k, t.tp, t.ep, t.cuda_graph AS graph,
+       t.rung, t.confirm_round, t.attempt, t.workload_hash, t.worker_id,
+       t.reason, t.updated_at,
+       CASE WHEN COALESCE(t.quantization, '') = '' THEN 'default'
+         ELSE t.quantization END AS quantization,
+       COALESCE(t.kv_cache_dtype, 'KV_BF16') AS kv_cache_dtype,
+       COALESCE(t.attention, 'tp') AS attention,
+       COALESCE(t.tile_stages, 0) AS tile_stages
+FROM trials AS t JOIN sweeps AS s ON s.id = t.sweep_id;
+
+CREATE VIEW trial_results AS
+SELECT d.*, r.outcome, r.median_us, r.mean_us, r.p90_us, r.p99_us,
+       r.stddev_us, r.ci_low_us, r.ci_high_us, r.floor_us, r.efficiency,
+       r.max_rel_error, r.fingerprint_hash, r.recorded_at
+FROM trial_dimensions AS d
+JOIN results AS r ON r.trial_id = d.trial_id AND r.attempt = d.attempt;
+)sql";
+
 // Append new scripts at the end; see the rule at the top of this file.
 constexpr std::string_view kMigrations[] = {
-    kV1Schema,     kV2Strategies, kV3Identity,
-    kV4Dimensions, kV5Formats,    kV6Attention,
+    kV1Schema,  kV2Strategies, kV3Identity,   kV4Dimensions,
+    kV5Formats, kV6Attention,  kV7TileStages,
 };
 
 }  // namespace

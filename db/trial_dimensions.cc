@@ -40,7 +40,7 @@ absl::Status WriteTrialDimensions(Connection& conn, int64_t trial_id,
       "UPDATE trials SET model_preset = ?, region = ?, batch_size = ?, "
       "context_length = ?, chain_layers = ?, tile_n = ?, tile_k = ?, tp = ?, "
       "ep = ?, cuda_graph = ?, quantization = ?, kv_cache_dtype = ?, "
-      "attention = ? WHERE id = ?",
+      "attention = ?, tile_stages = ? WHERE id = ?",
       workload.model_preset(), static_cast<int64_t>(workload.region()),
       static_cast<int64_t>(workload.batch_size()),
       static_cast<int64_t>(workload.context_length()),
@@ -50,7 +50,8 @@ absl::Status WriteTrialDimensions(Connection& conn, int64_t trial_id,
       static_cast<int64_t>(config.tp()), static_cast<int64_t>(config.ep()),
       static_cast<int64_t>(config.cuda_graph() ? 1 : 0),
       QuantizationText(workload.quantization()),
-      KvDtypeText(workload.kv_cache_dtype()), AttentionText(config), trial_id);
+      KvDtypeText(workload.kv_cache_dtype()), AttentionText(config),
+      static_cast<int64_t>(config.tile().stages()), trial_id);
 }
 
 absl::Status FillTrialDimensions(Connection& conn) {

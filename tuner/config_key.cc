@@ -1,12 +1,13 @@
 #include "tuner/config_key.h"
 
 #include "absl/strings/str_cat.h"
+#include "kernels/backends/tile_shape.h"
 
 namespace moetune::tuner {
 
 backends::Tile TileOf(const v1::TrialConfig& config) {
   if (!config.has_tile()) return {};
-  return {config.tile().block_n(), config.tile().block_k()};
+  return backends::TileOf(config.tile());
 }
 
 std::string TileText(const v1::TrialConfig& config) {

@@ -12,6 +12,7 @@
 #include "common/stable_hash.h"
 #include "common/stats.h"
 #include "google/protobuf/util/json_util.h"
+#include "kernels/backends/tile_shape.h"
 #include "tuner/search.h"
 #include "tuner/winner.h"
 
@@ -31,7 +32,7 @@ void AddUnique(std::vector<T>& seen, const T& value) {
 }
 
 bool SameTile(const v1::TileShape& a, const v1::TileShape& b) {
-  return a.block_n() == b.block_n() && a.block_k() == b.block_k();
+  return backends::TileOf(a) == backends::TileOf(b);
 }
 
 void AddTile(v1::SearchSpace& space, const v1::TileShape& tile) {

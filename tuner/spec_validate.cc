@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "kernels/backends/limits.h"
 #include "kernels/backends/registry.h"
+#include "kernels/backends/tile_shape.h"
 #include "kernels/model/model_config.h"
 #include "tuner/spec.h"
 
@@ -277,11 +278,11 @@ absl::Status CheckWorkload(const v1::SweepSpec& spec) {
 // ---------------------------------------------------------------- space --
 
 std::string ShowTile(const v1::TileShape& tile) {
-  return backends::TileText({tile.block_n(), tile.block_k()});
+  return backends::TileText(backends::TileOf(tile));
 }
 
 bool HasTile(const BackendDescriptor& backend, const v1::TileShape& tile) {
-  return backend.HasTile({tile.block_n(), tile.block_k()});
+  return backend.HasTile(backends::TileOf(tile));
 }
 
 absl::Status CheckBackends(const v1::SearchSpace& space) {
@@ -324,11 +325,12 @@ absl::Status CheckTiles(const v1::SearchSpace& space) {
       known = known || (backend != nullptr && HasTile(*backend, tile));
     }
     if (known) continue;
-    return Invalid(At("space.tiles", i),
-                   absl::StrCat("{block_n: ", tile.block_n(),
-                                ", block_k: ", tile.block_k(),
-                                "} is not a tile of any listed backend; ",
-                                ListedTiles(space)));
+    return Invalid(
+        At("space.tiles", i),
+        absl::StrCat(
+            "{block_n: ", tile.block_n(), ", block_k: ", tile.block_k(),
+            tile.stages() != 0 ? absl::StrCat(", stages: ", tile.stages()) : "",
+            "} is not a tile of any listed backend; ", ListedTiles(space)));
   }
   return CheckNoRepeat(space.tiles(), "space.tiles", ShowTile);
 }

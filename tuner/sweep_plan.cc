@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/backends/registry.h"
+#include "kernels/backends/tile_shape.h"
 #include "kernels/model/model_config.h"
 #include "kernels/reference/step_spec.h"
 #include "tuner/spec.h"
@@ -22,7 +23,7 @@ std::vector<std::optional<backends::Tile>> TilesFor(
   if (backend.tiles.empty()) return {std::nullopt};
   std::vector<std::optional<backends::Tile>> tiles;
   for (const v1::TileShape& listed : space.tiles()) {
-    const backends::Tile tile{listed.block_n(), listed.block_k()};
+    const backends::Tile tile = backends::TileOf(listed);
     if (backend.HasTile(tile)) tiles.push_back(tile);
   }
   if (tiles.empty()) tiles.push_back(backend.TileFor(shape));
@@ -106,8 +107,7 @@ v1::TrialConfig MakeConfig(const backends::BackendDescriptor& backend,
   v1::TrialConfig config;
   config.set_moe_backend(std::string(backend.name));
   if (tile.has_value()) {
-    config.mutable_tile()->set_block_n(tile->block_n);
-    config.mutable_tile()->set_block_k(tile->block_k);
+    *config.mutable_tile() = backends::TileShapeOf(*tile);
   }
   config.set_tp(layout.tp);
   config.set_ep(layout.ep);

@@ -1,13 +1,13 @@
 #include "worker/backend.h"
 
+#include "kernels/backends/tile_shape.h"
+
 namespace moetune::worker {
 
 void AddTiles(const backends::BackendDescriptor& descriptor,
               v1::BackendProbe* probe) {
   for (const backends::Tile& tile : descriptor.tiles) {
-    v1::TileShape* shape = probe->add_tiles();
-    shape->set_block_n(tile.block_n);
-    shape->set_block_k(tile.block_k);
+    *probe->add_tiles() = backends::TileShapeOf(tile);
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/backends/tile_shape.h"
 #include "kernels/reference/decode_step.h"
 #include "kernels/reference/moe_reference.h"
 #include "kernels/reference/router.h"
@@ -146,7 +147,7 @@ class CpuBackend final : public Backend {
     }
     const v1::TileShape& tile = in.trial.config().tile();
     ASSIGN_OR_RETURN(ref::MoeFn moe,
-                     make_moe_(in.step, {tile.block_n(), tile.block_k()}));
+                     make_moe_(in.step, backends::TileOf(tile)));
     RegionFn region = IsMoeRegion(in)
                           ? MoeRegion(in, moe)
                           : DecodeRegion(in, WithSyntheticPeers(in.step, moe));

@@ -40,6 +40,7 @@ gpu::MoeRunOptions MakeOptions(const TrialInputs& in, const std::string& name) {
   options.backend = name;
   options.block_n = config.tile().block_n();
   options.block_k = config.tile().block_k();
+  options.stages = config.tile().stages();
   options.cuda_graph = config.cuda_graph();
   options.warmup = in.trial.measurement().warmup_iterations();
   options.iterations = in.trial.measurement().iterations();
@@ -65,6 +66,7 @@ gpu::StepRunOptions MakeStepOptions(const TrialInputs& in,
   options.backend = layer.backend;
   options.block_n = layer.block_n;
   options.block_k = layer.block_k;
+  options.stages = layer.stages;
   options.cuda_graph = layer.cuda_graph;
   options.warmup = layer.warmup;
   options.iterations = layer.iterations;

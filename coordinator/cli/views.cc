@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "kernels/backends/descriptor.h"
+#include "kernels/backends/tile_shape.h"
 #include "tuner/config_key.h"
 
 namespace moetune::cli {
@@ -188,7 +189,7 @@ Table ProbeTable(const v1::Probe& probe) {
     std::string tiles;
     for (const v1::TileShape& t : b.tiles()) {
       absl::StrAppend(&tiles, tiles.empty() ? "" : " ",
-                      backends::TileText({t.block_n(), t.block_k()}));
+                      backends::TileText(backends::TileOf(t)));
     }
     table.rows.push_back({b.name(), b.available() ? "yes" : "no",
                           tiles.empty() ? "-" : tiles, b.reason()});

@@ -27,6 +27,7 @@ Struct Entry(const v1::BestForWorkload& w) {
   f["moe_backend"].set_string_value(t.config().moe_backend());
   f["block_n"].set_number_value(t.config().tile().block_n());
   f["block_k"].set_number_value(t.config().tile().block_k());
+  f["stages"].set_number_value(t.config().tile().stages());
   f["tp"].set_number_value(t.config().tp());
   f["ep"].set_number_value(t.config().ep());
   f["cuda_graph"].set_bool_value(t.config().cuda_graph());

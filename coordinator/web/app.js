@@ -138,8 +138,11 @@ function groupSeries(points) {
 
 function configText(trial) {
   const c = trial.config;
-  const tile = c.tile && c.tile.block_n ? `${c.tile.block_n}x${c.tile.block_k}`
-                                        : '-';
+  // As backends::TileText: "128x256", "128x256s4" with a ring depth.
+  const stages = c.tile && c.tile.stages ? `s${c.tile.stages}` : '';
+  const tile = c.tile && c.tile.block_n
+      ? `${c.tile.block_n}x${c.tile.block_k}${stages}`
+      : '-';
   // Data-parallel attention is another layout of the same tp x ep ranks.
   const attention = dpAttention(trial) ? ' dp-attn' : '';
   return `tile ${tile}, tp${c.tp}xep${c.ep}${attention}, ` +

@@ -1,6 +1,7 @@
 #include "kernels/backends/descriptor.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "kernels/backends/limits.h"
 
@@ -8,7 +9,32 @@ namespace moetune::backends {
 
 std::string TileText(const Tile& tile) {
   if (tile == Tile{}) return "-";
-  return std::to_string(tile.block_n) + "x" + std::to_string(tile.block_k);
+  std::string text =
+      std::to_string(tile.block_n) + "x" + std::to_string(tile.block_k);
+  if (tile.stages > 0) text += "s" + std::to_string(tile.stages);
+  return text;
+}
+
+bool ParseTileText(std::string_view text, Tile* tile) {
+  if (text.empty() || text == "-") {
+    *tile = Tile{};
+    return true;
+  }
+  Tile parsed;
+  char extra = 0;
+  const std::string s(text);
+  const bool staged = std::sscanf(s.c_str(), "%dx%ds%d%c", &parsed.block_n,
+                                  &parsed.block_k, &parsed.stages, &extra) == 3;
+  if (!staged) parsed.stages = 0;
+  const bool plain =
+      !staged && std::sscanf(s.c_str(), "%dx%d%c", &parsed.block_n,
+                             &parsed.block_k, &extra) == 2;
+  if (!(staged || plain) || parsed.block_n <= 0 || parsed.block_k <= 0 ||
+      (staged && parsed.stages <= 0)) {
+    return false;
+  }
+  *tile = parsed;
+  return true;
 }
 
 bool BackendDescriptor::HasTile(const Tile& tile) const {

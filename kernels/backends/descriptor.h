@@ -17,15 +17,23 @@
 namespace moetune::backends {
 
 // A kernel's tile shape. block_n: output rows per unit of work; block_k:
-// reduction elements per step. Tile{} is "no tile" (backends without one).
+// reduction elements per step; stages: the depth of a block's shared-memory
+// ring of steps, which trades blocks an SM against steps in flight (0: the
+// kernel's own depth from its shared-memory budget; only ring kernels list
+// others). Tile{} is "no tile" (backends without one).
 struct Tile {
   int block_n = 0;
   int block_k = 0;
+  int stages = 0;
   friend bool operator==(const Tile&, const Tile&) = default;
 };
 
-// "16x256"; "-" for Tile{}. The one place a tile is written as text.
+// "16x256", "128x256s4" with 4 stages; "-" for Tile{}. The one place a tile
+// is written as text.
 std::string TileText(const Tile& tile);
+// TileText's inverse: "NxK" or "NxKsS" with positive numbers, and "-" or ""
+// for Tile{}; false (and *tile untouched) for anything else.
+bool ParseTileText(std::string_view text, Tile* tile);
 
 // Where a backend runs.
 enum class Placement { kCpu, kGpu };

@@ -58,7 +58,7 @@ struct MoeProblem {
 };
 struct MoeRunOptions {
   std::string backend;
-  int block_n = 0, block_k = 0;
+  int block_n = 0, block_k = 0, stages = 0;  // the tile (backends::Tile)
   bool cuda_graph = false;
   int warmup = 3;
   int iterations = 20;

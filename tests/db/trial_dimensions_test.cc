@@ -140,6 +140,31 @@ TEST_F(TrialDimensionsTest, AttentionIsShownBesideTheLayout) {
   EXPECT_EQ(Row("trial_dimensions", kLayout), "2 4 tp");
 }
 
+// A tile's ring depth (TileShape.stages) in the tile text and its own
+// column; none (0, or NULL for rows from before version 7) adds no 's' part.
+TEST_F(TrialDimensionsTest, TileStagesAreShownInTheTile) {
+  constexpr char kTile[] = "tile || ' ' || tile_stages";
+  const int64_t id = AddTrial();
+  EXPECT_EQ(Row("trial_dimensions", kTile), "8x128 0");
+  store_.reset();  // the writes below are this test's own
+  v1::TrialConfig config;
+  config.mutable_tile()->set_block_n(128);
+  config.mutable_tile()->set_block_k(256);
+  config.mutable_tile()->set_stages(4);
+  {
+    absl::StatusOr<Connection> conn = Connection::Open(path_);
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE(WriteTrialDimensions(*conn, id, v1::Workload(), config).ok());
+  }
+  EXPECT_EQ(Row("trial_dimensions", kTile), "128x256s4 4");
+  {
+    absl::StatusOr<Connection> conn = Connection::Open(path_);
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE(conn->Exec("UPDATE trials SET tile_stages = NULL").ok());
+  }
+  EXPECT_EQ(Row("trial_dimensions", kTile), "128x256 0");
+}
+
 TEST(AttentionTextTest, UnsetIsTp) {
   v1::TrialConfig config;
   EXPECT_EQ(AttentionText(config), "tp");

@@ -288,6 +288,26 @@ TEST(DeploySpecsTest, ServingSpecsPlanTheLargeBatchesOnTheirBackends) {
   }
 }
 
+// The ring-depth spec (issue 23: pipeline depth in the tuner's space):
+// every batch plans grouped_wgmma at each of its six tiles, its depths
+// included, and fused_gemv_wgmma at 16x512.
+TEST(DeploySpecsTest, StagesSpecPlansEveryRingDepth) {
+  const v1::SweepSpec spec = ReadDeploySpec("h200_serving_stages_sweep.json");
+  ASSERT_TRUE(ValidateSweepSpec(spec).ok()) << ValidateSweepSpec(spec);
+  const absl::StatusOr<std::vector<v1::Trial>> trials = testing::Expand(spec);
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  std::set<std::string> at_256;
+  for (const v1::Trial& t : *trials) {
+    if (t.workload().batch_size() != 256) continue;
+    at_256.insert(t.config().moe_backend() + " " + TileText(t.config()));
+  }
+  EXPECT_EQ(at_256, (std::set<std::string>{
+                        "fused_gemv_wgmma 16x512", "grouped_wgmma 128x256",
+                        "grouped_wgmma 128x128", "grouped_wgmma 256x256",
+                        "grouped_wgmma 128x256s2", "grouped_wgmma 128x128s4",
+                        "grouped_wgmma 128x256s6"}));
+}
+
 // The decode-step specs of the gang and dp issues: valid; the dp sweep
 // plans tp and dp attention for each world-8 layout; the 8-GPU gang sweep
 // (issue 21) plans every trial MEASURED over 8 ranks, the four layouts of

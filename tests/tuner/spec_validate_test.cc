@@ -258,6 +258,25 @@ TEST(ValidateTest, TilesMustBelongToAListedBackend) {
               StartsWith("space.tiles[2]: 8x128 is repeated (first at [0])"));
 }
 
+// A ring depth is part of the tile: one the backend lists passes, another
+// is refused with its stages named.
+TEST(ValidateTest, TileStagesMustBeListedToo) {
+  v1::SweepSpec spec = Base();
+  spec.mutable_space()->clear_moe_backends();
+  spec.mutable_space()->add_moe_backends("grouped_wgmma");
+  v1::TileShape* tile = spec.mutable_space()->add_tiles();
+  tile->set_block_n(128);
+  tile->set_block_k(256);
+  tile->set_stages(2);
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok()) << ErrorOf(spec);
+  tile->set_stages(5);
+  EXPECT_THAT(ErrorOf(spec),
+              StartsWith("space.tiles[0]: {block_n: 128, block_k: 256, "
+                         "stages: 5} is not a tile of any listed backend; "
+                         "tiles of grouped_wgmma: 128x256, 256x256, 128x128, "
+                         "128x256s2, 128x128s4, 128x256s6"));
+}
+
 TEST(ValidateTest, TilesWithNoTiledBackendListed) {
   v1::SweepSpec spec = Base();
   spec.mutable_space()->clear_moe_backends();

@@ -142,6 +142,28 @@ TEST(SweepPlanTest, FirstFittingTileWhereTheDefaultDoesNotFit) {
       ::testing::ElementsAre(Row{"fused_gemv_fp8", "128x512", 1, 1, true}));
 }
 
+// A ring kernel's pipeline depth is a tile of its own: listed depths become
+// trials beside the listed shapes, and each trial's tile says its depth.
+TEST(SweepPlanTest, RingDepthsAreTilesTheTunerSweeps) {
+  v1::SweepSpec spec = TinyLayerSpec(R"pb(
+    space {
+      moe_backends: "grouped_wgmma"
+      tiles { block_n: 128 block_k: 256 }
+      tiles { block_n: 128 block_k: 256 stages: 2 }
+      tiles { block_n: 128 block_k: 256 stages: 6 }
+    }
+  )pb");
+  spec.mutable_workload()->set_model_preset("glm5");
+  const std::vector<v1::Trial> trials = Expand(spec);
+  EXPECT_THAT(
+      Rows(trials),
+      ::testing::ElementsAre(Row{"grouped_wgmma", "128x256", 1, 1, false},
+                             Row{"grouped_wgmma", "128x256s2", 1, 1, false},
+                             Row{"grouped_wgmma", "128x256s6", 1, 1, false}));
+  ASSERT_EQ(trials.size(), 3u);
+  EXPECT_EQ(trials[1].config().tile().stages(), 2);
+}
+
 TEST(SweepPlanTest, WorldSizeFiltersTpEpPairs) {
   v1::SweepSpec spec = Parse(R"pb(
     workload { model_preset: "tiny" batch_sizes: 1 context_lengths: 256 }

@@ -549,7 +549,7 @@ TEST(GpuBackendTest, RunsTheWholeStepOfItsRank) {
   EXPECT_EQ(p.router_bias[0],
             ref::RouterBias(in.step, p.dims.num_dense_layers));
   ASSERT_EQ(p.rope_cos.size(), 8u);  // tiny: 16 rope dims
-  EXPECT_EQ(p.rope_cos[0], std::cos(double{in.step.context}));
+  EXPECT_EQ(p.rope_cos[0], std::cos(static_cast<double>(in.step.context)));
   EXPECT_EQ(p.dims.heads, 4);
   EXPECT_FALSE(p.formats.attention_nvfp4);  // the default map
   EXPECT_FALSE(p.formats.kv_fp8);

@@ -18,8 +18,9 @@
 // scale applied (fused_gemv's decode: exact, since E2M1 x E4M3 fits fp16) as
 // wgmma's A, B comes from shared memory, N = the tile's tokens rounded up
 // to 8. The next 16 rows' chunk is decoded while a chunk's wgmmas run.
-// Tile (block_n, block_k): block_n rows a unit (64 a wgmma), block_k K a
-// stage; the ring depth follows from a fixed budget of shared memory.
+// Tile (block_n, block_k, stages): block_n rows a unit (64 a wgmma), block_k
+// K a stage; the ring's depth is `stages`, which sets the blocks an SM, or
+// (stages 0) follows from a fixed share of the SM's shared memory.
 #include <string>
 
 #include "kernels/backends/expert_mma/expert_mma_impl.cuh"
@@ -40,15 +41,19 @@ constexpr int kConsumerWarps = 4;                    // one warpgroup
 constexpr int kThreads = (kConsumerWarps + 1) * 32;  // + the producer
 constexpr int kBStepBytes = 256;                     // one k16 step of 8 tokens
 
-// Blocks an SM; the ring gets what is left of the SM's shared memory.
-// 128x128 fits 4 with 2 stages each; 128x256 was faster as 2 blocks of 3
-// stages than as 3 of 2 (device run 30: batch 64 1551 vs 1592 us).
+// Blocks an SM of a tile without stages of its own; the ring gets what is
+// left of the SM's shared memory. 128x128 fits 4 with 2 stages each;
+// 128x256 was faster as 2 blocks of 3 stages than as 3 of 2 (device run 30:
+// batch 64 1551 vs 1592 us).
 template <int kRT, int kCPS>
-constexpr int WgBlocksPerSm() {
+constexpr int BudgetBlocksPerSm() {
   return kRT == 2 && kCPS == 2 ? 4 : 2;
 }
-constexpr int kSmemPerSm = 232448;  // sm_90: 227 KB a block, 228 an SM
+constexpr int kSmemPerSm = 232448;     // sm_90: 227 KB a block, 228 an SM
+constexpr int kSmemPerBlock = 232448;  // 227 KB
+constexpr int kSmemReserve = 1024;     // the runtime's, a block
 
+// The bytes of one stage (one K step of a unit).
 template <int kRT, int kCPS>
 struct WgStage {
   static constexpr int kTiles = 4 * kRT;  // 16-row tiles of a unit
@@ -58,11 +63,21 @@ struct WgStage {
   static constexpr int kBGroupBytes = kCPS * 4 * kBStepBytes;  // 8 tokens
   static constexpr int kBytes =
       kCodeBytes + kScaleBytes + kTileGroups * kBGroupBytes;
-  static constexpr int kRingBudget = kSmemPerSm / WgBlocksPerSm<kRT, kCPS>() -
-                                     1024 - 4096;  // - reserve, tables
-  static constexpr int kRaw = kRingBudget / kBytes;
-  static constexpr int kCount = kRaw < 2 ? 2 : kRaw > 6 ? 6 : kRaw;
   static_assert(kRT * kCPS % 2 == 0, "the A registers alternate in pairs");
+};
+
+// The ring of a tile: kStages stages (the tile's `stages`), or with 0 as
+// many as BudgetBlocksPerSm's share of the SM holds (2 to 6).
+template <int kRT, int kCPS, int kStages>
+struct WgRing : WgStage<kRT, kCPS> {
+  using Stage = WgStage<kRT, kCPS>;
+  static constexpr int kRingBudget =
+      kSmemPerSm / BudgetBlocksPerSm<kRT, kCPS>() - kSmemReserve -
+      4096;  // - tables
+  static constexpr int kRaw = kRingBudget / Stage::kBytes;
+  static constexpr int kCount = kStages > 0            ? kStages
+                                : kRaw<2 ? 2 : kRaw> 6 ? 6
+                                                       : kRaw;
 };
 
 struct Workspace {
@@ -163,11 +178,11 @@ __device__ StageMeta UnitAt(const WgJob& j, const SmemTables& t, int slots,
 // each K step into the next free stage, its copies spread over the lanes:
 // lane l < kTiles the l-th 16-row tile's codes and scales (L2 evict_first),
 // lane kTiles + g the g-th 8 tokens of B.
-template <int kRT, int kCPS>
+template <int kRT, int kCPS, int kStages>
 __device__ void Produce(const WgJob& j, const SmemTables& t, int slots,
                         uint8_t* ring, uint64_t* full, uint64_t* empty,
                         StageMeta* metas, int lane) {
-  using S = WgStage<kRT, kCPS>;
+  using S = WgRing<kRT, kCPS, kStages>;
   static_assert(S::kTiles + kTileGroups <= 32, "one copy a lane");
   const int units = t.tile_first[slots] * j.rgs;
   const uint64_t policy = EvictFirstPolicy();
@@ -436,11 +451,11 @@ __device__ void DownOut(const WgJob& j, const StageMeta& m,
 
 // The consumer warpgroup: each stage as it lands; a unit's epilogue after
 // its last K step.
-template <int kRT, int kCPS, int kMode, bool kIntoY>
+template <int kRT, int kCPS, int kStages, int kMode, bool kIntoY>
 __device__ void Consume(const WgJob& j, uint8_t* ring, uint64_t* full,
                         uint64_t* empty, const StageMeta* metas, int warp,
                         int lane) {
-  using S = WgStage<kRT, kCPS>;
+  using S = WgRing<kRT, kCPS, kStages>;
   float d[kRT][16] = {};
   // The previous stage, not yet released; at first a spare barrier that
   // nobody waits on.
@@ -466,18 +481,29 @@ __device__ void Consume(const WgJob& j, uint8_t* ring, uint64_t* full,
   WgmmaWait<0>();
 }
 
-template <int kRT, int kCPS>
+template <int kRT, int kCPS, int kStages>
 constexpr int SmemBytes() {
-  using S = WgStage<kRT, kCPS>;
+  using S = WgRing<kRT, kCPS, kStages>;
   return S::kCount * (S::kBytes + 16 + static_cast<int>(sizeof(StageMeta))) +
          8 + static_cast<int>(sizeof(SmemTables));
 }
 
+// Blocks an SM: BudgetBlocksPerSm's without stages of its own, else as many
+// as the SM's shared memory holds (at most 4).
+template <int kRT, int kCPS, int kStages>
+constexpr int WgBlocksPerSm() {
+  constexpr int smem = SmemBytes<kRT, kCPS, kStages>();
+  static_assert(smem <= kSmemPerBlock, "the ring exceeds a block's 227 KB");
+  if constexpr (kStages == 0) return BudgetBlocksPerSm<kRT, kCPS>();
+  constexpr int fit = kSmemPerSm / (smem + kSmemReserve);
+  return fit > 4 ? 4 : fit;
+}
+
 // Warps 0-3: the consumer warpgroup; warp 4: the producer.
-template <int kRT, int kCPS, int kMode, bool kIntoY>
-__global__ void __launch_bounds__(kThreads, WgBlocksPerSm<kRT, kCPS>())
+template <int kRT, int kCPS, int kStages, int kMode, bool kIntoY>
+__global__ void __launch_bounds__(kThreads, WgBlocksPerSm<kRT, kCPS, kStages>())
     GroupedWgmmaKernel(const __grid_constant__ WgJob job) {
-  using S = WgStage<kRT, kCPS>;
+  using S = WgRing<kRT, kCPS, kStages>;
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::kCount * S::kBytes);
   uint64_t* empty = full + S::kCount;  // + 1 spare
@@ -496,20 +522,21 @@ __global__ void __launch_bounds__(kThreads, WgBlocksPerSm<kRT, kCPS>())
   const int slots = LoadTables(job, tables);
   __syncthreads();
   if (warp == kConsumerWarps) {
-    Produce<kRT, kCPS>(job, *tables, slots, smem, full, empty, metas, lane);
+    Produce<kRT, kCPS, kStages>(job, *tables, slots, smem, full, empty, metas,
+                                lane);
   } else {
-    Consume<kRT, kCPS, kMode, kIntoY>(job, smem, full, empty, metas, warp,
-                                      lane);
+    Consume<kRT, kCPS, kStages, kMode, kIntoY>(job, smem, full, empty, metas,
+                                               warp, lane);
   }
   LaunchDependents();
 }
 
-template <int kRT, int kCPS, int kMode, bool kIntoY = false>
+template <int kRT, int kCPS, int kStages, int kMode, bool kIntoY = false>
 GpuStatus LaunchMode(const WgJob& job, int device, int sm_count,
                      cudaStream_t stream) {
   static int blocks_per_sm[64] = {};
-  auto* kernel = &GroupedWgmmaKernel<kRT, kCPS, kMode, kIntoY>;
-  constexpr int smem = SmemBytes<kRT, kCPS>();
+  auto* kernel = &GroupedWgmmaKernel<kRT, kCPS, kStages, kMode, kIntoY>;
+  constexpr int smem = SmemBytes<kRT, kCPS, kStages>();
   int per_sm = 0;
   MG_RETURN_IF_ERROR(BlocksPerSm(kernel, kThreads, smem, device, blocks_per_sm,
                                  "grouped_wgmma", &per_sm));
@@ -542,14 +569,14 @@ GpuStatus CheckSlots(const LayerArgs& a) {
                   std::to_string(a.geo.max_slots));
 }
 
-template <int kBN, int kBK>
+template <int kBN, int kBK, int kStages>
 GpuStatus LaunchTile(const LayerArgs& a, const Workspace& ws,
                      cudaStream_t stream) {
   constexpr int kRT = kBN / 64, kCPS = kBK / 64;
-  MG_RETURN_IF_ERROR((LaunchMode<kRT, kCPS, kModeGateUp>(
+  MG_RETURN_IF_ERROR((LaunchMode<kRT, kCPS, kStages, kModeGateUp>(
       Job(a, ws, true, kBN, kBK), a.device, a.sm_count, stream)));
-  return LaunchMode<kRT, kCPS, kModeDown>(Job(a, ws, false, kBN, kBK), a.device,
-                                          a.sm_count, stream);
+  return LaunchMode<kRT, kCPS, kStages, kModeDown>(
+      Job(a, ws, false, kBN, kBK), a.device, a.sm_count, stream);
 }
 
 GpuStatus Launch(const LayerArgs& a, void* workspace, cudaStream_t stream) {
@@ -560,9 +587,9 @@ GpuStatus Launch(const LayerArgs& a, void* workspace, cudaStream_t stream) {
       LaunchGatherTiles(a, ws.tables, ws.xb, kMetaSlots, stream));
   GpuStatus status =
       Fail(RunStatus::kCannotImplement, "grouped_wgmma: unknown tile");
-#define MOETUNE_WGMMA_LAUNCH(n, k)          \
-  if (a.block_n == (n) && a.block_k == (k)) \
-    status = LaunchTile<(n), (k)>(a, ws, stream);
+#define MOETUNE_WGMMA_LAUNCH(n, k, s)                          \
+  if (a.block_n == (n) && a.block_k == (k) && a.stages == (s)) \
+    status = LaunchTile<(n), (k), (s)>(a, ws, stream);
   MOETUNE_GROUPED_WGMMA_TILES(MOETUNE_WGMMA_LAUNCH)
 #undef MOETUNE_WGMMA_LAUNCH
   MG_RETURN_IF_ERROR(status);
@@ -588,10 +615,10 @@ GpuStatus LaunchWideWgmma(const LayerArgs& a, void* workspace,
   WgJob gate_up = Job(a, ws, true, kBN, kBK),
         down = Job(a, ws, false, kBN, kBK);
   gate_up.slots_meta = down.slots_meta = kMetaWide;
-  MG_RETURN_IF_ERROR((LaunchMode<kRT, kCPS, kModeGateUp>(gate_up, a.device,
-                                                         a.sm_count, stream)));
-  return LaunchMode<kRT, kCPS, kModeDown, true>(down, a.device, a.sm_count,
-                                                stream);
+  MG_RETURN_IF_ERROR((LaunchMode<kRT, kCPS, 0, kModeGateUp>(
+      gate_up, a.device, a.sm_count, stream)));
+  return LaunchMode<kRT, kCPS, 0, kModeDown, true>(down, a.device, a.sm_count,
+                                                   stream);
 }
 
 }  // namespace moetune::gpu

@@ -7,7 +7,8 @@
 namespace moetune::backends::grouped_wgmma {
 namespace {
 
-constexpr Tile kTiles[] = {MOETUNE_GROUPED_WGMMA_TILES(MOETUNE_TILE_ELEMENT)};
+constexpr Tile kTiles[] = {
+    MOETUNE_GROUPED_WGMMA_TILES(MOETUNE_STAGED_TILE_ELEMENT)};
 
 // Units of block_n rows (64 a wgmma), each K step a whole block_k.
 std::string Rules(const LayerShape& shape, const Tile& tile) {

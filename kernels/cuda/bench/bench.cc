@@ -183,7 +183,7 @@ double Percentile(std::vector<double> v, double q) {
 
 struct Config {
   std::string backend;
-  int block_n = 0, block_k = 0;
+  backends::Tile tile;
   bool graph = false;
 };
 
@@ -195,15 +195,15 @@ std::vector<Config> Configs(const Flags& f) {
     if (info != nullptr) tiles.assign(info->tiles.begin(), info->tiles.end());
     if (tiles.empty()) tiles.push_back(backends::Tile{});
     for (const backends::Tile& t : tiles) {
-      const std::string name_nk = backends::TileText(t);
+      const std::string text = backends::TileText(t);
       if (t.block_n != 0 && !f.tiles.empty() &&
-          std::find(f.tiles.begin(), f.tiles.end(), name_nk) == f.tiles.end()) {
+          std::find(f.tiles.begin(), f.tiles.end(), text) == f.tiles.end()) {
         continue;
       }
       for (const bool graph : {false, true}) {
         if ((graph && f.graph == "off") || (!graph && f.graph == "on"))
           continue;
-        out.push_back({name, t.block_n, t.block_k, graph});
+        out.push_back({name, t, graph});
       }
     }
   }
@@ -212,13 +212,13 @@ std::vector<Config> Configs(const Flags& f) {
 
 void PrintHeader() {
   std::printf(
-      "%-16s %-8s %-5s %5s %10s %10s %9s %8s %9s %10s %11s %7s %9s  %s\n",
+      "%-16s %-9s %-5s %5s %10s %10s %9s %8s %9s %10s %11s %7s %9s  %s\n",
       "backend", "tile", "graph", "batch", "median_us", "p90_us", "bytes_MB",
       "GB/s", "floor_us", "efficiency", "max_rel_err", "#wrong", "rel_l2",
       "status");
   std::printf(
-      "%-16s %-8s %-5s %5s %10s %10s %9s %8s %9s %10s %11s %7s %9s  %s\n", "-",
-      "NxK", "-", "tok", "us", "us", "1e6 B", "1e9B/s", "us", "floor/med",
+      "%-16s %-9s %-5s %5s %10s %10s %9s %8s %9s %10s %11s %7s %9s  %s\n", "-",
+      "NxK[sS]", "-", "tok", "us", "us", "1e6 B", "1e9B/s", "us", "floor/med",
       "|d|/max(|r|,rms)", "count", "|d|2/|r|2", "-");
 }
 
@@ -230,19 +230,20 @@ void RunConfig(const Flags& f, const MoeProblem& p, const Config& c,
                double bw_gbps, const std::vector<float>& ref, Totals* totals) {
   MoeRunOptions o;
   o.backend = c.backend;
-  o.block_n = c.block_n;
-  o.block_k = c.block_k;
+  o.block_n = c.tile.block_n;
+  o.block_k = c.tile.block_k;
+  o.stages = c.tile.stages;
   o.cuda_graph = c.graph;
   o.iterations = f.iterations;
   o.warmup = f.warmup;
   o.device = f.device;
   o.chain_layers = f.chain;
   const MoeRunResult r = RunMoeLayer(p, o);
-  const std::string tile = backends::TileText({c.block_n, c.block_k});
+  const std::string tile = backends::TileText(c.tile);
   if (r.status != RunStatus::kOk) {
     const bool error = r.status == RunStatus::kCudaError;
     totals->errors += error ? 1 : 0;
-    std::printf("%-16s %-8s %-5s %5d  %s: %s\n", c.backend.c_str(),
+    std::printf("%-16s %-9s %-5s %5d  %s: %s\n", c.backend.c_str(),
                 tile.c_str(), c.graph ? "on" : "off", p.batch,
                 error ? "CUDA ERROR" : "not run", r.message.c_str());
     return;
@@ -253,7 +254,7 @@ void RunConfig(const Flags& f, const MoeProblem& p, const Config& c,
                p90 = Percentile(r.samples_us, 0.9);
   const double floor_us = r.bytes / (bw_gbps * 1e3);
   std::printf(
-      "%-16s %-8s %-5s %5d %10.1f %10.1f %9.1f %8.0f %9.1f %10.3f %11.2e %7d "
+      "%-16s %-9s %-5s %5d %10.1f %10.1f %9.1f %8.0f %9.1f %10.3f %11.2e %7d "
       "%9.2e  %s\n",
       c.backend.c_str(), tile.c_str(), c.graph ? "on" : "off", p.batch, med,
       p90, r.bytes / 1e6, r.bytes / (med * 1e3), floor_us, floor_us / med,

@@ -12,8 +12,9 @@
 //       [--backend=fused_gemv] [--rank=0] [--iterations=20]
 //       [--warmup=3] [--preset=glm5] [--device=D]
 //       [--kv_cache_dtype=bf16,fp8] [--quantization=default,all_nvfp4]
-//       [--overlap=on|off|both] [--tile=NxK]
-// --tile: the MoE backend's tile (block_n x block_k, one of its own); by
+//       [--overlap=on|off|both] [--tile=NxK[sS]]
+// --tile: the MoE backend's tile (block_n x block_k, with S ring stages
+// where the backend lists them; one of its own); by
 // default its tile for the layer (the default, or where that cannot run the
 // layout the first that can: BackendDescriptor::TileFor), printed per run.
 // --kv_cache_dtype: the latent cache's formats (bf16; fp8: E4M3 with an
@@ -37,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backends/descriptor.h"
 #include "kernels/cuda/bench/bench_flags.h"
 #include "kernels/cuda/step_gpu.h"
 #include "kernels/cuda/step_problem.h"
@@ -103,23 +105,14 @@ bool ParseFlag(const std::string& arg, Flags* f) {
   return true;
 }
 
-// --tile's "NxK" as (block_n, block_k); false when malformed. "" is 0 x 0:
-// the backend's own choice.
-bool ParseTile(const std::string& text, int* block_n, int* block_k) {
-  *block_n = *block_k = 0;
-  if (text.empty()) return true;
-  char extra = 0;
-  return std::sscanf(text.c_str(), "%dx%d%c", block_n, block_k, &extra) == 2 &&
-         *block_n > 0 && *block_k > 0;
-}
-
 // Refuses a malformed --tile, naming the allowed form.
 bool TileFlagOk(const std::string& tile) {
-  int block_n = 0, block_k = 0;
-  if (ParseTile(tile, &block_n, &block_k)) return true;
+  backends::Tile parsed;
+  if (backends::ParseTileText(tile, &parsed)) return true;
   std::fprintf(stderr,
-               "--tile=%s: not allowed; allowed: NxK, one of the backend's "
-               "tiles (e.g. 128x256), or none for its own choice\n",
+               "--tile=%s: not allowed; allowed: NxK or NxKsS (S stages), one "
+               "of the backend's tiles (e.g. 128x256), or none for its own "
+               "choice\n",
                tile.c_str());
   return false;
 }
@@ -207,7 +200,10 @@ double WorstBlockError(const std::vector<float>& a, const std::vector<float>& b,
 // The bytes by category, the eager pass's time by part ("part/kernel"
 // summed by part) and its slowest kernels.
 void PrintBreakdown(const ref::StepBytes& bytes, const StepRunResult& r) {
-  if (r.block_n > 0) std::printf("    moe tile %dx%d\n", r.block_n, r.block_k);
+  if (r.block_n > 0) {
+    std::printf("    moe tile %s\n",
+                backends::TileText({r.block_n, r.block_k, r.stages}).c_str());
+  }
   std::printf("    bytes MB:");
   for (const auto& [name, value] : bytes.Categories()) {
     if (value > 0) std::printf(" %s %.1f", name.c_str(), value / 1e6);
@@ -254,7 +250,11 @@ bool RunOne(const Flags& f, const ref::StepSpec& spec,
             const std::string& layout, const Mode& mode, double read_gbps) {
   StepRunOptions o;
   o.backend = f.backend;
-  ParseTile(f.tile, &o.block_n, &o.block_k);  // checked in Main
+  backends::Tile tile;
+  backends::ParseTileText(f.tile, &tile);  // checked in Main
+  o.block_n = tile.block_n;
+  o.block_k = tile.block_k;
+  o.stages = tile.stages;
   o.cuda_graph = mode.graph;
   o.overlap_launches = mode.overlap;
   o.warmup = f.warmup;

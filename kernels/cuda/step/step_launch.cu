@@ -665,15 +665,16 @@ GpuStatus PartTimer::Totals(
   return OkStatus();
 }
 
-void PrepareMoeArgs(StepLaunch* s, int block_n, int block_k) {
+void PrepareMoeArgs(StepLaunch* s, const backends::Tile& tile) {
   const StepProblem& p = *s->problem;
   s->moe_args.clear();
   for (int layer = p.dims.num_dense_layers; layer < p.layers; ++layer) {
     const LayerParams& w = s->weights->layers[layer];
     LayerArgs a;
     a.geo = MakeGeometry(MoeLayerProblem(p, layer));
-    a.block_n = block_n;
-    a.block_k = block_k;
+    a.block_n = tile.block_n;
+    a.block_k = tile.block_k;
+    a.stages = tile.stages;
     a.gate_up = w.moe->gate_up;
     a.down = w.moe->down;
     a.router_w = w.moe->router.as<uint16_t>();

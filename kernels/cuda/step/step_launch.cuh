@@ -94,7 +94,7 @@ struct StepLaunch {
 };
 
 // Fills moe_args for each MoE layer (weights, router bias, buffers).
-void PrepareMoeArgs(StepLaunch* s, int block_n, int block_k);
+void PrepareMoeArgs(StepLaunch* s, const backends::Tile& tile);
 
 // Enqueues the whole step on `stream`.
 GpuStatus EnqueueStep(const StepLaunch& s, cudaStream_t stream);

@@ -47,6 +47,7 @@ MoeRunOptions MoeOptions(const StepRunOptions& o) {
   m.backend = o.backend;
   m.block_n = o.block_n;
   m.block_k = o.block_k;
+  m.stages = o.stages;
   m.cuda_graph = o.cuda_graph;
   m.warmup = o.warmup;
   m.iterations = o.iterations;
@@ -409,9 +410,10 @@ GpuStatus RunLocked(const StepProblem& p, const StepRunOptions& o,
   const backends::Tile tile =
       RunTile(MoeOptions(o), *launcher->descriptor,
               MakeGeometry(MoeLayerProblem(p, p.dims.num_dense_layers)));
-  PrepareMoeArgs(&s, tile.block_n, tile.block_k);
+  PrepareMoeArgs(&s, tile);
   r->block_n = tile.block_n;
   r->block_k = tile.block_k;
+  r->stages = tile.stages;
   r->weight_bytes = weights->bytes;
   r->cache_bytes = caches->bytes;
   {

@@ -56,10 +56,30 @@ TEST(RegistryTest, EveryDefaultTileRunsTheGlm5Layer) {
 
 TEST(DescriptorTest, TileTextAndListsAreOneFormat) {
   EXPECT_EQ(TileText({16, 256}), "16x256");
+  EXPECT_EQ(TileText({128, 256, 4}), "128x256s4");
   EXPECT_EQ(TileText({}), "-");
+  EXPECT_EQ(FindBackend("grouped_wgmma")->TileList(),
+            "128x256, 256x256, 128x128, 128x256s2, 128x128s4, 128x256s6");
   EXPECT_EQ(FindBackend("fused_gemv")->TileList(), "16x256, 16x512, 32x256");
   EXPECT_EQ(FindBackend("dequant_cublas")->TileList(), "");
   EXPECT_EQ(FindBackend("fused_gemv_fp8")->DefaultTile(), (Tile{128, 512}));
+}
+
+TEST(DescriptorTest, TileTextParsesBack) {
+  for (const Tile want : {Tile{16, 256}, Tile{128, 256, 4}, Tile{}}) {
+    Tile got{1, 1, 1};
+    EXPECT_TRUE(ParseTileText(TileText(want), &got)) << TileText(want);
+    EXPECT_EQ(got, want);
+  }
+  Tile untouched{7, 7};
+  EXPECT_TRUE(ParseTileText("", &untouched));  // none: the backend's choice
+  EXPECT_EQ(untouched, Tile{});
+  for (const char* bad : {"16", "16x", "16x256s", "16x256s0", "16x256x4",
+                          "0x256", "16x-256", "16x256s4q"}) {
+    Tile kept{7, 7};
+    EXPECT_FALSE(ParseTileText(bad, &kept)) << bad;
+    EXPECT_EQ(kept, (Tile{7, 7})) << bad;
+  }
 }
 
 TEST(DescriptorTest, CanImplementNamesTheBackendAndTheReason) {
@@ -83,6 +103,13 @@ TEST(DescriptorTest, CanImplementNamesTheBackendAndTheReason) {
   EXPECT_THAT(FindBackend("grouped_mma")
                   ->CanImplement({6144, 2048, kMaxBatchTokens + 1}, {64, 64}),
               HasSubstr("at most 4096 tokens"));
+  // A ring depth is part of the tile: only the ring kernel lists one.
+  EXPECT_THAT(fused.CanImplement(kGlm5, {16, 256, 4}),
+              HasSubstr("fused_gemv has no tile 16x256s4"));
+  const BackendDescriptor& grouped = *FindBackend("grouped_wgmma");
+  EXPECT_EQ(grouped.CanImplement({6144, 2048, 256}, {128, 256, 2}), "");
+  EXPECT_THAT(grouped.CanImplement({6144, 2048, 256}, {128, 256, 5}),
+              HasSubstr("grouped_wgmma has no tile 128x256s5"));
 }
 
 // fused_gemv_wgmma: from 17 tokens; fused_gemv's rules at its tile (the
