@@ -53,10 +53,13 @@ struct BackendRun {
   // (TrialResult's check_s and timed_s).
   double check_s = 0;
   double timed_s = 0;
-  // A whole step's router choices, [MoE layer][token][top_k] flat, when the
-  // backend reports them (the GPU step): the CPU reference follows them
-  // where they are near its own top-k (ref::MoeLayerRoutes).
+  // A whole step's router choices, [MoE layer][token][top_k] flat, and its
+  // indexers' kept sets ([layer][sequence][index_topk] flat, kept_counts
+  // of each row used), when the backend reports them (the GPU step): the
+  // CPU reference follows them where they are near its own top-k
+  // (ref::MoeLayerRoutes, ref::LayerKeptSets).
   std::vector<int> chosen_experts;
+  std::vector<int> kept_tokens, kept_counts;
 };
 
 class Backend {

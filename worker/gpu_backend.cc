@@ -164,6 +164,8 @@ class GpuMoeBackend final : public Backend {
     } else {
       run.output = std::move(result.logits);  // against the CPU reference
       run.chosen_experts = std::move(result.chosen_experts);
+      run.kept_tokens = std::move(result.kept_tokens);
+      run.kept_counts = std::move(result.kept_counts);
     }
     run.samples_us = std::move(result.samples_us);
     run.check_s = result.check_s;

@@ -37,17 +37,26 @@ ref::RoutingSpec ResolveRouting(const v1::Routing& routing) {
   return spec;
 }
 
-// The MoE a GPU backend's step is checked against: the reference on the
+// The step a GPU backend's run is checked against: the reference on the
 // MLP's input in BF16, as the GPU reads it, following the run's router
-// choices where they are near its own top-k when the run reported them
-// (*routes, kept alive by the caller, is filled from them).
-absl::StatusOr<ref::MoeFn> GpuReferenceMoe(const ref::StepSpec& spec,
-                                           const BackendRun& run,
-                                           ref::ProposedRoutes* routes) {
-  if (run.chosen_experts.empty()) return ref::Bf16InputReferenceMoe(spec);
-  ASSIGN_OR_RETURN(*routes, ref::MoeLayerRoutes(spec, run.chosen_experts));
-  return ref::Bf16InputReferenceMoe(spec, routes,
-                                    ref::kCarriedBf16RouteTolerance);
+// choices and kept sets where they are near its own top k, when the run
+// reported them (a tie broken the other way is no error).
+absl::StatusOr<std::vector<float>> GpuReferenceStep(const ref::StepSpec& spec,
+                                                    const BackendRun& run) {
+  ref::ProposedRoutes routes;
+  ref::MoeFn moe = ref::Bf16InputReferenceMoe(spec);
+  if (!run.chosen_experts.empty()) {
+    ASSIGN_OR_RETURN(routes, ref::MoeLayerRoutes(spec, run.chosen_experts));
+    moe = ref::Bf16InputReferenceMoe(spec, &routes,
+                                     ref::kCarriedBf16RouteTolerance);
+  }
+  ref::ProposedKept kept;
+  if (!run.kept_tokens.empty()) {
+    ASSIGN_OR_RETURN(
+        kept, ref::LayerKeptSets(spec, run.kept_tokens, run.kept_counts));
+  }
+  return ref::DecodeStepFollowingKept(spec, moe, std::move(kept),
+                                      ref::kCarriedBf16KeptTolerance);
 }
 
 // Under data-parallel attention a gang's rank computes the whole model's
@@ -71,12 +80,9 @@ absl::StatusOr<std::vector<float>> GangReference(const TrialInputs& in,
   if (in.step.shard.dp_attention) return DataParallelGangReference(in, gpu);
   ref::StepSpec whole = in.step;
   whole.shard = ref::Shard{};
-  ref::ProposedRoutes routes;
-  ref::MoeFn moe;
-  if (gpu) {
-    ASSIGN_OR_RETURN(moe, GpuReferenceMoe(whole, run, &routes));
-  }
-  ASSIGN_OR_RETURN(std::vector<float> logits, ref::DecodeStep(whole, moe));
+  ASSIGN_OR_RETURN(
+      std::vector<float> logits,
+      gpu ? GpuReferenceStep(whole, run) : ref::DecodeStep(whole, nullptr));
   const int vocab = whole.config.vocab;
   const int slice = vocab / (in.step.shard.tp * in.step.shard.ep);
   const int begin = ref::VocabBegin(in.step.config, in.step.shard);
@@ -120,12 +126,8 @@ absl::StatusOr<std::vector<float>> CpuReference(const TrialInputs& in,
   }
   const bool gpu = in.target.is_gpu();
   if (in.gang != nullptr) return GangReference(in, run, gpu);
-  ref::ProposedRoutes routes;
-  ref::MoeFn moe;
-  if (gpu) {
-    ASSIGN_OR_RETURN(moe, GpuReferenceMoe(in.step, run, &routes));
-  }
-  return ref::DecodeStep(in.step, moe);
+  return gpu ? GpuReferenceStep(in.step, run)
+             : ref::DecodeStep(in.step, nullptr);
 }
 
 void Fail(v1::TrialResult* result, v1::TrialState outcome,

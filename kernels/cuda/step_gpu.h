@@ -165,6 +165,10 @@ struct StepRunResult {
   // (expert indices of the whole model), for a reference to follow near a
   // routing tie (reference decode_step.h ProposedRoutes).
   std::vector<int> chosen_experts;
+  // [layers][batch][index_topk] each layer's kept tokens (the first
+  // kept_counts [layers][batch] of each row; in no order), for a reference
+  // to follow near an indexer tie (reference decode_step.h ProposedKept).
+  std::vector<int> kept_tokens, kept_counts;
   // Nodes of the step's CUDA graph (kernels and copies); 0 when the
   // backend cannot be captured.
   int kernels_per_step = 0;

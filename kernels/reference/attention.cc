@@ -5,6 +5,7 @@
 #include <numeric>
 #include <utility>
 
+#include "kernels/model/near_top_k.h"
 #include "kernels/model/weight_gen.h"
 #include "kernels/reference/model_weights.h"
 #include "kernels/reference/ops.h"
@@ -197,6 +198,36 @@ std::vector<int> IndexerKeep(const StepSpec& spec, int layer, int sequence,
                      spec.config.index_topk);
 }
 
+namespace {
+
+// The set attended to: forced, or the proposal where it is near the
+// indexer's own top k (AttentionTrace), or the indexer's own; ascending.
+std::vector<int> ChooseKept(const std::vector<float>& scores, int k,
+                            const AttentionTrace* trace) {
+  if (trace != nullptr && trace->forced_kept != nullptr) {
+    return *trace->forced_kept;
+  }
+  std::vector<int> own = TopKIndices(scores, k);
+  if (trace == nullptr || trace->proposed_kept == nullptr ||
+      trace->proposed_kept->size() != own.size() || own.empty()) {
+    return own;
+  }
+  float kth = scores[own.front()], largest = 0.0f;
+  for (const int i : own) kth = std::min(kth, scores[i]);
+  for (const float v : scores) largest = std::max(largest, std::fabs(v));
+  const std::vector<int>& proposed = *trace->proposed_kept;
+  if (!route::IsNearTopK(scores.data(), static_cast<int>(scores.size()),
+                         proposed.data(), static_cast<int>(proposed.size()),
+                         kth, trace->kept_tolerance * largest)) {
+    return own;
+  }
+  std::vector<int> kept = proposed;
+  std::sort(kept.begin(), kept.end());
+  return kept;
+}
+
+}  // namespace
+
 void MlaAttention(const StepSpec& spec, int layer, int sequence,
                   const float* x_normed, float* out, AttentionTrace* trace) {
   const model::ModelConfig& c = spec.config;
@@ -204,10 +235,7 @@ void MlaAttention(const StepSpec& spec, int layer, int sequence,
   std::vector<float> new_key;
   std::vector<float> scores = IndexerScores(spec, layer, sequence, x_normed,
                                             query.q_a_normed.data(), &new_key);
-  const std::vector<int> kept =
-      trace != nullptr && trace->forced_kept != nullptr
-          ? *trace->forced_kept
-          : TopKIndices(scores, c.index_topk);
+  const std::vector<int> kept = ChooseKept(scores, c.index_topk, trace);
   const std::vector<float> new_latent = NewLatentEntry(spec, layer, x_normed);
   if (trace != nullptr) {
     trace->scores = std::move(scores);

@@ -57,6 +57,14 @@ std::vector<int> IndexerKeep(const StepSpec& spec, int layer, int sequence,
 // tie the other way).
 struct AttentionTrace {
   const std::vector<int>* forced_kept = nullptr;
+  // Else, when `proposed_kept` is set, it is attended to where it is a top
+  // index_topk of the indexer's scores to within `kept_tolerance` times the
+  // largest score's magnitude (model/near_top_k.h's rule), and the
+  // indexer's own set otherwise: a correct indexer carrying its inputs in
+  // BF16 may break a near-tie (scores that ReLU left at or near zero among
+  // them) the other way.
+  const std::vector<int>* proposed_kept = nullptr;
+  float kept_tolerance = 0.0f;
   std::vector<float> scores;  // IndexerScores
   std::vector<int> kept;      // the set attended to, ascending
   // The new token's entries as computed (float): its latent entry (normed,

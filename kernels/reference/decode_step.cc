@@ -69,6 +69,13 @@ void AttentionBlock(const StepSpec& spec, int layer, int first_sequence,
         !trace->forced_kept[layer][b].empty()) {
       seen.forced_kept = &trace->forced_kept[layer][b];
     }
+    if (trace != nullptr &&
+        layer < static_cast<int>(trace->proposed_kept.size()) &&
+        b < static_cast<int>(trace->proposed_kept[layer].size()) &&
+        !trace->proposed_kept[layer][b].empty()) {
+      seen.proposed_kept = &trace->proposed_kept[layer][b];
+      seen.kept_tolerance = trace->kept_tolerance;
+    }
     MlaAttention(spec, layer, first_sequence + b, normed.data(),
                  out.data() + row, &seen);
     if (trace != nullptr) {
@@ -182,6 +189,40 @@ MoeFn Bf16InputReferenceMoe(const StepSpec& spec,
     }
     return absl::OkStatus();
   };
+}
+
+absl::StatusOr<std::vector<float>> DecodeStepFollowingKept(
+    const StepSpec& spec, const MoeFn& moe, ProposedKept kept,
+    float kept_tolerance) {
+  StepTrace trace;
+  trace.proposed_kept = std::move(kept);
+  trace.kept_tolerance = kept_tolerance;
+  return Decode(spec, 0, moe, &trace);
+}
+
+absl::StatusOr<ProposedKept> LayerKeptSets(const StepSpec& spec,
+                                           const std::vector<int>& kept,
+                                           const std::vector<int>& counts) {
+  const size_t rows = static_cast<size_t>(spec.layers) * spec.batch;
+  const size_t k = spec.config.index_topk;
+  if (kept.size() != rows * k || counts.size() != rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kept sets: ", kept.size(), " tokens and ", counts.size(), " counts; ",
+        spec.layers, " layers of ", spec.batch, " sequences keeping up to ", k,
+        " make ", rows * k, " and ", rows));
+  }
+  ProposedKept sets(spec.layers, std::vector<std::vector<int>>(spec.batch));
+  for (size_t row = 0; row < rows; ++row) {
+    const int n = counts[row];
+    if (n < 0 || static_cast<size_t>(n) > k) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("kept sets: layer ", row / spec.batch, " sequence ",
+                       row % spec.batch, " counts ", n, " of at most ", k));
+    }
+    const auto first = kept.begin() + static_cast<ptrdiff_t>(row * k);
+    sets[row / spec.batch][row % spec.batch].assign(first, first + n);
+  }
+  return sets;
 }
 
 absl::StatusOr<ProposedRoutes> MoeLayerRoutes(const StepSpec& spec,

@@ -93,11 +93,40 @@ struct StepTrace {
   // own (empty: the indexer decides), to follow an implementation that
   // broke an indexer tie the other way.
   std::vector<std::vector<std::vector<int>>> forced_kept;
+  // [layer][sequence]: another implementation's kept sets, attended to
+  // where near the indexer's own (AttentionTrace::proposed_kept; empty: the
+  // indexer decides).
+  std::vector<std::vector<std::vector<int>>> proposed_kept;
+  float kept_tolerance = 0.0f;
 };
 
 // DecodeStep (null moe: the reference MoE), filling trace->layers.
 absl::StatusOr<std::vector<float>> DecodeStepTraced(const StepSpec& spec,
                                                     StepTrace* trace);
+
+// Another implementation's kept sets: [layer][sequence] token indices.
+using ProposedKept = std::vector<std::vector<std::vector<int>>>;
+
+// How far below the k-th indexer score, as a share of the sequence's
+// largest score magnitude, a kept token of an implementation that carries
+// its activations in BF16 may score and still be followed (tiny's scores
+// tie at zero where ReLU removes every head's term: device run 152).
+inline constexpr float kCarriedBf16KeptTolerance = 5e-3f;
+
+// DecodeStep attending, at each layer and sequence, to the proposed kept
+// set where it is near the indexer's own top k (AttentionTrace::
+// proposed_kept, within kept_tolerance), to the indexer's own elsewhere.
+absl::StatusOr<std::vector<float>> DecodeStepFollowingKept(
+    const StepSpec& spec, const MoeFn& moe, ProposedKept kept,
+    float kept_tolerance);
+
+// The kept sets a run lists flat, `kept` [layers][batch][index_topk] with
+// `counts` [layers][batch] of each row used (the GPU step's kept_tokens and
+// kept_counts), as ProposedKept. InvalidArgument, naming the sizes, when
+// they are not that for spec.layers x spec.batch.
+absl::StatusOr<ProposedKept> LayerKeptSets(const StepSpec& spec,
+                                           const std::vector<int>& kept,
+                                           const std::vector<int>& counts);
 
 // `steps` decode steps in a row from spec (its context the synthetic past):
 // each step's tokens are the previous step's greedy choices, and each

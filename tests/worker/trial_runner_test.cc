@@ -14,6 +14,7 @@
 #include "kernels/reference/ops.h"
 #include "kernels/reference/router.h"
 #include "kernels/reference/step_bytes.h"
+#include "tests/kernels/reference/kept_tie.h"
 #include "tests/worker/fakes.h"
 #include "worker/cpu_backend.h"
 #include "worker/gpu_backend.h"
@@ -476,6 +477,56 @@ TEST(TrialRunnerTest, GpuStepsAreCheckedFollowingTheirRoutingNearATie) {
                                          "routes: "));
 }
 
+// The same for the indexers' kept sets: a near-tie broken the other way
+// (tiny's scores tie at zero where ReLU removes every head's term) costs
+// nothing when the run reports its kept sets; counts of the wrong size fail
+// the trial with a reason.
+TEST(TrialRunnerTest, GpuStepsAreCheckedFollowingTheirKeptSetsNearATie) {
+  v1::TrialExecution execution = Execution("fused_gemv", v1::DECODE_STEP, 7);
+  execution.set_device_ordinal(0);
+  v1::Workload& w = *execution.mutable_trial()->mutable_workload();
+  w.set_context_length(256);
+  w.set_layers(1);
+  w.set_seed(21);
+  w.mutable_quantization()->set_attention(v1::NVFP4);
+  const ref::StepSpec spec = *ResolveStep(execution.trial());
+  ref::StepTrace traced;
+  ASSERT_TRUE(ref::DecodeStepTraced(spec, &traced).ok());
+  const ref::LayerTrace& t = traced.layers[0];
+  const float tol = ref::kCarriedBf16KeptTolerance;
+  const ref::testing::KeptTie tie = ref::testing::FindKeptTie(t, tol);
+  ASSERT_GE(tie.sequence, 0) << "no near tie in this step";
+  ref::ProposedKept kept = {t.kept};
+  kept[0][tie.sequence] = ref::testing::SwappedKept(t, tie.sequence, tie.tie);
+  BackendRun run = Scripted({}, {});
+  for (const std::vector<int>& set : kept[0]) {
+    run.kept_tokens.insert(run.kept_tokens.end(), set.begin(), set.end());
+    run.kept_tokens.resize(
+        run.kept_tokens.size() + spec.config.index_topk - set.size(), -1);
+    run.kept_counts.push_back(static_cast<int>(set.size()));
+  }
+  run.output = *ref::DecodeStepFollowingKept(
+      spec, ref::Bf16InputReferenceMoe(spec), kept, tol);
+  const auto judged = [&](const BackendRun& r) {
+    BackendRegistry registry;
+    registry.Register(std::make_unique<ScriptedBackend>(r));
+    return TrialRunner(&registry).Run(execution);
+  };
+  v1::TrialResult result = judged(run);
+  ASSERT_EQ(result.outcome(), v1::DONE) << result.reason();
+  EXPECT_EQ(result.max_rel_error(), 0);
+  BackendRun unreported = run;
+  unreported.kept_tokens.clear();
+  unreported.kept_counts.clear();
+  EXPECT_GT(judged(unreported).max_rel_error(), 0);
+  BackendRun short_counts = run;
+  short_counts.kept_counts.pop_back();
+  result = judged(short_counts);
+  EXPECT_EQ(result.outcome(), v1::FAILED);
+  EXPECT_THAT(result.reason(), HasSubstr("the reference could not be computed: "
+                                         "kept sets: "));
+}
+
 TEST(RelativeL2ErrorTest, HandComputed) {
   EXPECT_DOUBLE_EQ(RelativeL2Error({3, 4}, {3, 4}), 0);
   EXPECT_DOUBLE_EQ(RelativeL2Error({3, 5}, {3, 4}), 1.0 / 5.0);
@@ -521,8 +572,8 @@ TEST(GpuBackendTest, AdaptsTheTrialAndMapsStatuses) {
 
 // A DECODE_STEP trial runs the rank's whole step: the reference's tokens,
 // a router bias for each MoE layer, RoPE at the context's position; the
-// floor counts the experts the GPU's routers chose, and their choices reach
-// the check.
+// floor counts the experts the GPU's routers chose, and their choices and
+// kept sets reach the check.
 TEST(GpuBackendTest, RunsTheWholeStepOfItsRank) {
   FakeGpuApi gpu;
   std::unique_ptr<Backend> backend =
@@ -536,6 +587,8 @@ TEST(GpuBackendTest, RunsTheWholeStepOfItsRank) {
   gpu.next_step.samples_us = {500, 510};
   gpu.next_step.distinct_experts = std::vector<int>(in.step.layers - 1, 3);
   gpu.next_step.chosen_experts = {7, 3, 5};
+  gpu.next_step.kept_tokens = {4, 0, 9};
+  gpu.next_step.kept_counts = {2, 1};
   absl::StatusOr<BackendRun> run = backend->Run(in);
   ASSERT_TRUE(run.ok()) << run.status();
   const gpu::StepProblem& p = gpu.last_step;
@@ -556,6 +609,8 @@ TEST(GpuBackendTest, RunsTheWholeStepOfItsRank) {
   EXPECT_FALSE(gpu.last_step_options.compute_reference);  // tiny: the CPU
   EXPECT_EQ(run->output, gpu.next_step.logits);
   EXPECT_EQ(run->chosen_experts, gpu.next_step.chosen_experts);  // followed
+  EXPECT_EQ(run->kept_tokens, gpu.next_step.kept_tokens);
+  EXPECT_EQ(run->kept_counts, gpu.next_step.kept_counts);
   EXPECT_EQ(run->bytes,
             static_cast<double>(ref::DecodeStepByteBreakdown(
                                     in.step, gpu.next_step.distinct_experts)

@@ -38,6 +38,8 @@ void CarveStep(const StepProblem& p, const Launcher& launcher, Carver& c,
   b->scores = c.Take<float>(batch * (p.context + 1));
   b->kept = c.Take<int>(batch * d.index_topk);
   b->kept_n = c.Take<int>(batch);
+  b->kept_sets = c.Take<int>(size_t(p.layers) * batch * d.index_topk);
+  b->kept_counts = c.Take<int>(size_t(p.layers) * batch);
   b->q_lat = c.Take<float>(batch * g.heads * d.kv_lora);
   b->o_lat = c.Take<float>(batch * g.heads * d.kv_lora);
   b->attn_partial = c.Take<float>(
@@ -279,6 +281,13 @@ GpuStatus Indexer(const StepLaunch& s, int layer, cudaStream_t stream) {
   STEP_LAUNCH("indexer/topk",
               LaunchTopK(b.scores, s.problem->context + 1, d.index_topk, n,
                          b.kept, b.kept_n, stream));
+  if (!s.record_choices) return OkStatus();
+  // The layer's kept sets for the run's result (StepRunResult::kept_tokens).
+  const size_t row = size_t(n) * d.index_topk;
+  MG_CUDA(cudaMemcpyAsync(b.kept_sets + layer * row, b.kept, row * sizeof(int),
+                          cudaMemcpyDeviceToDevice, stream));
+  MG_CUDA(cudaMemcpyAsync(b.kept_counts + size_t(layer) * n, b.kept_n,
+                          n * sizeof(int), cudaMemcpyDeviceToDevice, stream));
   return OkStatus();
 }
 
@@ -560,7 +569,7 @@ GpuStatus MoeMlp(const StepLaunch& s, int layer, const LayerParams& w,
   if (p.dp_attention) MG_RETURN_IF_ERROR(GatherMoeInputs(s, args, stream));
   *residual = args.buf.y;
   STEP_LAUNCH("moe/layer", s.launcher->launch(args, b.workspace.get(), stream));
-  if (s.record_routed) MG_RETURN_IF_ERROR(RecordRouting(s, moe, stream));
+  if (s.record_choices) MG_RETURN_IF_ERROR(RecordRouting(s, moe, stream));
   if (s.moe_output != nullptr) MG_RETURN_IF_ERROR(CheckMoe(s, layer, stream));
   if (p.dp_attention) return CombineMoeOutputs(s, args, residual, stream);
   return SumOverGang(s, args.buf.y, stream);

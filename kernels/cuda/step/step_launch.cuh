@@ -31,7 +31,10 @@ struct StepBuffers {
   float* kv = nullptr;                // [batch][latent_dim]
   float *qi = nullptr, *iw = nullptr, *ik = nullptr;  // the indexer's q, w, k
   float* scores = nullptr;                            // [batch][context + 1]
-  int *kept = nullptr, *kept_n = nullptr;    // [batch][index_topk], [batch]
+  int *kept = nullptr, *kept_n = nullptr;  // [batch][index_topk], [batch]
+  // Each layer's kept and kept_n, as a checked run recorded them:
+  // [layers][batch][index_topk], [layers][batch].
+  int *kept_sets = nullptr, *kept_counts = nullptr;
   float *q_lat = nullptr, *o_lat = nullptr;  // [batch][heads][kv_lora]
   float* attn_partial = nullptr;             // SparseAttention::partial
   uint2* attn_query_frags = nullptr;         // SparseAttention::query_frags
@@ -76,7 +79,8 @@ struct StepLaunch {
   StepBuffers* buffers = nullptr;
   int device = 0, sm_count = 0;
   void* cublas = nullptr;
-  bool record_routed = false;  // copy each MoE layer's distinct experts
+  bool record_choices = false;  // copy each layer's kept set, each MoE
+                                // layer's routes and distinct experts
   // Write each layer's new entries into the caches at position context
   // (StepRunOptions::append_to_caches).
   bool append = false;

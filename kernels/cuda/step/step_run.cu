@@ -215,13 +215,27 @@ GpuStatus CheckGang(const StepLaunch& s) {
   return OkStatus();
 }
 
-// One untimed step: its logits, next tokens and routed experts, and with
+// What the checked run chose (StepRunResult's kept sets, routes and
+// distinct experts), downloaded.
+GpuStatus DownloadChoices(const StepLaunch& s, StepRunResult* r) {
+  const StepProblem& p = *s.problem;
+  const size_t rows = size_t(p.layers) * p.batch;
+  MG_RETURN_IF_ERROR(Download(s.buffers->kept_sets, rows * p.dims.index_topk,
+                              &r->kept_tokens));
+  MG_RETURN_IF_ERROR(Download(s.buffers->kept_counts, rows, &r->kept_counts));
+  MG_RETURN_IF_ERROR(Download(s.buffers->routes,
+                              s.moe_args.size() * MoeChoices(p),
+                              &r->chosen_experts));
+  return Download(s.buffers->routed, s.moe_args.size(), &r->distinct_experts);
+}
+
+// One untimed step: its logits, next tokens and choices, and with
 // compute_reference every MoE layer checked on its own input.
 GpuStatus CheckedRuns(StepLaunch s, Context* ctx, const StepRunOptions& o,
                       StepRunResult* r) {
   const StepProblem& p = *s.problem;
   const size_t logits = static_cast<size_t>(p.batch) * s.geo.vocab;
-  s.record_routed = true;
+  s.record_choices = true;
   if (o.compute_reference) {
     s.moe_output = &r->moe_output;
     s.moe_reference = &r->moe_reference;
@@ -231,10 +245,7 @@ GpuStatus CheckedRuns(StepLaunch s, Context* ctx, const StepRunOptions& o,
   MG_RETURN_IF_ERROR(CheckGang(s));
   MG_RETURN_IF_ERROR(Download(s.buffers->logits, logits, &r->logits));
   MG_RETURN_IF_ERROR(Download(s.buffers->next, p.batch, &r->next_tokens));
-  MG_RETURN_IF_ERROR(Download(s.buffers->routes,
-                              s.moe_args.size() * MoeChoices(p),
-                              &r->chosen_experts));
-  return Download(s.buffers->routed, s.moe_args.size(), &r->distinct_experts);
+  return DownloadChoices(s, r);
 }
 
 struct Graph {

@@ -367,9 +367,10 @@ TEST(StepGpuFormatsTest, ElevenSequencesInEveryFormatMatchTheReference) {
 }
 
 // As ExpectMatchesReference, the reference following the GPU's expert
-// choices of every MoE layer where they are near its own top-k
-// (StepRunResult::chosen_experts; reference Bf16InputReferenceMoe with
-// proposed routes). Unsharded specs.
+// choices of every MoE layer and its kept sets of every layer where they are
+// near its own top k (StepRunResult::chosen_experts, kept_tokens; reference
+// Bf16InputReferenceMoe with proposed routes, DecodeStepFollowingKept).
+// Unsharded specs.
 void ExpectMatchesFollowingGpuRouting(const ref::StepSpec& spec,
                                       const StepRunOptions& o) {
   const StepRunResult r = RunDecodeStep(MakeStepProblem(spec), o);
@@ -377,9 +378,14 @@ void ExpectMatchesFollowingGpuRouting(const ref::StepSpec& spec,
   const absl::StatusOr<ref::ProposedRoutes> proposed =
       ref::MoeLayerRoutes(spec, r.chosen_experts);
   ASSERT_TRUE(proposed.ok()) << proposed.status();
-  const auto want = ref::DecodeStep(
-      spec, ref::Bf16InputReferenceMoe(spec, &*proposed,
-                                       ref::kCarriedBf16RouteTolerance));
+  const absl::StatusOr<ref::ProposedKept> kept =
+      ref::LayerKeptSets(spec, r.kept_tokens, r.kept_counts);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  const auto want = ref::DecodeStepFollowingKept(
+      spec,
+      ref::Bf16InputReferenceMoe(spec, &*proposed,
+                                 ref::kCarriedBf16RouteTolerance),
+      *kept, ref::kCarriedBf16KeptTolerance);
   ASSERT_TRUE(want.ok()) << want.status();
   ASSERT_EQ(r.logits.size(), want->size());
   EXPECT_LT(RelL2(r.logits, *want), kTolerance) << o.backend;
@@ -388,14 +394,20 @@ void ExpectMatchesFollowingGpuRouting(const ref::StepSpec& spec,
 
 // Eleven sequences over all four layers (three MoE layers: ~260 routing
 // choices, some near a tie) in every format, graph on, the reference
-// following the GPU's routing near a tie (written when the session's device
-// time was spent: first run on a GPU pending).
+// following the GPU's routing and kept sets near a tie (device run 148
+// passed the routing at context 40); at context 256 the indexer keeps 16 of
+// 257 tokens, and tiny's scores tie at zero where ReLU removes every head's
+// term (device run 152: through the worker, 6e-2 against the plain
+// reference with NVFP4 attention).
 TEST(StepGpuFormatsTest, ElevenSequencesOverFourLayersFollowingGpuRouting) {
   SKIP_WITHOUT_GPU();
   for (const Formats& f : AllFormats()) {
-    SCOPED_TRACE(f.name);
-    ExpectMatchesFollowingGpuRouting(WithFormats(Spec("tiny", 4, 11, 40), f),
-                                     Options("fused_gemv", true));
+    for (const int context : {40, 256}) {
+      SCOPED_TRACE(std::string(f.name) + " context " + std::to_string(context));
+      ExpectMatchesFollowingGpuRouting(
+          WithFormats(Spec("tiny", 4, 11, context), f),
+          Options("fused_gemv", true));
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include "kernels/reference/ops.h"
 #include "kernels/reference/router.h"
 #include "kernels/reference/step_bytes.h"
+#include "tests/kernels/reference/kept_tie.h"
 #include "tests/kernels/reference/step_spec_util.h"
 
 namespace moetune::ref {
@@ -163,6 +164,50 @@ TEST(DecodeStepTest, MoeLayerRoutesSplitsARunsListByLayer) {
   EXPECT_THAT(std::string(MoeLayerRoutes(spec, flat).status().message()),
               ::testing::HasSubstr("73 expert choices; 3 MoE layers of 3 "
                                    "tokens choosing 8 experts each make 72"));
+}
+
+// Proposed kept sets are followed where they are near the indexer's own
+// top k: its own sets change nothing; a sequence's lowest kept token
+// swapped for an unkept one that ties it (tiny's scores tie at zero where
+// ReLU removes every head's term) changes that sequence's logits alone; a
+// swap for a token far below changes nothing. Flat lists split by layer.
+TEST(DecodeStepTest, ProposedKeptSetsAreFollowedNearATie) {
+  StepSpec spec = TinySpec(7, 256);
+  spec.layers = 1;
+  spec.quantization.attention = Precision::kNvfp4;
+  StepTrace traced;
+  const std::vector<float> plain = *DecodeStepTraced(spec, &traced);
+  const LayerTrace& t = traced.layers[0];
+  const ProposedKept own = {t.kept};
+  const float tol = kCarriedBf16KeptTolerance;
+  EXPECT_EQ(*DecodeStepFollowingKept(spec, nullptr, own, tol), plain);
+  const testing::KeptTie tie = testing::FindKeptTie(t, tol);
+  ASSERT_GE(tie.sequence, 0) << "no sequence with a tie at its k-th kept token";
+  const int seq = tie.sequence;
+  ProposedKept swapped = own;
+  swapped[0][seq] = testing::SwappedKept(t, seq, tie.tie);
+  const std::vector<float> followed =
+      *DecodeStepFollowingKept(spec, nullptr, swapped, tol);
+  for (int b = 0; b < spec.batch; ++b) {
+    const bool same =
+        std::equal(followed.begin() + b * 512, followed.begin() + (b + 1) * 512,
+                   plain.begin() + b * 512);
+    EXPECT_EQ(same, b != seq) << "sequence " << b;
+  }
+  swapped[0][seq] = testing::SwappedKept(t, seq, tie.far);
+  EXPECT_EQ(*DecodeStepFollowingKept(spec, nullptr, swapped, tol), plain);
+  std::vector<int> flat, counts;
+  for (const std::vector<int>& kept : t.kept) {
+    flat.insert(flat.end(), kept.begin(), kept.end());
+    flat.resize(flat.size() + spec.config.index_topk - kept.size(), -1);
+    counts.push_back(static_cast<int>(kept.size()));
+  }
+  EXPECT_EQ(*LayerKeptSets(spec, flat, counts), own);
+  counts.pop_back();
+  EXPECT_THAT(
+      std::string(LayerKeptSets(spec, flat, counts).status().message()),
+      ::testing::HasSubstr("112 tokens and 6 counts; 1 layers of 7 "
+                           "sequences keeping up to 16 make 112 and 7"));
 }
 
 TEST(DecodeStepTest, LayersLimitsTheLayersRun) {
