@@ -57,6 +57,20 @@ class TrialDimensionsTest : public ::testing::Test {
     return text.ok() ? *text : text.status().ToString();
   }
 
+  // Writes a trial's dimension columns, and runs SQL, through a connection
+  // of their own (the tests' stand-ins for rows other versions wrote).
+  void WriteDimensions(int64_t id, const v1::Workload& workload,
+                       const v1::TrialConfig& config) {
+    absl::StatusOr<Connection> conn = Connection::Open(path_);
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE(WriteTrialDimensions(*conn, id, workload, config).ok());
+  }
+  void Exec(const std::string& sql) {
+    absl::StatusOr<Connection> conn = Connection::Open(path_);
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE(conn->Exec(sql).ok()) << sql;
+  }
+
   std::filesystem::path dir_;
   std::string path_;
   std::unique_ptr<Store> store_;
@@ -97,21 +111,12 @@ TEST_F(TrialDimensionsTest, FormatsAreShownBesideTheOtherDimensions) {
   workload.mutable_quantization()->set_lm_head(v1::BF16);  // the default
   workload.mutable_quantization()->set_dense_mlp(v1::BF16);
   workload.set_kv_cache_dtype(v1::KV_FP8_E4M3);
-  {
-    absl::StatusOr<Connection> conn = Connection::Open(path_);
-    ASSERT_TRUE(conn.ok());
-    ASSERT_TRUE(
-        WriteTrialDimensions(*conn, id, workload, v1::TrialConfig()).ok());
-  }
+  WriteDimensions(id, workload, v1::TrialConfig());
   EXPECT_EQ(Row("trial_dimensions", kFormats),
             "attention=NVFP4 dense_mlp=BF16 KV_FP8_E4M3");
-  {
-    absl::StatusOr<Connection> conn = Connection::Open(path_);
-    ASSERT_TRUE(conn.ok());
-    ASSERT_TRUE(conn->Exec("UPDATE trials SET quantization = NULL, "
-                           "kv_cache_dtype = NULL")
-                    .ok());
-  }
+  Exec(
+      "UPDATE trials SET quantization = NULL, "
+      "kv_cache_dtype = NULL");
   EXPECT_EQ(Row("trial_dimensions", kFormats), "default KV_BF16");
 }
 
@@ -126,17 +131,9 @@ TEST_F(TrialDimensionsTest, AttentionIsShownBesideTheLayout) {
   config.set_tp(2);
   config.set_ep(4);
   config.set_attention("dp");
-  {
-    absl::StatusOr<Connection> conn = Connection::Open(path_);
-    ASSERT_TRUE(conn.ok());
-    ASSERT_TRUE(WriteTrialDimensions(*conn, id, v1::Workload(), config).ok());
-  }
+  WriteDimensions(id, v1::Workload(), config);
   EXPECT_EQ(Row("trial_dimensions", kLayout), "2 4 dp");
-  {
-    absl::StatusOr<Connection> conn = Connection::Open(path_);
-    ASSERT_TRUE(conn.ok());
-    ASSERT_TRUE(conn->Exec("UPDATE trials SET attention = NULL").ok());
-  }
+  Exec("UPDATE trials SET attention = NULL");
   EXPECT_EQ(Row("trial_dimensions", kLayout), "2 4 tp");
 }
 
@@ -151,17 +148,9 @@ TEST_F(TrialDimensionsTest, TileStagesAreShownInTheTile) {
   config.mutable_tile()->set_block_n(128);
   config.mutable_tile()->set_block_k(256);
   config.mutable_tile()->set_stages(4);
-  {
-    absl::StatusOr<Connection> conn = Connection::Open(path_);
-    ASSERT_TRUE(conn.ok());
-    ASSERT_TRUE(WriteTrialDimensions(*conn, id, v1::Workload(), config).ok());
-  }
+  WriteDimensions(id, v1::Workload(), config);
   EXPECT_EQ(Row("trial_dimensions", kTile), "128x256s4 4");
-  {
-    absl::StatusOr<Connection> conn = Connection::Open(path_);
-    ASSERT_TRUE(conn.ok());
-    ASSERT_TRUE(conn->Exec("UPDATE trials SET tile_stages = NULL").ok());
-  }
+  Exec("UPDATE trials SET tile_stages = NULL");
   EXPECT_EQ(Row("trial_dimensions", kTile), "128x256 0");
 }
 
@@ -229,13 +218,9 @@ TEST(TrialDimensionsOldSchemaTest, AVersion5DatabaseOpensAndReadsAsTp) {
 TEST_F(TrialDimensionsTest, RowsFromBeforeVersion4AreFilledOnOpen) {
   AddTrial();
   store_.reset();
-  {
-    absl::StatusOr<Connection> conn = Connection::Open(path_);
-    ASSERT_TRUE(conn.ok());
-    ASSERT_TRUE(conn->Exec("UPDATE trials SET batch_size = NULL, tp = NULL, "
-                           "tile_n = NULL")
-                    .ok());
-  }
+  Exec(
+      "UPDATE trials SET batch_size = NULL, tp = NULL, "
+      "tile_n = NULL");
   absl::StatusOr<std::unique_ptr<Store>> reopened = Store::Open(path_);
   ASSERT_TRUE(reopened.ok()) << reopened.status();
   store_ = *std::move(reopened);

@@ -441,6 +441,30 @@ std::vector<int> RoutesWithATieBrokenTheOtherWay(const ref::StepSpec& spec) {
   return flat;
 }
 
+// The trial of `run` (a GPU step whose output follows the choices it
+// reports) is DONE with no error; `unreported` (the same output, the
+// choices not reported) is judged against the reference's own choices and
+// differs; `malformed` (choices of the wrong size) fails naming `what`.
+void ExpectFollowedOnlyWhereReported(const v1::TrialExecution& execution,
+                                     const BackendRun& run,
+                                     const BackendRun& unreported,
+                                     const BackendRun& malformed,
+                                     const std::string& what) {
+  const auto judged = [&](const BackendRun& r) {
+    BackendRegistry registry;
+    registry.Register(std::make_unique<ScriptedBackend>(r));
+    return TrialRunner(&registry).Run(execution);
+  };
+  v1::TrialResult result = judged(run);
+  ASSERT_EQ(result.outcome(), v1::DONE) << result.reason();
+  EXPECT_EQ(result.max_rel_error(), 0);
+  EXPECT_GT(judged(unreported).max_rel_error(), 0);
+  result = judged(malformed);
+  EXPECT_EQ(result.outcome(), v1::FAILED);
+  EXPECT_THAT(result.reason(),
+              HasSubstr("the reference could not be computed: " + what));
+}
+
 // A GPU step that reports its router choices is checked against the
 // reference following them where they are near its own top-k: a tie broken
 // the other way costs nothing, while the plain reference differs; routes of
@@ -458,23 +482,11 @@ TEST(TrialRunnerTest, GpuStepsAreCheckedFollowingTheirRoutingNearATie) {
   run.output = *ref::DecodeStep(
       spec, ref::Bf16InputReferenceMoe(spec, &*routes,
                                        ref::kCarriedBf16RouteTolerance));
-  const auto judged = [&](const BackendRun& r) {
-    BackendRegistry registry;
-    registry.Register(std::make_unique<ScriptedBackend>(r));
-    return TrialRunner(&registry).Run(execution);
-  };
-  v1::TrialResult result = judged(run);
-  ASSERT_EQ(result.outcome(), v1::DONE) << result.reason();
-  EXPECT_EQ(result.max_rel_error(), 0);
-  BackendRun unreported = run;
+  BackendRun unreported = run, short_routes = run;
   unreported.chosen_experts.clear();
-  EXPECT_GT(judged(unreported).max_rel_error(), 0);
-  BackendRun short_routes = run;
   short_routes.chosen_experts.pop_back();
-  result = judged(short_routes);
-  EXPECT_EQ(result.outcome(), v1::FAILED);
-  EXPECT_THAT(result.reason(), HasSubstr("the reference could not be computed: "
-                                         "routes: "));
+  ExpectFollowedOnlyWhereReported(execution, run, unreported, short_routes,
+                                  "routes: ");
 }
 
 // The same for the indexers' kept sets: a near-tie broken the other way
@@ -507,24 +519,12 @@ TEST(TrialRunnerTest, GpuStepsAreCheckedFollowingTheirKeptSetsNearATie) {
   }
   run.output = *ref::DecodeStepFollowingKept(
       spec, ref::Bf16InputReferenceMoe(spec), kept, tol);
-  const auto judged = [&](const BackendRun& r) {
-    BackendRegistry registry;
-    registry.Register(std::make_unique<ScriptedBackend>(r));
-    return TrialRunner(&registry).Run(execution);
-  };
-  v1::TrialResult result = judged(run);
-  ASSERT_EQ(result.outcome(), v1::DONE) << result.reason();
-  EXPECT_EQ(result.max_rel_error(), 0);
-  BackendRun unreported = run;
+  BackendRun unreported = run, short_counts = run;
   unreported.kept_tokens.clear();
   unreported.kept_counts.clear();
-  EXPECT_GT(judged(unreported).max_rel_error(), 0);
-  BackendRun short_counts = run;
   short_counts.kept_counts.pop_back();
-  result = judged(short_counts);
-  EXPECT_EQ(result.outcome(), v1::FAILED);
-  EXPECT_THAT(result.reason(), HasSubstr("the reference could not be computed: "
-                                         "kept sets: "));
+  ExpectFollowedOnlyWhereReported(execution, run, unreported, short_counts,
+                                  "kept sets: ");
 }
 
 TEST(RelativeL2ErrorTest, HandComputed) {
