@@ -13,10 +13,13 @@ namespace moetune::gpu {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kTokens = kAttentionTokens;  // 32: four n-tiles of 8
-constexpr int kTokenTiles = kTokens / 8;
-constexpr int kHalves = kWarps / kTokenTiles;  // the scores' K split
-constexpr int kParts = 3;                      // BF16 parts of a float
+constexpr int kTokens = kAttentionTokens;  // 32: two m-tiles of 16
+// Both products run transposed, so that the 8 heads are mma's N (8) and
+// tokens or latent dims its M (16): no half-empty rows. The scores: tokens
+// (2 m-tiles of 16) x heads, K (dims) split 4 ways over the warps.
+constexpr int kTokenMTiles = kTokens / 16;
+constexpr int kKSplits = kWarps / kTokenMTiles;  // the scores' K split
+constexpr int kParts = 3;                        // BF16 parts of a float
 constexpr int kRowPad = 8;  // BF16 a row: rows 16-byte aligned, and the 8
                             // rows of an ldmatrix tile in different banks
 
@@ -46,18 +49,21 @@ __device__ __forceinline__ uint32_t SharedAddress(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// B fragments of two 8x8 BF16 tiles; lanes 0-7 and 8-15 give the rows.
-__device__ __forceinline__ void LoadB(const uint16_t* row, uint32_t* b0,
-                                      uint32_t* b1) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
-               : "=r"(*b0), "=r"(*b1)
-               : "r"(SharedAddress(row)));
-}
-__device__ __forceinline__ void LoadBTransposed(const uint16_t* row,
-                                                uint32_t* b0, uint32_t* b1) {
+// A fragments of a 16x16 BF16 tile (ldmatrix.x4: lane i gives the address
+// of row i % 8 of 8x8 matrix i / 8, in a0-a3 order); transposed: the tile
+// stored with its columns as rows.
+__device__ __forceinline__ void LoadA(const uint16_t* row, uint32_t (&a)[4]) {
   asm volatile(
-      "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-      : "=r"(*b0), "=r"(*b1)
+      "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+      : "r"(SharedAddress(row)));
+}
+__device__ __forceinline__ void LoadATransposed(const uint16_t* row,
+                                                uint32_t (&a)[4]) {
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, "
+      "[%4];\n"
+      : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
       : "r"(SharedAddress(row)));
 }
 
@@ -176,44 +182,49 @@ __device__ void CopyFragments(const uint2* src, const Layout& l, uint2* qf) {
   }
 }
 
-// Warp w's scores: heads (rows g) x tokens of tile w % 4 over its half of
-// the dims, into s[w / 4][h][t]. Products of 4 k-steps at a time into a
-// fresh accumulator added in float (the tensor cores' own accumulation over
-// ~100 products loses more: gemv_mma.cu).
+// Warp w's scores: tokens of m-tile w % 2 (rows) x heads (the queries'
+// fragments as B: their a0 / a2 registers are B's b0 / b1) over its
+// quarter of the dims, into s[w / 2][h][t]. Products of 4 k-steps at a time
+// into a fresh accumulator added in float (the tensor cores' own
+// accumulation over ~100 products loses more: gemv_mma.cu).
 __device__ void Scores(const uint16_t* entry, const uint2* qf, const Layout& l,
                        int hg, float* s, int warp, int lane) {
-  const int g = lane / 4, c = lane % 4, tile = warp % kTokenTiles;
-  const int half_k = warp / kTokenTiles;
-  const int per_half = (l.ksteps + kHalves - 1) / kHalves;
-  const int j_begin = half_k * per_half;
-  const int j_end = min(l.ksteps, j_begin + per_half);
+  const int g = lane / 4, c = lane % 4, mt = warp % kTokenMTiles;
+  const int split = warp / kTokenMTiles;
+  const int per_split = (l.ksteps + kKSplits - 1) / kKSplits;
+  const int j_begin = split * per_split;
+  const int j_end = min(l.ksteps, j_begin + per_split);
   const uint16_t* rows =
-      entry + (8 * tile + lane % 8) * l.row + 8 * ((lane / 8) % 2);
-  float sum[2] = {0.0f, 0.0f};
+      entry + (16 * mt + lane % 16) * l.row + 8 * (lane / 16);
+  float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int j0 = j_begin; j0 < j_end; j0 += 4) {
     float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int j = j0; j < j0 + 4 && j < j_end; ++j) {
-      uint32_t b0, b1;
-      LoadB(rows + 16 * j, &b0, &b1);
+      uint32_t a[4];
+      LoadA(rows + 16 * j, a);
 #pragma unroll
       for (int q = 0; q < kParts; ++q) {
         const uint2 f = qf[(j * kParts + q) * 32 + lane];
-        MmaBf16(part, f.x, 0u, f.y, 0u, b0, b1);
+        MmaBf16(part, a[0], a[1], a[2], a[3], f.x, f.y);
       }
     }
-    sum[0] += part[0];
-    sum[1] += part[1];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) sum[e] += part[e];
   }
-  if (g < hg) {
-    float* dst =
-        s + (half_k * kAttentionHeads + g) * kTokens + 8 * tile + 2 * c;
-    dst[0] = sum[0];
-    dst[1] = sum[1];
+  // d0, d1: token g, heads 2c, 2c + 1; d2, d3: token g + 8.
+  float* dst = s + split * kAttentionHeads * kTokens + 16 * mt + g;
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int h = 2 * c + e;
+    if (h < hg) {
+      dst[h * kTokens] = sum[e];
+      dst[h * kTokens + 8] = sum[2 + e];
+    }
   }
 }
 
 // The new token's score for head `warp` in float (made before, or from the
-// staged queries), into the first half's sums (the second's zeroed).
+// staged queries), into the first K split's sums (the others zeroed).
 __device__ float FreshDot(const SparseAttention& a, int b, const float* q,
                           const Layout& l, int h, int lane) {
   const float* e = a.new_entry + static_cast<int64_t>(b) * l.dim;
@@ -231,14 +242,14 @@ __device__ void FreshScore(const SparseAttention& a, int b, int h0,
                                  : a.fresh_dots[b * a.heads + h0 + warp];
   if (lane == 0) {
     s[warp * kTokens + fresh_t] = dot;
-    for (int k = 1; k < kHalves; ++k) {
+    for (int k = 1; k < kKSplits; ++k) {
       s[(k * kAttentionHeads + warp) * kTokens + fresh_t] = 0.0f;
     }
   }
 }
 
 // Softmax pieces of head `warp` for one tile of tokens, online across the
-// block's tiles: the halves' sums scaled; p (the first half's rows) becomes
+// block's tiles: the K splits' sums scaled; p (the first split's rows) becomes
 // e^(s - m), 0 past the tile's tokens, where m is the running max over the
 // tiles so far (*m_run, *l_run: this warp's running max and sum);
 // alpha_s[warp] gets e^(m_before - m), by which the values so far are
@@ -248,7 +259,7 @@ __device__ void OnlineSoftmax(float* s, int hg, int tokens, float scale,
                               int warp, int lane) {
   if (warp >= hg) return;
   float x = 0.0f;
-  for (int k = 0; k < kHalves; ++k) {
+  for (int k = 0; k < kKSplits; ++k) {
     x += s[(k * kAttentionHeads + warp) * kTokens + lane];
   }
   x = lane < tokens ? x * scale : -INFINITY;
@@ -261,15 +272,25 @@ __device__ void OnlineSoftmax(float* s, int hg, int tokens, float scale,
   if (lane == 0) alpha_s[warp] = alpha;
 }
 
-// n-tiles of 8 latent dims a warp holds (kv_lora up to 512).
-constexpr int kValueTiles = 8;
+// The values run transposed too: latent dims (m-tiles of 16) x heads, the
+// probabilities as B. M-tiles a warp holds (kv_lora up to 512).
+constexpr int kValueTiles = 4;
 
-// Warp w's values: heads (rows g) x latent dims of n-tiles w, w + 8, ...:
-// acc (the tiles before, scaled by alpha_s) plus the sum over this tile's
-// 32 tokens (two k-steps) of p x entry, the probabilities in three BF16
-// parts; then the new token's p x its float entry. With `out` (a block of
-// one tile) each n-tile's values are stored as soon as they are summed,
-// into the partial rows of head 0 at out, head_stride apart.
+// Where a thread's accumulator element e of m-tile `mt` lies: head 2c + e % 2
+// and latent dim 16 mt + g + 8 (e / 2).
+__device__ __forceinline__ int ValueHead(int lane, int e) {
+  return 2 * (lane % 4) + e % 2;
+}
+__device__ __forceinline__ int ValueDim(int mt, int lane, int e) {
+  return 16 * mt + lane / 4 + 8 * (e / 2);
+}
+
+// Warp w's values: latent dims of m-tiles w, w + 8, ... x heads: acc (the
+// tiles before, scaled by alpha_s) plus the sum over this tile's 32 tokens
+// (two k-steps) of entry x p, the probabilities in three BF16 parts; then
+// the new token's float entry x its p. With `out` (a block of one tile)
+// each m-tile's values are stored as soon as they are summed, into the
+// partial rows of head 0 at out, head_stride apart.
 __device__ void AccumulateValues(const SparseAttention& a, int b,
                                  const uint16_t* entry, const float* p,
                                  const float* alpha_s, const Layout& l, int hg,
@@ -277,7 +298,7 @@ __device__ void AccumulateValues(const SparseAttention& a, int b,
                                  float* out, int64_t head_stride, int warp,
                                  int lane) {
   const int g = lane / 4, c = lane % 4;
-  uint32_t af[2][kParts][2];  // [k-step][part][a0, a2]
+  uint32_t bf[2][kParts][2];  // [k-step][part][b0, b1]: p of head g
 #pragma unroll
   for (int kk = 0; kk < 2; ++kk) {
     const float* ph = p + g * kTokens + 16 * kk + 2 * c;
@@ -287,38 +308,43 @@ __device__ void AccumulateValues(const SparseAttention& a, int b,
     SplitBf16(live ? ph[8] : 0.0f, live ? ph[9] : 0.0f, &y[0], &y[1], &y[2]);
 #pragma unroll
     for (int q = 0; q < kParts; ++q) {
-      af[kk][q][0] = x[q];
-      af[kk][q][1] = y[q];
+      bf[kk][q][0] = x[q];
+      bf[kk][q][1] = y[q];
     }
   }
   const float* fresh = a.new_entry + static_cast<int64_t>(b) * l.dim;
-  const float p_fresh =
-      fresh_t >= 0 && g < hg ? p[g * kTokens + fresh_t] : 0.0f;
-  const float alpha = g < hg ? alpha_s[g] : 0.0f;
-  const int r = lane % 8, half = (lane / 8) % 2;
+  float alpha[2], p_fresh[2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int h = 2 * c + e;
+    alpha[e] = h < hg ? alpha_s[h] : 0.0f;
+    p_fresh[e] = fresh_t >= 0 && h < hg ? p[h * kTokens + fresh_t] : 0.0f;
+  }
+  // ldmatrix.x4.trans: lane i gives token row i % 8 (+ 8 for lanes 16-31)
+  // at dim column +8 for lanes 8-15 and 24-31.
+  const int token = lane % 8 + 8 * (lane / 16), column = 8 * ((lane / 8) % 2);
 #pragma unroll
   for (int i = 0; i < kValueTiles; ++i) {
-    const int nt = warp + kWarps * i;
-    if (nt >= a.kv_lora / 8) break;
+    const int mt = warp + kWarps * i;
+    if (16 * mt >= a.kv_lora) break;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[i][e] *= alpha;
+    for (int e = 0; e < 4; ++e) acc[i][e] *= alpha[e % 2];
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
-      uint32_t b0, b1;
-      LoadBTransposed(entry + (16 * kk + 8 * half + r) * l.row + 8 * nt, &b0,
-                      &b1);
+      uint32_t at[4];
+      LoadATransposed(entry + (16 * kk + token) * l.row + 16 * mt + column, at);
 #pragma unroll
       for (int q = 0; q < kParts; ++q) {
-        MmaBf16(acc[i], af[kk][q][0], 0u, af[kk][q][1], 0u, b0, b1);
+        MmaBf16(acc[i], at[0], at[1], at[2], at[3], bf[kk][q][0], bf[kk][q][1]);
       }
     }
-    const int d = 8 * nt + 2 * c;
-    acc[i][0] += p_fresh * fresh[d];
-    acc[i][1] += p_fresh * fresh[d + 1];
-    if (out != nullptr && g < hg) {
-      float* dst = out + g * head_stride + 2 + d;
-      dst[0] = acc[i][0];
-      dst[1] = acc[i][1];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      acc[i][e] += p_fresh[e % 2] * fresh[ValueDim(mt, lane, e)];
+      if (out != nullptr && ValueHead(lane, e) < hg) {
+        out[ValueHead(lane, e) * head_stride + 2 + ValueDim(mt, lane, e)] =
+            acc[i][e];
+      }
     }
   }
 }
@@ -338,15 +364,17 @@ __device__ void StoreValues(const SparseAttention& a, int hg,
                             const float (&acc)[kValueTiles][4],
                             float* part_of_head0, int64_t head_stride, int warp,
                             int lane) {
-  const int g = lane / 4, c = lane % 4;
-  if (g >= hg) return;
 #pragma unroll
   for (int i = 0; i < kValueTiles; ++i) {
-    const int nt = warp + kWarps * i;
-    if (nt >= a.kv_lora / 8) break;
-    float* dst = part_of_head0 + g * head_stride + 2 + 8 * nt + 2 * c;
-    dst[0] = acc[i][0];
-    dst[1] = acc[i][1];
+    const int mt = warp + kWarps * i;
+    if (16 * mt >= a.kv_lora) break;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = ValueHead(lane, e);
+      if (h < hg) {
+        part_of_head0[h * head_stride + 2 + ValueDim(mt, lane, e)] = acc[i][e];
+      }
+    }
   }
 }
 
@@ -412,7 +440,7 @@ __global__ void __launch_bounds__(kWarps * 32, T == 1 ? 3 : kTiledBlocksPerSm)
   EnterAfterPriorKernels();
   extern __shared__ uint4 shared4[];
   __shared__ int kept_s[T * kTokens];
-  __shared__ float s[kHalves * kAttentionHeads * kTokens];
+  __shared__ float s[kKSplits * kAttentionHeads * kTokens];
   __shared__ float alpha_s[kAttentionHeads];
   __shared__ int fresh_s;
   const Layout l(a.kv_lora + a.rope);
@@ -536,8 +564,8 @@ bool SparseAttentionMmaFits(const SparseAttention& a) {
   // Entries and queries staged in one pass of a thread's loads.
   const bool one_pass = kTokens * (dim / 8) <= kEntryLoads * threads &&
                         kAttentionHeads * dim <= kQueryLoads * threads;
-  // A thread's values in registers: kValueTiles n-tiles a warp.
-  const bool values_held = a.kv_lora / 8 <= kValueTiles * kWarps;
+  // A thread's values in registers: kValueTiles m-tiles a warp.
+  const bool values_held = a.kv_lora / 16 <= kValueTiles * kWarps;
   return a.latent_fp8 == nullptr && dim % 16 == 0 && a.kv_lora % 32 == 0 &&
          kAttentionTokens == kTokens && one_pass && values_held;
 }

@@ -4,13 +4,14 @@
 // (head, token) product (kernels/cuda/step/PERF.md). Here a block stages
 // its 32 kept entries as they are (BF16) and eight warps compute the scores
 // (query x entries) and the weighted values (probabilities x entries) with
-// mma.sync; the float sides (queries, probabilities) in three BF16 parts,
-// so the products keep float accuracy. The new token's entry is this step's
-// float, not a BF16 one: its score and value are summed in float. From
-// kPrebuiltQueriesFromBatch a block takes 2 or 4 such tiles in turn (an
-// online softmax across them; the next tile's entries copied by cp.async
-// into a second buffer while one is summed), so fewer, longer blocks fill
-// one wave. Writes the same partials as the CUDA-core kernel (one a
+// mma.sync, both transposed so that the block's 8 heads fill mma's N and
+// tokens or latent dims its M of 16; the float sides (queries,
+// probabilities) in three BF16 parts, so the products keep float accuracy. The
+// new token's entry is this step's float, not a BF16 one: its score and value
+// are summed in float. From kPrebuiltQueriesFromBatch a block takes 2 or 4 such
+// tiles in turn (an online softmax across them; the next tile's entries copied
+// by cp.async into a second buffer while one is summed), so fewer, longer
+// blocks fill one wave. Writes the same partials as the CUDA-core kernel (one a
 // block), for the same combine.
 // Launch-only; not thread-safe.
 #pragma once
