@@ -285,6 +285,18 @@ __device__ __forceinline__ int ValueDim(int mt, int lane, int e) {
   return 16 * mt + lane / 4 + 8 * (e / 2);
 }
 
+// A thread's values of m-tile `mt` into the partial rows of head 0 at
+// `out`, head_stride apart (heads past hg are not the block's).
+__device__ __forceinline__ void StoreValueTile(const float (&acc)[4], int mt,
+                                               int hg, float* out,
+                                               int64_t head_stride, int lane) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int h = ValueHead(lane, e);
+    if (h < hg) out[h * head_stride + 2 + ValueDim(mt, lane, e)] = acc[e];
+  }
+}
+
 // Warp w's values: latent dims of m-tiles w, w + 8, ... x heads: acc (the
 // tiles before, scaled by alpha_s) plus the sum over this tile's 32 tokens
 // (two k-steps) of entry x p, the probabilities in three BF16 parts; then
@@ -341,11 +353,8 @@ __device__ void AccumulateValues(const SparseAttention& a, int b,
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       acc[i][e] += p_fresh[e % 2] * fresh[ValueDim(mt, lane, e)];
-      if (out != nullptr && ValueHead(lane, e) < hg) {
-        out[ValueHead(lane, e) * head_stride + 2 + ValueDim(mt, lane, e)] =
-            acc[i][e];
-      }
     }
+    if (out != nullptr) StoreValueTile(acc[i], mt, hg, out, head_stride, lane);
   }
 }
 
@@ -368,13 +377,7 @@ __device__ void StoreValues(const SparseAttention& a, int hg,
   for (int i = 0; i < kValueTiles; ++i) {
     const int mt = warp + kWarps * i;
     if (16 * mt >= a.kv_lora) break;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int h = ValueHead(lane, e);
-      if (h < hg) {
-        part_of_head0[h * head_stride + 2 + ValueDim(mt, lane, e)] = acc[i][e];
-      }
-    }
+    StoreValueTile(acc[i], mt, hg, part_of_head0, head_stride, lane);
   }
 }
 
