@@ -288,6 +288,23 @@ TEST(DeploySpecsTest, ServingSpecsPlanTheLargeBatchesOnTheirBackends) {
   }
 }
 
+// The GPU correctness check of whole tiny steps (README "Measuring"):
+// valid, every trial a 4-layer DECODE_STEP with NVFP4 attention (the map of
+// device runs 152 and 154), the CPU
+// reference's oracle; 40 trials (dequant_cublas is not graph-capturable).
+TEST(DeploySpecsTest, GpuTinyStepCheckPlansEveryBatchAndContext) {
+  const v1::SweepSpec spec = ReadDeploySpec("gpu_tiny_step_check.json");
+  ASSERT_TRUE(ValidateSweepSpec(spec).ok()) << ValidateSweepSpec(spec);
+  const absl::StatusOr<std::vector<v1::Trial>> trials = testing::Expand(spec);
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  EXPECT_EQ(trials->size(), 40u);
+  for (const v1::Trial& t : *trials) {
+    EXPECT_EQ(t.workload().region(), v1::DECODE_STEP);
+    EXPECT_EQ(t.workload().layers(), 4);
+    EXPECT_EQ(t.workload().quantization().attention(), v1::NVFP4);
+  }
+}
+
 // The ring-depth spec (issue 23: pipeline depth in the tuner's space):
 // every batch plans grouped_wgmma at each of its six tiles, its depths
 // included, and fused_gemv_wgmma at 16x512.
