@@ -75,9 +75,9 @@ struct WgRing : WgStage<kRT, kCPS> {
       kSmemPerSm / BudgetBlocksPerSm<kRT, kCPS>() - kSmemReserve -
       4096;  // - tables
   static constexpr int kRaw = kRingBudget / Stage::kBytes;
-  static constexpr int kCount = kStages > 0            ? kStages
-                                : kRaw<2 ? 2 : kRaw> 6 ? 6
-                                                       : kRaw;
+  static constexpr int kCount = kStages > 0
+                                    ? kStages
+                                    : (kRaw < 2 ? 2 : (kRaw > 6 ? 6 : kRaw));
 };
 
 struct Workspace {
