@@ -9,7 +9,8 @@
 //       [--chain=N] [--device=D] [--cpu-threads=N] [--no-cpu-check]
 //       [--routing=uniform,skewed]
 // --backends defaults to every implemented GPU backend of the registry;
-// --tiles keeps only the named tiles of tiled backends;
+// --tiles keeps only the named tiles of tiled backends (written as the tiles
+// list prints them, a ring depth included: 128x256s2);
 // --chain=N times layers L .. L + N - 1 (each its own weights) back to back,
 // in one graph when graph is on, as a decode step runs them, and prints the
 // figures per layer; every layer's output is checked against the trusted
