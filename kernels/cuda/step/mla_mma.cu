@@ -350,9 +350,11 @@ __device__ void AccumulateValues(const SparseAttention& a, int b,
         MmaBf16(acc[i], at[0], at[1], at[2], at[3], bf[kk][q][0], bf[kk][q][1]);
       }
     }
+    if (fresh_t >= 0) {  // the new token in this tile: its float entry
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      acc[i][e] += p_fresh[e % 2] * fresh[ValueDim(mt, lane, e)];
+      for (int e = 0; e < 4; ++e) {
+        acc[i][e] += p_fresh[e % 2] * fresh[ValueDim(mt, lane, e)];
+      }
     }
     if (out != nullptr) StoreValueTile(acc[i], mt, hg, out, head_stride, lane);
   }
@@ -406,21 +408,28 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 // Tile `t`'s entries (its `tokens` kept indices at kept_t) copied into
 // `entry` by cp.async, as one commit group; rows past the tile's tokens and
-// the new token's row zero (their products must be 0, not NaN).
+// the new token's row zero (their products must be 0, not NaN). A warp a
+// row at a time (rows w, w + 8, ...), its lanes on consecutive 16-byte
+// pieces: no division by the row's pieces (dim / 8, known only at run time)
+// per piece, and one kept index a row.
 __device__ void IssueEntries(const SparseAttention& a, int b, int tokens,
                              const int* kept_t, const Layout& l,
                              uint16_t* entry) {
-  const int vectors = l.dim / 8, total = kTokens * vectors;
+  const int vectors = l.dim / 8;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const uint16_t* cache =
       a.latent + static_cast<int64_t>(b) * a.cache_stride * l.dim;
-  for (int i = threadIdx.x; i < total; i += blockDim.x) {
-    const int t = i / vectors, v = i % vectors;
-    uint16_t* dst = entry + t * l.row + v * 8;
-    if (t < tokens && kept_t[t] < a.context) {
-      mma_detail::CpAsync16(
-          dst, cache + static_cast<int64_t>(kept_t[t]) * l.dim + v * 8);
-    } else {
-      *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+  for (int t = warp; t < kTokens; t += kWarps) {
+    const bool live = t < tokens && kept_t[t] < a.context;
+    const uint16_t* src =
+        cache + static_cast<int64_t>(live ? kept_t[t] : 0) * l.dim;
+    uint16_t* dst = entry + t * l.row;
+    for (int v = lane; v < vectors; v += 32) {
+      if (live) {
+        mma_detail::CpAsync16(dst + v * 8, src + v * 8);
+      } else {
+        *reinterpret_cast<uint4*>(dst + v * 8) = make_uint4(0, 0, 0, 0);
+      }
     }
   }
   mma_detail::CpAsyncCommit();
