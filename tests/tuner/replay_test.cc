@@ -10,7 +10,9 @@
 #include "common/stats.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/backends/tile_shape.h"
 #include "tests/tuner/strategy_test_util.h"
+#include "tuner/config_key.h"
 #include "tuner/grid_strategy.h"
 #include "tuner/search.h"
 #include "tuner/spec.h"
@@ -174,8 +176,7 @@ std::map<int, std::string> GridReplayWinners(const std::string& file) {
   for (const v1::BestForWorkload& w : run->pick.workloads()) {
     const v1::TrialConfig& c = w.best().config();
     winner[w.best().workload().batch_size()] =
-        c.moe_backend() + "|" + std::to_string(c.tile().block_n()) + "x" +
-        std::to_string(c.tile().block_k());
+        c.moe_backend() + "|" + TileText(c);
   }
   return winner;
 }
@@ -217,6 +218,33 @@ TEST(ServingReplayTest, TheGridPicksTheSkewedCrossovers) {
                                         {192, "grouped_wgmma|128x256"},
                                         {256, "grouped_wgmma|128x256"},
                                         {512, "grouped_wgmma|128x256"}}));
+}
+
+// tests/data/recorded_h200_serving_stages_sweep.json: deploy/
+// h200_serving_stages_sweep.json on the H200 (kernels/PERF.md "Pipeline
+// depth as a tile parameter", device run 149, `moetune results --format
+// json`; glm5 MoE layer, batches 64-512, grouped_wgmma at six tiles, three
+// of them with their own ring depth). The recording's space keeps the
+// depths apart (every recorded trial proposed again, 28), and the grid picks
+// the recorded winners: the budget's depth at 128-512, none of the others.
+TEST(ServingReplayTest, TheGridKeepsRingDepthsApart) {
+  EXPECT_EQ(GridReplayWinners("recorded_h200_serving_stages_sweep.json"),
+            (std::map<int, std::string>{{64, "fused_gemv_wgmma|16x512"},
+                                        {128, "grouped_wgmma|128x256"},
+                                        {256, "grouped_wgmma|128x256"},
+                                        {512, "grouped_wgmma|128x256"}}));
+  const absl::StatusOr<ReplayOracle> oracle = ReplayOracle::FromJsonFile(
+      std::string(MOETUNE_SOURCE_DIR) +
+      "/tests/data/recorded_h200_serving_stages_sweep.json");
+  ASSERT_TRUE(oracle.ok()) << oracle.status();
+  const v1::SweepSpec spec = *SpecFromRecording(oracle->recorded());
+  std::vector<std::string> tiles;
+  for (const v1::TileShape& t : spec.space().tiles()) {
+    tiles.push_back(backends::TileText(backends::TileOf(t)));
+  }
+  EXPECT_THAT(tiles, ::testing::UnorderedElementsAre(
+                         "16x512", "128x256", "128x128", "256x256", "128x256s2",
+                         "128x128s4", "128x256s6"));
 }
 
 TEST(ReplayOracleTest, BadInput) {
