@@ -524,14 +524,16 @@ __global__ void __launch_bounds__(kWarps * 32, T == 1 ? 3 : kTiledBlocksPerSm)
     Scores(entry, qf, l, hg, s, warp, lane);
     __syncthreads();
     const int fresh_t = fresh_s - tile * kTokens;
-    const bool fresh_here = fresh_s >= 0 && fresh_t >= 0 && fresh_t < kTokens;
-    if (fresh_here) FreshScore(a, b, h0, q, l, hg, fresh_t, s, warp, lane);
-    __syncthreads();
+    const bool fresh_here = fresh_t >= 0 && fresh_t < kTokens;
+    if (fresh_here) {  // block-uniform: the barrier only where it wrote
+      FreshScore(a, b, h0, q, l, hg, fresh_t, s, warp, lane);
+      __syncthreads();
+    }
     OnlineSoftmax(s, hg, tokens, a.scale, &m_run, &l_run, alpha_s, warp, lane);
     __syncthreads();
     const int fresh_in_tile = fresh_here ? fresh_t : -1;
     if constexpr (T == 1) {
-      // One tile: each n-tile's values stored as soon as they are summed.
+      // One tile: each m-tile's values stored as soon as they are summed.
       float acc[kValueTiles][4] = {};
       AccumulateValues(a, b, entry, s, alpha_s, l, hg, fresh_in_tile, acc,
                        part(), head_stride, warp, lane);
