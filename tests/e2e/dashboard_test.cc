@@ -243,6 +243,50 @@ TEST_F(DashboardDpTest, DataParallelAttentionGetsItsOwnLine) {
   EXPECT_THAT(dom.output, ::testing::Not(HasSubstr("data-error")));
 }
 
+// The recorded ring-depth sweep (kernels/PERF.md "Pipeline depth as a tile
+// parameter", device run 149) with grouped_wgmma 128x256s2 made twice as
+// fast at batch 256: made-up figures, so that a tile with its own ring depth
+// wins somewhere and the page must name it.
+absl::StatusOr<int64_t> WriteStagesSweepWithADepthWinning(
+    const std::string& db) {
+  ASSIGN_OR_RETURN(
+      v1::QueryTrialsResponse trials,
+      ReadRecording(kSource +
+                    "/tests/data/recorded_h200_serving_stages_sweep.json"));
+  for (v1::Trial& t : *trials.mutable_trials()) {
+    if (t.workload().batch_size() != 256 || t.config().tile().stages() != 2) {
+      continue;
+    }
+    v1::TimingStats& stats = *t.mutable_result()->mutable_stats();
+    stats.set_median_us(stats.median_us() * 0.5);
+    stats.set_ci_low_us(stats.ci_low_us() * 0.5);
+    stats.set_ci_high_us(stats.ci_high_us() * 0.5);
+  }
+  return WriteRecordedSweep(trials, db, "recorded-h200-stages");
+}
+
+class DashboardStagesTest : public DashboardTest {
+ protected:
+  absl::StatusOr<int64_t> WriteSweep(const std::string& db) override {
+    return WriteStagesSweepWithADepthWinning(db);
+  }
+};
+
+// The winners line names a tile with its ring depth as the CLI does.
+TEST_F(DashboardStagesTest, WinnersNameATilesRingDepth) {
+  const std::string chromium = Chromium();
+  if (chromium.empty()) GTEST_SKIP() << "chromium is not installed";
+  CommandResult dom =
+      RunCommand(ChromiumCommand(chromium) + "--dump-dom '" + PageUrl() + "'");
+  ASSERT_EQ(dom.exit_code, 0) << dom.output;
+  EXPECT_THAT(dom.output, HasSubstr("data-state=\"drawn\""));
+  EXPECT_THAT(dom.output,
+              HasSubstr("batch 256, ctx 2048: grouped_wgmma (tile 128x256s2, "
+                        "tp1xep1, graph on)"));
+  EXPECT_THAT(dom.output, HasSubstr("grouped_wgmma (tile 128x256, tp1xep1"));
+  EXPECT_THAT(dom.output, ::testing::Not(HasSubstr("data-error")));
+}
+
 // Server-Sent Events in `stream`, and how many of them carry a trial.
 std::pair<int, int> CountEvents(const std::string& stream) {
   int events = 0, trials = 0;
