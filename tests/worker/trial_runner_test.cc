@@ -527,6 +527,56 @@ TEST(TrialRunnerTest, GpuStepsAreCheckedFollowingTheirKeptSetsNearATie) {
                                   "kept sets: ");
 }
 
+// Under data-parallel attention (one GPU, the other ranks modelled) the GPU
+// step routes every rank's tokens in each MoE layer, rank 0's first, and
+// reports the kept sets of its own sequences: the check takes rank 0's own
+// routes and follows them (the reference's own choices here: no error).
+TEST(TrialRunnerTest, GpuDataParallelStepsFollowTheirOwnTokensChoices) {
+  v1::TrialExecution execution = Execution("fused_gemv", v1::DECODE_STEP, 4);
+  execution.set_device_ordinal(0);
+  execution.mutable_trial()->mutable_config()->set_ep(2);
+  execution.mutable_trial()->mutable_config()->set_attention("dp");
+  const ref::StepSpec spec = *ResolveStep(execution.trial());
+  const int own = ref::OwnBatch(spec.shard, spec.batch);  // 2 sequences
+  const int k = spec.config.experts_per_token;
+  BackendRun run = Scripted({}, {});
+  const ref::MoeFn plain = ref::Bf16InputReferenceMoe(spec);
+  const ref::MoeFn record = [&](int layer, const float* x, int batch,
+                                float* y) {
+    std::vector<float> in(x,
+                          x + static_cast<size_t>(batch) * spec.config.hidden);
+    for (float& v : in) v = ref::RoundToBf16(v);
+    std::vector<int> mine;
+    for (const ref::Route& r : ref::RouteBatch(spec, layer, in.data(), batch)) {
+      mine.insert(mine.end(), r.experts.begin(), r.experts.end());
+    }
+    EXPECT_EQ(mine.size(), static_cast<size_t>(own) * k);
+    for (int rank = 0; rank < ref::World(spec.shard); ++rank) {
+      // The other rank's rows: any experts (its tokens are not checked).
+      run.chosen_experts.insert(run.chosen_experts.end(), mine.begin(),
+                                mine.end());
+    }
+    return plain(layer, x, batch, y);
+  };
+  run.output = *ref::DecodeStep(spec, record);
+  ref::StepTrace traced;
+  ASSERT_TRUE(ref::DecodeStepTraced(spec, &traced).ok());
+  for (const ref::LayerTrace& layer : traced.layers) {
+    ASSERT_EQ(layer.kept.size(), static_cast<size_t>(own));
+    for (const std::vector<int>& set : layer.kept) {
+      run.kept_tokens.insert(run.kept_tokens.end(), set.begin(), set.end());
+      run.kept_tokens.resize(
+          run.kept_tokens.size() + spec.config.index_topk - set.size(), -1);
+      run.kept_counts.push_back(static_cast<int>(set.size()));
+    }
+  }
+  BackendRegistry registry;
+  registry.Register(std::make_unique<ScriptedBackend>(run));
+  const v1::TrialResult result = TrialRunner(&registry).Run(execution);
+  ASSERT_EQ(result.outcome(), v1::DONE) << result.reason();
+  EXPECT_EQ(result.max_rel_error(), 0);
+}
+
 TEST(RelativeL2ErrorTest, HandComputed) {
   EXPECT_DOUBLE_EQ(RelativeL2Error({3, 4}, {3, 4}), 0);
   EXPECT_DOUBLE_EQ(RelativeL2Error({3, 5}, {3, 4}), 1.0 / 5.0);
