@@ -51,8 +51,8 @@ std::vector<int> OwnRoutes(const ref::Shard& shard, int own, int top_k,
   }
   std::vector<int> mine;
   for (size_t at = 0; at < all.size(); at += per_layer) {
-    const auto first = all.begin() + static_cast<ptrdiff_t>(
-                                         at + shard.rank * per_rank);
+    const auto first =
+        all.begin() + static_cast<ptrdiff_t>(at + shard.rank * per_rank);
     mine.insert(mine.end(), first, first + static_cast<ptrdiff_t>(per_rank));
   }
   return mine;
@@ -74,14 +74,13 @@ absl::StatusOr<FollowedChoices> ReportedChoices(const ref::StepSpec& decoded,
   if (!run.chosen_experts.empty()) {
     ASSIGN_OR_RETURN(
         c.routes,
-        ref::MoeLayerRoutes(
-            decoded, OwnRoutes(shard, decoded.batch,
-                               decoded.config.experts_per_token,
-                               run.chosen_experts)));
+        ref::MoeLayerRoutes(decoded, OwnRoutes(shard, decoded.batch,
+                                               decoded.config.experts_per_token,
+                                               run.chosen_experts)));
   }
   if (!run.kept_tokens.empty()) {
-    ASSIGN_OR_RETURN(c.kept, ref::LayerKeptSets(decoded, run.kept_tokens,
-                                                run.kept_counts));
+    ASSIGN_OR_RETURN(
+        c.kept, ref::LayerKeptSets(decoded, run.kept_tokens, run.kept_counts));
   }
   return c;
 }
@@ -99,10 +98,9 @@ absl::StatusOr<std::vector<float>> GpuReference(const ref::StepSpec& spec,
   decoded.batch = ref::OwnBatch(spec.shard, spec.batch);
   ASSIGN_OR_RETURN(FollowedChoices c, ReportedChoices(decoded, shard, run));
   const ref::MoeFn moe =
-      c.routes.empty()
-          ? ref::Bf16InputReferenceMoe(spec)
-          : ref::Bf16InputReferenceMoe(spec, &c.routes,
-                                       ref::kCarriedBf16RouteTolerance);
+      c.routes.empty() ? ref::Bf16InputReferenceMoe(spec)
+                       : ref::Bf16InputReferenceMoe(
+                             spec, &c.routes, ref::kCarriedBf16RouteTolerance);
   return ref::DecodeSequencesFollowingKept(spec, first_sequence, moe,
                                            std::move(c.kept),
                                            ref::kCarriedBf16KeptTolerance);
