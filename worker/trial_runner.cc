@@ -37,38 +37,85 @@ ref::RoutingSpec ResolveRouting(const v1::Routing& routing) {
   return spec;
 }
 
-// The step a GPU backend's run is checked against: the reference on the
-// MLP's input in BF16, as the GPU reads it, following the run's router
-// choices and kept sets where they are near its own top k, when the run
-// reported them (a tie broken the other way is no error).
-absl::StatusOr<std::vector<float>> GpuReferenceStep(const ref::StepSpec& spec,
-                                                    const BackendRun& run) {
-  ref::ProposedRoutes routes;
-  ref::MoeFn moe = ref::Bf16InputReferenceMoe(spec);
-  if (!run.chosen_experts.empty()) {
-    ASSIGN_OR_RETURN(routes, ref::MoeLayerRoutes(spec, run.chosen_experts));
-    moe = ref::Bf16InputReferenceMoe(spec, &routes,
-                                     ref::kCarriedBf16RouteTolerance);
+// The run's router choices of the tokens a rank's reference decodes: all
+// of them, but under data-parallel attention every MoE layer routes every
+// rank's tokens (rank r's `own` at rows r x own), and a rank's reference
+// decodes its own sequences alone. A list of another size is passed on
+// whole, for MoeLayerRoutes to refuse by its size.
+std::vector<int> OwnRoutes(const ref::Shard& shard, int own, int top_k,
+                           const std::vector<int>& all) {
+  const size_t per_rank = static_cast<size_t>(own) * top_k;
+  const size_t per_layer = per_rank * ref::World(shard);
+  if (!shard.dp_attention || per_layer == 0 || all.size() % per_layer != 0) {
+    return all;
   }
+  std::vector<int> mine;
+  for (size_t at = 0; at < all.size(); at += per_layer) {
+    const auto first =
+        all.begin() + static_cast<ptrdiff_t>(at + shard.rank * per_rank);
+    mine.insert(mine.end(), first, first + static_cast<ptrdiff_t>(per_rank));
+  }
+  return mine;
+}
+
+// The choices a GPU run reported, as the reference follows them: its routes
+// and kept sets of the sequences the reference decodes.
+struct FollowedChoices {
+  ref::ProposedRoutes routes;  // empty: not reported
   ref::ProposedKept kept;
+};
+
+// `decoded`: the spec whose sequences the reference decodes (its layers
+// and batch size the reports); `shard` the run's.
+absl::StatusOr<FollowedChoices> ReportedChoices(const ref::StepSpec& decoded,
+                                                const ref::Shard& shard,
+                                                const BackendRun& run) {
+  FollowedChoices c;
+  if (!run.chosen_experts.empty()) {
+    ASSIGN_OR_RETURN(
+        c.routes,
+        ref::MoeLayerRoutes(decoded, OwnRoutes(shard, decoded.batch,
+                                               decoded.config.experts_per_token,
+                                               run.chosen_experts)));
+  }
   if (!run.kept_tokens.empty()) {
     ASSIGN_OR_RETURN(
-        kept, ref::LayerKeptSets(spec, run.kept_tokens, run.kept_counts));
+        c.kept, ref::LayerKeptSets(decoded, run.kept_tokens, run.kept_counts));
   }
-  return ref::DecodeStepFollowingKept(spec, moe, std::move(kept),
-                                      ref::kCarriedBf16KeptTolerance);
+  return c;
+}
+
+// The sequences a GPU backend's run is checked against, from
+// `first_sequence` of `spec` (DecodeSequences): the reference on the MLP's
+// input in BF16, as the GPU reads it, following the run's router choices and
+// kept sets where they are near its own top k, when the run reported them
+// (a tie broken the other way is no error). `shard` is the run's.
+absl::StatusOr<std::vector<float>> GpuReference(const ref::StepSpec& spec,
+                                                int first_sequence,
+                                                const ref::Shard& shard,
+                                                const BackendRun& run) {
+  ref::StepSpec decoded = spec;
+  decoded.batch = ref::OwnBatch(spec.shard, spec.batch);
+  ASSIGN_OR_RETURN(FollowedChoices c, ReportedChoices(decoded, shard, run));
+  const ref::MoeFn moe =
+      c.routes.empty() ? ref::Bf16InputReferenceMoe(spec)
+                       : ref::Bf16InputReferenceMoe(
+                             spec, &c.routes, ref::kCarriedBf16RouteTolerance);
+  return ref::DecodeSequencesFollowingKept(spec, first_sequence, moe,
+                                           std::move(c.kept),
+                                           ref::kCarriedBf16KeptTolerance);
 }
 
 // Under data-parallel attention a gang's rank computes the whole model's
 // step of its own sequences: the unsharded reference of those.
 absl::StatusOr<std::vector<float>> DataParallelGangReference(
-    const TrialInputs& in, bool gpu) {
+    const TrialInputs& in, const BackendRun& run, bool gpu) {
   ref::StepSpec whole = in.step;
   whole.shard = ref::Shard{};
   whole.batch = ref::OwnBatch(in.step.shard, in.step.batch);
-  return ref::DecodeSequences(
-      whole, ref::FirstOwnSequence(in.step.shard, in.step.batch),
-      gpu ? ref::Bf16InputReferenceMoe(whole) : nullptr);
+  const int first = ref::FirstOwnSequence(in.step.shard, in.step.batch);
+  if (gpu) return GpuReference(whole, first, in.step.shard, run);
+  return ref::DecodeSequences(whole, first, nullptr);
 }
 
 // A gang computes the whole model's step, every rank its vocabulary slice
@@ -77,12 +124,14 @@ absl::StatusOr<std::vector<float>> DataParallelGangReference(
 absl::StatusOr<std::vector<float>> GangReference(const TrialInputs& in,
                                                  const BackendRun& run,
                                                  bool gpu) {
-  if (in.step.shard.dp_attention) return DataParallelGangReference(in, gpu);
+  if (in.step.shard.dp_attention) {
+    return DataParallelGangReference(in, run, gpu);
+  }
   ref::StepSpec whole = in.step;
   whole.shard = ref::Shard{};
-  ASSIGN_OR_RETURN(
-      std::vector<float> logits,
-      gpu ? GpuReferenceStep(whole, run) : ref::DecodeStep(whole, nullptr));
+  ASSIGN_OR_RETURN(std::vector<float> logits,
+                   gpu ? GpuReference(whole, 0, in.step.shard, run)
+                       : ref::DecodeStep(whole, nullptr));
   const int vocab = whole.config.vocab;
   const int slice = vocab / (in.step.shard.tp * in.step.shard.ep);
   const int begin = ref::VocabBegin(in.step.config, in.step.shard);
@@ -126,7 +175,7 @@ absl::StatusOr<std::vector<float>> CpuReference(const TrialInputs& in,
   }
   const bool gpu = in.target.is_gpu();
   if (in.gang != nullptr) return GangReference(in, run, gpu);
-  return gpu ? GpuReferenceStep(in.step, run)
+  return gpu ? GpuReference(in.step, 0, in.step.shard, run)
              : ref::DecodeStep(in.step, nullptr);
 }
 

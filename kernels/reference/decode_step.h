@@ -119,6 +119,10 @@ inline constexpr float kCarriedBf16KeptTolerance = 5e-3f;
 absl::StatusOr<std::vector<float>> DecodeStepFollowingKept(
     const StepSpec& spec, const MoeFn& moe, ProposedKept kept,
     float kept_tolerance);
+// The same for sequences first_sequence on (DecodeSequences).
+absl::StatusOr<std::vector<float>> DecodeSequencesFollowingKept(
+    const StepSpec& spec, int first_sequence, const MoeFn& moe,
+    ProposedKept kept, float kept_tolerance);
 
 // The kept sets a run lists flat, `kept` [layers][batch][index_topk] with
 // `counts` [layers][batch] of each row used (the GPU step's kept_tokens and

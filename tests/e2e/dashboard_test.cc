@@ -95,6 +95,16 @@ class DashboardTest : public ::testing::Test {
   std::string PageUrl() const {
     return absl::StrCat("http://", http_address_, "/#sweep=", sweep_id_);
   }
+  // The page's DOM as headless Chromium leaves it, which must be drawn and
+  // without error (the failures recorded here).
+  std::string DrawnPage(const std::string& chromium) const {
+    CommandResult dom = RunCommand(ChromiumCommand(chromium) + "--dump-dom '" +
+                                   PageUrl() + "'");
+    EXPECT_EQ(dom.exit_code, 0) << dom.output;
+    EXPECT_THAT(dom.output, HasSubstr("data-state=\"drawn\""));
+    EXPECT_THAT(dom.output, ::testing::Not(HasSubstr("data-error")));
+    return dom.output;
+  }
 
   fs::path dir_;
   int64_t sweep_id_ = 0;
@@ -199,6 +209,15 @@ TEST_F(DashboardTest, PageDrawsTheChartsInHeadlessChromium) {
   std::cout << "screenshot: " << png.string() << "\n";
 }
 
+// A trial's timing (median and its interval) scaled by `factor`: made-up
+// figures for the page's tests.
+void ScaleTiming(double factor, v1::Trial* trial) {
+  v1::TimingStats& stats = *trial->mutable_result()->mutable_stats();
+  stats.set_median_us(stats.median_us() * factor);
+  stats.set_ci_low_us(stats.ci_low_us() * factor);
+  stats.set_ci_high_us(stats.ci_high_us() * factor);
+}
+
 // The recorded sweep with each fused_gemv trial repeated under
 // data-parallel attention, its times 1.3x the recorded ones: made-up
 // figures, which only the page's grouping of points into lines reads.
@@ -210,10 +229,7 @@ absl::StatusOr<int64_t> WriteSweepWithDpTrials(const std::string& db) {
     if (trials.trials(i).config().moe_backend() != "fused_gemv") continue;
     v1::Trial dp = trials.trials(i);
     dp.mutable_config()->set_attention("dp");
-    v1::TimingStats& stats = *dp.mutable_result()->mutable_stats();
-    stats.set_median_us(stats.median_us() * 1.3);
-    stats.set_ci_low_us(stats.ci_low_us() * 1.3);
-    stats.set_ci_high_us(stats.ci_high_us() * 1.3);
+    ScaleTiming(1.3, &dp);
     *trials.add_trials() = dp;
   }
   return WriteRecordedSweep(trials, db, "recorded-h200-with-dp");
@@ -231,16 +247,49 @@ class DashboardDpTest : public DashboardTest {
 TEST_F(DashboardDpTest, DataParallelAttentionGetsItsOwnLine) {
   const std::string chromium = Chromium();
   if (chromium.empty()) GTEST_SKIP() << "chromium is not installed";
-  CommandResult dom =
-      RunCommand(ChromiumCommand(chromium) + "--dump-dom '" + PageUrl() + "'");
-  ASSERT_EQ(dom.exit_code, 0) << dom.output;
-  EXPECT_THAT(dom.output, HasSubstr("data-state=\"drawn\""));
+  const std::string dom = DrawnPage(chromium);
   // The 9 best points of the recorded sweep and fused_gemv's 3 under dp.
-  EXPECT_THAT(dom.output, HasSubstr("data-points=\"12\""));
-  EXPECT_THAT(dom.output, HasSubstr("fused_gemv dp-attn"));
+  EXPECT_THAT(dom, HasSubstr("data-points=\"12\""));
+  EXPECT_THAT(dom, HasSubstr("fused_gemv dp-attn"));
   // One more backend line: 3 latency, 3 efficiency and 1 roofline datasets.
-  EXPECT_THAT(dom.output, HasSubstr("data-datasets=\"29\""));
-  EXPECT_THAT(dom.output, ::testing::Not(HasSubstr("data-error")));
+  EXPECT_THAT(dom, HasSubstr("data-datasets=\"29\""));
+}
+
+// The recorded ring-depth sweep (kernels/PERF.md "Pipeline depth as a tile
+// parameter", device run 149) with grouped_wgmma 128x256s2 made twice as
+// fast at batch 256: made-up figures, so that a tile with its own ring depth
+// wins somewhere and the page must name it.
+absl::StatusOr<int64_t> WriteStagesSweepWithADepthWinning(
+    const std::string& db) {
+  ASSIGN_OR_RETURN(
+      v1::QueryTrialsResponse trials,
+      ReadRecording(kSource +
+                    "/tests/data/recorded_h200_serving_stages_sweep.json"));
+  for (v1::Trial& t : *trials.mutable_trials()) {
+    if (t.workload().batch_size() != 256 || t.config().tile().stages() != 2) {
+      continue;
+    }
+    ScaleTiming(0.5, &t);
+  }
+  return WriteRecordedSweep(trials, db, "recorded-h200-stages");
+}
+
+class DashboardStagesTest : public DashboardTest {
+ protected:
+  absl::StatusOr<int64_t> WriteSweep(const std::string& db) override {
+    return WriteStagesSweepWithADepthWinning(db);
+  }
+};
+
+// The winners line names a tile with its ring depth as the CLI does.
+TEST_F(DashboardStagesTest, WinnersNameATilesRingDepth) {
+  const std::string chromium = Chromium();
+  if (chromium.empty()) GTEST_SKIP() << "chromium is not installed";
+  const std::string dom = DrawnPage(chromium);
+  EXPECT_THAT(dom,
+              HasSubstr("batch 256, ctx 2048: grouped_wgmma (tile 128x256s2, "
+                        "tp1xep1, graph on)"));
+  EXPECT_THAT(dom, HasSubstr("grouped_wgmma (tile 128x256, tp1xep1"));
 }
 
 // Server-Sent Events in `stream`, and how many of them carry a trial.

@@ -1,6 +1,7 @@
 #include "worker/trial_runner.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "common/clock.h"
@@ -402,6 +403,13 @@ TEST(TrialRunnerTest, CpuDataParallelMoeLayersComputeTheWholeBatch) {
   for (int batch : MoeBatches()) EXPECT_EQ(batch, 4);
 }
 
+// A MoE layer's input [batch][hidden] rounded to BF16, as the GPU reads it.
+std::vector<float> Bf16Rounded(const float* x, int batch, int hidden) {
+  std::vector<float> in(x, x + static_cast<size_t>(batch) * hidden);
+  for (float& v : in) v = ref::RoundToBf16(v);
+  return in;
+}
+
 // Every MoE layer's routes of a BF16-input reference step, flat [MoE
 // layer][token][k] as the GPU step reports them, with the first token of
 // the first MoE layer near a tie (its runner-up within the carried-BF16
@@ -414,9 +422,7 @@ std::vector<int> RoutesWithATieBrokenTheOtherWay(const ref::StepSpec& spec) {
   const ref::MoeFn plain = ref::Bf16InputReferenceMoe(spec);
   const ref::MoeFn record = [&](int layer, const float* x, int batch,
                                 float* y) {
-    std::vector<float> in(x,
-                          x + static_cast<size_t>(batch) * spec.config.hidden);
-    for (float& v : in) v = ref::RoundToBf16(v);
+    const std::vector<float> in = Bf16Rounded(x, batch, spec.config.hidden);
     const std::vector<float> logits =
         ref::RouterLogitsBatch(spec, layer, in.data(), batch);
     const std::vector<float> bias = ref::RouterBias(spec, layer);
@@ -441,15 +447,29 @@ std::vector<int> RoutesWithATieBrokenTheOtherWay(const ref::StepSpec& spec) {
   return flat;
 }
 
+// A layer's kept sets appended to a run's report as the GPU step lists them:
+// rows of index_topk (padded with -1) and each row's count.
+void AppendKeptSets(const std::vector<std::vector<int>>& sets, int index_topk,
+                    BackendRun* run) {
+  for (const std::vector<int>& set : sets) {
+    run->kept_tokens.insert(run->kept_tokens.end(), set.begin(), set.end());
+    run->kept_tokens.resize(run->kept_tokens.size() + index_topk - set.size(),
+                            -1);
+    run->kept_counts.push_back(static_cast<int>(set.size()));
+  }
+}
+
 // The trial of `run` (a GPU step whose output follows the choices it
-// reports) is DONE with no error; `unreported` (the same output, the
-// choices not reported) is judged against the reference's own choices and
-// differs; `malformed` (choices of the wrong size) fails naming `what`.
-void ExpectFollowedOnlyWhereReported(const v1::TrialExecution& execution,
-                                     const BackendRun& run,
-                                     const BackendRun& unreported,
-                                     const BackendRun& malformed,
-                                     const std::string& what) {
+// reports) is DONE with no error; with the choices taken out of the report
+// (`unreport`) it is judged against the reference's own choices and
+// differs; with them of the wrong size (`malform`) it fails naming `what`.
+void ExpectFollowedOnlyWhereReported(
+    const v1::TrialExecution& execution, const BackendRun& run,
+    const std::function<void(BackendRun*)>& unreport,
+    const std::function<void(BackendRun*)>& malform, const std::string& what) {
+  BackendRun unreported = run, malformed = run;
+  unreport(&unreported);
+  malform(&malformed);
   const auto judged = [&](const BackendRun& r) {
     BackendRegistry registry;
     registry.Register(std::make_unique<ScriptedBackend>(r));
@@ -482,11 +502,9 @@ TEST(TrialRunnerTest, GpuStepsAreCheckedFollowingTheirRoutingNearATie) {
   run.output = *ref::DecodeStep(
       spec, ref::Bf16InputReferenceMoe(spec, &*routes,
                                        ref::kCarriedBf16RouteTolerance));
-  BackendRun unreported = run, short_routes = run;
-  unreported.chosen_experts.clear();
-  short_routes.chosen_experts.pop_back();
-  ExpectFollowedOnlyWhereReported(execution, run, unreported, short_routes,
-                                  "routes: ");
+  ExpectFollowedOnlyWhereReported(
+      execution, run, [](BackendRun* r) { r->chosen_experts.clear(); },
+      [](BackendRun* r) { r->chosen_experts.pop_back(); }, "routes: ");
 }
 
 // The same for the indexers' kept sets: a near-tie broken the other way
@@ -511,20 +529,60 @@ TEST(TrialRunnerTest, GpuStepsAreCheckedFollowingTheirKeptSetsNearATie) {
   ref::ProposedKept kept = {t.kept};
   kept[0][tie.sequence] = ref::testing::SwappedKept(t, tie.sequence, tie.tie);
   BackendRun run = Scripted({}, {});
-  for (const std::vector<int>& set : kept[0]) {
-    run.kept_tokens.insert(run.kept_tokens.end(), set.begin(), set.end());
-    run.kept_tokens.resize(
-        run.kept_tokens.size() + spec.config.index_topk - set.size(), -1);
-    run.kept_counts.push_back(static_cast<int>(set.size()));
-  }
+  AppendKeptSets(kept[0], spec.config.index_topk, &run);
   run.output = *ref::DecodeStepFollowingKept(
       spec, ref::Bf16InputReferenceMoe(spec), kept, tol);
-  BackendRun unreported = run, short_counts = run;
-  unreported.kept_tokens.clear();
-  unreported.kept_counts.clear();
-  short_counts.kept_counts.pop_back();
-  ExpectFollowedOnlyWhereReported(execution, run, unreported, short_counts,
-                                  "kept sets: ");
+  ExpectFollowedOnlyWhereReported(
+      execution, run,
+      [](BackendRun* r) {
+        r->kept_tokens.clear();
+        r->kept_counts.clear();
+      },
+      [](BackendRun* r) { r->kept_counts.pop_back(); }, "kept sets: ");
+}
+
+// Under data-parallel attention (one GPU, the other ranks modelled) the GPU
+// step routes every rank's tokens in each MoE layer, rank 0's first, and
+// reports the kept sets of its own sequences: the check takes rank 0's own
+// routes and follows them (the reference's own choices here: no error).
+TEST(TrialRunnerTest, GpuDataParallelStepsFollowTheirOwnTokensChoices) {
+  v1::TrialExecution execution = Execution("fused_gemv", v1::DECODE_STEP, 4);
+  execution.set_device_ordinal(0);
+  execution.mutable_trial()->mutable_config()->set_ep(2);
+  execution.mutable_trial()->mutable_config()->set_attention("dp");
+  const ref::StepSpec spec = *ResolveStep(execution.trial());
+  const int own = ref::OwnBatch(spec.shard, spec.batch);  // 2 sequences
+  const int k = spec.config.experts_per_token;
+  BackendRun run = Scripted({}, {});
+  const ref::MoeFn plain = ref::Bf16InputReferenceMoe(spec);
+  const ref::MoeFn record = [&](int layer, const float* x, int batch,
+                                float* y) {
+    const std::vector<float> in = Bf16Rounded(x, batch, spec.config.hidden);
+    std::vector<int> mine;
+    for (const ref::Route& r : ref::RouteBatch(spec, layer, in.data(), batch)) {
+      mine.insert(mine.end(), r.experts.begin(), r.experts.end());
+    }
+    EXPECT_EQ(mine.size(), static_cast<size_t>(own) * k);
+    for (int rank = 0; rank < ref::World(spec.shard); ++rank) {
+      // The other rank's rows: any experts (its tokens are not checked).
+      run.chosen_experts.insert(run.chosen_experts.end(), mine.begin(),
+                                mine.end());
+    }
+    return plain(layer, x, batch, y);
+  };
+  run.output = *ref::DecodeStep(spec, record);
+  ref::StepTrace traced;
+  ASSERT_TRUE(ref::DecodeStepTraced(spec, &traced).ok());
+  for (const ref::LayerTrace& layer : traced.layers) {
+    ASSERT_EQ(layer.kept.size(), static_cast<size_t>(own));
+    AppendKeptSets(layer.kept, spec.config.index_topk, &run);
+  }
+
+  BackendRegistry registry;
+  registry.Register(std::make_unique<ScriptedBackend>(run));
+  const v1::TrialResult result = TrialRunner(&registry).Run(execution);
+  ASSERT_EQ(result.outcome(), v1::DONE) << result.reason();
+  EXPECT_EQ(result.max_rel_error(), 0);
 }
 
 TEST(RelativeL2ErrorTest, HandComputed) {
