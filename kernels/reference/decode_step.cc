@@ -197,17 +197,22 @@ MoeFn Bf16InputReferenceMoe(const StepSpec& spec,
 absl::StatusOr<std::vector<float>> DecodeStepFollowingKept(
     const StepSpec& spec, const MoeFn& moe, ProposedKept kept,
     float kept_tolerance) {
-  return DecodeSequencesFollowingKept(spec, 0, moe, std::move(kept),
-                                      kept_tolerance);
-}
-
-absl::StatusOr<std::vector<float>> DecodeSequencesFollowingKept(
-    const StepSpec& spec, int first_sequence, const MoeFn& moe,
-    ProposedKept kept, float kept_tolerance) {
   StepTrace trace;
   trace.proposed_kept = std::move(kept);
   trace.kept_tolerance = kept_tolerance;
-  return Decode(spec, first_sequence, moe, &trace);
+  return Decode(spec, 0, moe, &trace);
+}
+
+absl::StatusOr<std::vector<float>> DecodeSequencesFollowing(
+    const StepSpec& spec, int first_sequence, ProposedChoices proposed) {
+  StepTrace trace;
+  trace.proposed_kept = std::move(proposed.kept);
+  trace.kept_tolerance = kCarriedBf16KeptTolerance;
+  // An empty proposal leaves every layer to the reference's own routing.
+  return Decode(
+      spec, first_sequence,
+      Bf16InputReferenceMoe(spec, &proposed.routes, kCarriedBf16RouteTolerance),
+      &trace);
 }
 
 absl::StatusOr<ProposedKept> LayerKeptSets(const StepSpec& spec,
