@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/backends/tile_shape.h"
 #include "kernels/cuda/step_problem.h"
 #include "kernels/reference/moe_reference.h"
 #include "kernels/reference/router.h"
@@ -38,9 +39,7 @@ gpu::MoeRunOptions MakeOptions(const TrialInputs& in, const std::string& name) {
   const v1::TrialConfig& config = in.trial.config();
   gpu::MoeRunOptions options;
   options.backend = name;
-  options.block_n = config.tile().block_n();
-  options.block_k = config.tile().block_k();
-  options.stages = config.tile().stages();
+  options.tile = backends::TileOf(config.tile());
   options.cuda_graph = config.cuda_graph();
   options.warmup = in.trial.measurement().warmup_iterations();
   options.iterations = in.trial.measurement().iterations();
@@ -64,9 +63,7 @@ gpu::StepRunOptions MakeStepOptions(const TrialInputs& in,
   const gpu::MoeRunOptions layer = MakeOptions(in, name);
   gpu::StepRunOptions options;
   options.backend = layer.backend;
-  options.block_n = layer.block_n;
-  options.block_k = layer.block_k;
-  options.stages = layer.stages;
+  options.tile = layer.tile;
   options.cuda_graph = layer.cuda_graph;
   options.warmup = layer.warmup;
   options.iterations = layer.iterations;

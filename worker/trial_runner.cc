@@ -58,19 +58,13 @@ std::vector<int> OwnRoutes(const ref::Shard& shard, int own, int top_k,
   return mine;
 }
 
-// The choices a GPU run reported, as the reference follows them: its routes
-// and kept sets of the sequences the reference decodes.
-struct FollowedChoices {
-  ref::ProposedRoutes routes;  // empty: not reported
-  ref::ProposedKept kept;
-};
-
-// `decoded`: the spec whose sequences the reference decodes (its layers
-// and batch size the reports); `shard` the run's.
-absl::StatusOr<FollowedChoices> ReportedChoices(const ref::StepSpec& decoded,
-                                                const ref::Shard& shard,
-                                                const BackendRun& run) {
-  FollowedChoices c;
+// The choices a GPU run reported, of the sequences the reference decodes:
+// `decoded` is the spec of those (its layers and batch size the reports'),
+// `shard` the run's.
+absl::StatusOr<ref::ProposedChoices> ReportedChoices(
+    const ref::StepSpec& decoded, const ref::Shard& shard,
+    const BackendRun& run) {
+  ref::ProposedChoices c;
   if (!run.chosen_experts.empty()) {
     ASSIGN_OR_RETURN(
         c.routes,
@@ -86,24 +80,17 @@ absl::StatusOr<FollowedChoices> ReportedChoices(const ref::StepSpec& decoded,
 }
 
 // The sequences a GPU backend's run is checked against, from
-// `first_sequence` of `spec` (DecodeSequences): the reference on the MLP's
-// input in BF16, as the GPU reads it, following the run's router choices and
-// kept sets where they are near its own top k, when the run reported them
-// (a tie broken the other way is no error). `shard` is the run's.
+// `first_sequence` of `spec` (ref::DecodeSequencesFollowing: a tie broken
+// the other way is no error). `shard` is the run's.
 absl::StatusOr<std::vector<float>> GpuReference(const ref::StepSpec& spec,
                                                 int first_sequence,
                                                 const ref::Shard& shard,
                                                 const BackendRun& run) {
   ref::StepSpec decoded = spec;
   decoded.batch = ref::OwnBatch(spec.shard, spec.batch);
-  ASSIGN_OR_RETURN(FollowedChoices c, ReportedChoices(decoded, shard, run));
-  const ref::MoeFn moe =
-      c.routes.empty() ? ref::Bf16InputReferenceMoe(spec)
-                       : ref::Bf16InputReferenceMoe(
-                             spec, &c.routes, ref::kCarriedBf16RouteTolerance);
-  return ref::DecodeSequencesFollowingKept(spec, first_sequence, moe,
-                                           std::move(c.kept),
-                                           ref::kCarriedBf16KeptTolerance);
+  ASSIGN_OR_RETURN(ref::ProposedChoices c,
+                   ReportedChoices(decoded, shard, run));
+  return ref::DecodeSequencesFollowing(spec, first_sequence, std::move(c));
 }
 
 // Under data-parallel attention a gang's rank computes the whole model's

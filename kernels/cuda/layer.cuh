@@ -92,7 +92,7 @@ inline constexpr int kGroupedTokens = 64;  // grouped_mma's token tile
 
 struct LayerArgs {
   Geometry geo;
-  int block_n = 0, block_k = 0, stages = 0;  // the tile (backends::Tile)
+  backends::Tile tile;
   MatrixView gate_up, down;
   const uint16_t* router_w = nullptr;  // bf16 [experts][hidden]
   RunBuffers buf;

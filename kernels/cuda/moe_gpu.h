@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backends/descriptor.h"
+
 namespace moetune::gpu {
 
 struct DeviceInfo {
@@ -58,7 +60,7 @@ struct MoeProblem {
 };
 struct MoeRunOptions {
   std::string backend;
-  int block_n = 0, block_k = 0, stages = 0;  // the tile (backends::Tile)
+  backends::Tile tile;  // Tile{}: the backend's own for the layer
   bool cuda_graph = false;
   int warmup = 3;
   int iterations = 20;

@@ -25,10 +25,7 @@ LayerArgs MakeArgs(const Geometry& geo, const MoeRunOptions& o,
                    const WeightSet& weights) {
   LayerArgs a;
   a.geo = geo;
-  const backends::Tile tile = RunTile(o, *launcher.descriptor, geo);
-  a.block_n = tile.block_n;
-  a.block_k = tile.block_k;
-  a.stages = tile.stages;
+  a.tile = RunTile(o, *launcher.descriptor, geo);
   a.gate_up = weights.gate_up;
   a.down = weights.down;
   a.router_w = weights.router.as<uint16_t>();

@@ -68,8 +68,8 @@ GpuStatus ValidateShardAndOptions(const MoeProblem& p, const MoeRunOptions& o) {
   if (o.iterations < 1) return Bad("options.iterations: must be >= 1");
   if (o.warmup < 0) return Bad("options.warmup: must be >= 0");
   if (o.device < 0) return Bad("options.device: must be >= 0");
-  if (o.block_n < 0 || o.block_k < 0 || o.stages < 0)
-    return Bad("options.block_n/block_k/stages: must be >= 0");
+  if (o.tile.block_n < 0 || o.tile.block_k < 0 || o.tile.stages < 0)
+    return Bad("options.tile: block_n, block_k and stages must be >= 0");
   if (o.chain_layers < 1 || o.chain_layers > backends::kMaxChainLayers) {
     return Bad("options.chain_layers: must be in [1, " +
                std::to_string(backends::kMaxChainLayers) + "], got " +
@@ -129,8 +129,7 @@ GpuStatus ResolveLauncher(const MoeRunOptions& o, const Launcher** launcher) {
 backends::Tile RunTile(const MoeRunOptions& o,
                        const backends::BackendDescriptor& backend,
                        const Geometry& g) {
-  const backends::Tile asked{o.block_n, o.block_k, o.stages};
-  if (!(asked == backends::Tile{})) return asked;
+  if (!(o.tile == backends::Tile{})) return o.tile;
   return backend.TileFor({g.hidden, g.inter_local, g.batch});
 }
 

@@ -16,8 +16,8 @@ GpuStatus ValidateProblem(const MoeProblem& problem,
 // The launcher of options.backend, available on options.device.
 GpuStatus ResolveLauncher(const MoeRunOptions& options,
                           const Launcher** launcher);
-// The tile the run uses on layer geometry g: options' (block_n, block_k,
-// stages), or when all are 0 the backend's tile for g's shape (its default, or
+// The tile the run uses on layer geometry g: options', or for Tile{} the
+// backend's tile for g's shape (its default, or
 // the first that runs it: BackendDescriptor::TileFor).
 backends::Tile RunTile(const MoeRunOptions& options,
                        const backends::BackendDescriptor& backend,

@@ -104,8 +104,8 @@ inline int CacheTokens(const StepProblem& p) {
 }
 
 struct StepRunOptions {
-  std::string backend;                       // the MoE layers' backend
-  int block_n = 0, block_k = 0, stages = 0;  // its tile (backends::Tile)
+  std::string backend;      // the MoE layers' backend
+  backends::Tile tile;      // its tile; Tile{}: the backend's own
   bool cuda_graph = false;  // the whole step captured in one graph
   // The step's own kernels launched overlapped, each scheduled while the one
   // before it finishes (kernels/cuda/overlap_launch.cuh); off: each waits
@@ -175,7 +175,7 @@ struct StepRunResult {
   // The MoE backend's tile the step ran (StepRunOptions' or, naming none,
   // the backend's for the layer: BackendDescriptor::TileFor); 0 x 0 for a
   // backend without tiles.
-  int block_n = 0, block_k = 0, stages = 0;
+  backends::Tile tile;
   int64_t weight_bytes = 0;  // resident weights of the rank's shard
   int64_t cache_bytes = 0;   // resident KV caches and indexer keys
   // profile_parts: ("part/kernel", microseconds of one eager step, summed

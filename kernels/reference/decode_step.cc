@@ -52,6 +52,17 @@ absl::Status Mlp(const StepSpec& spec, int layer, const MoeFn& moe,
 
 // The attention block of every sequence, added to the residual stream h;
 // with a trace, what its indexer chose (or the forced kept sets).
+// Sequence b's kept set of `layer` in [layer][sequence] `sets`, or null
+// where it has none (out of range or empty).
+const std::vector<int>* KeptSetAt(
+    const std::vector<std::vector<std::vector<int>>>& sets, int layer, int b) {
+  if (layer >= static_cast<int>(sets.size()) ||
+      b >= static_cast<int>(sets[layer].size()) || sets[layer][b].empty()) {
+    return nullptr;
+  }
+  return &sets[layer][b];
+}
+
 void AttentionBlock(const StepSpec& spec, int layer, int first_sequence,
                     std::vector<float>& h, StepTrace* trace) {
   const model::ModelConfig& c = spec.config;
@@ -63,17 +74,9 @@ void AttentionBlock(const StepSpec& spec, int layer, int first_sequence,
     const size_t row = static_cast<size_t>(b) * c.hidden;
     RmsNorm(h.data() + row, gamma.data(), c.hidden, c.rms_eps, normed.data());
     AttentionTrace seen;
-    if (trace != nullptr &&
-        layer < static_cast<int>(trace->forced_kept.size()) &&
-        b < static_cast<int>(trace->forced_kept[layer].size()) &&
-        !trace->forced_kept[layer][b].empty()) {
-      seen.forced_kept = &trace->forced_kept[layer][b];
-    }
-    if (trace != nullptr &&
-        layer < static_cast<int>(trace->proposed_kept.size()) &&
-        b < static_cast<int>(trace->proposed_kept[layer].size()) &&
-        !trace->proposed_kept[layer][b].empty()) {
-      seen.proposed_kept = &trace->proposed_kept[layer][b];
+    if (trace != nullptr) {
+      seen.forced_kept = KeptSetAt(trace->forced_kept, layer, b);
+      seen.proposed_kept = KeptSetAt(trace->proposed_kept, layer, b);
       seen.kept_tolerance = trace->kept_tolerance;
     }
     MlaAttention(spec, layer, first_sequence + b, normed.data(),
@@ -194,17 +197,22 @@ MoeFn Bf16InputReferenceMoe(const StepSpec& spec,
 absl::StatusOr<std::vector<float>> DecodeStepFollowingKept(
     const StepSpec& spec, const MoeFn& moe, ProposedKept kept,
     float kept_tolerance) {
-  return DecodeSequencesFollowingKept(spec, 0, moe, std::move(kept),
-                                      kept_tolerance);
-}
-
-absl::StatusOr<std::vector<float>> DecodeSequencesFollowingKept(
-    const StepSpec& spec, int first_sequence, const MoeFn& moe,
-    ProposedKept kept, float kept_tolerance) {
   StepTrace trace;
   trace.proposed_kept = std::move(kept);
   trace.kept_tolerance = kept_tolerance;
-  return Decode(spec, first_sequence, moe, &trace);
+  return Decode(spec, 0, moe, &trace);
+}
+
+absl::StatusOr<std::vector<float>> DecodeSequencesFollowing(
+    const StepSpec& spec, int first_sequence, ProposedChoices proposed) {
+  StepTrace trace;
+  trace.proposed_kept = std::move(proposed.kept);
+  trace.kept_tolerance = kCarriedBf16KeptTolerance;
+  // An empty proposal leaves every layer to the reference's own routing.
+  return Decode(
+      spec, first_sequence,
+      Bf16InputReferenceMoe(spec, &proposed.routes, kCarriedBf16RouteTolerance),
+      &trace);
 }
 
 absl::StatusOr<ProposedKept> LayerKeptSets(const StepSpec& spec,

@@ -119,10 +119,21 @@ inline constexpr float kCarriedBf16KeptTolerance = 5e-3f;
 absl::StatusOr<std::vector<float>> DecodeStepFollowingKept(
     const StepSpec& spec, const MoeFn& moe, ProposedKept kept,
     float kept_tolerance);
-// The same for sequences first_sequence on (DecodeSequences).
-absl::StatusOr<std::vector<float>> DecodeSequencesFollowingKept(
-    const StepSpec& spec, int first_sequence, const MoeFn& moe,
-    ProposedKept kept, float kept_tolerance);
+
+// Another implementation's choices of a step (MoeLayerRoutes,
+// LayerKeptSets), either left empty where it reported none.
+struct ProposedChoices {
+  ProposedRoutes routes;
+  ProposedKept kept;
+};
+
+// What a GPU step is checked against: sequences first_sequence on
+// (DecodeSequences) with the MoE on its input in BF16, as the GPU reads it
+// (Bf16InputReferenceMoe), following the proposed routes and kept sets
+// where they are near the reference's own top k by the carried-BF16
+// tolerances above, the reference's own choices elsewhere.
+absl::StatusOr<std::vector<float>> DecodeSequencesFollowing(
+    const StepSpec& spec, int first_sequence, ProposedChoices proposed);
 
 // The kept sets a run lists flat, `kept` [layers][batch][index_topk] with
 // `counts` [layers][batch] of each row used (the GPU step's kept_tokens and

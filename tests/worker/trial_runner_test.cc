@@ -609,7 +609,7 @@ TEST(GpuBackendTest, AdaptsTheTrialAndMapsStatuses) {
   EXPECT_EQ(gpu.last_problem.dims.hidden, 256);
   EXPECT_EQ(gpu.last_problem.input.size(), 3u * 256);
   EXPECT_EQ(gpu.last_problem.router_bias.size(), 32u);
-  EXPECT_EQ(gpu.last_options.block_n, 8);
+  EXPECT_EQ(gpu.last_options.tile, (backends::Tile{8, 128}));
   EXPECT_TRUE(gpu.last_options.cuda_graph);
   EXPECT_FALSE(gpu.last_options.compute_reference);  // tiny: CPU reference
   EXPECT_EQ(gpu.last_options.chain_layers, 1);       // unset: one layer

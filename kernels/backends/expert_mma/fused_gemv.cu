@@ -94,8 +94,8 @@ GpuStatus LaunchNarrow(const LayerArgs& a, cudaStream_t stream) {
 // fused_gemv's.
 template <class F>
 GpuStatus AtTile(const LayerArgs& a, const F& launch) {
-#define MOETUNE_FUSED_AT(n, k)              \
-  if (a.block_n == (n) && a.block_k == (k)) \
+#define MOETUNE_FUSED_AT(n, k)            \
+  if (a.tile == backends::Tile{(n), (k)}) \
     return launch.template operator()<(n) / 16, (k) / 64>();
   MOETUNE_FUSED_GEMV_TILES(MOETUNE_FUSED_AT)
 #undef MOETUNE_FUSED_AT

@@ -434,8 +434,8 @@ GpuStatus Launch(const LayerArgs& args, void*, cudaStream_t stream) {
   LayerArgs a = args;
   a.router_writes_x_fp8 = true;
   MG_RETURN_IF_ERROR(LaunchRouter(a, stream));
-#define MOETUNE_FP8_LAUNCH(n, k)            \
-  if (a.block_n == (n) && a.block_k == (k)) \
+#define MOETUNE_FP8_LAUNCH(n, k)          \
+  if (a.tile == backends::Tile{(n), (k)}) \
     return LaunchTile<(n) / 16 / kWarps, (k) / 64>(a, stream);
   MOETUNE_FUSED_GEMV_FP8_TILES(MOETUNE_FP8_LAUNCH)
 #undef MOETUNE_FP8_LAUNCH

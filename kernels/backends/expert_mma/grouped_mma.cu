@@ -64,8 +64,8 @@ GpuStatus Launch(const LayerArgs& a, void* workspace, cudaStream_t stream) {
                        reinterpret_cast<uint16_t*>(ws.xp), stream));
   GpuStatus status =
       Fail(RunStatus::kCannotImplement, "grouped_mma: unknown tile");
-#define MOETUNE_GROUPED_LAUNCH(n, k)        \
-  if (a.block_n == (n) && a.block_k == (k)) \
+#define MOETUNE_GROUPED_LAUNCH(n, k)      \
+  if (a.tile == backends::Tile{(n), (k)}) \
     status = LaunchTile<(n), (k)>(a, ws, stream);
   MOETUNE_GROUPED_MMA_TILES(MOETUNE_GROUPED_LAUNCH)
 #undef MOETUNE_GROUPED_LAUNCH

@@ -587,8 +587,8 @@ GpuStatus Launch(const LayerArgs& a, void* workspace, cudaStream_t stream) {
       LaunchGatherTiles(a, ws.tables, ws.xb, kMetaSlots, stream));
   GpuStatus status =
       Fail(RunStatus::kCannotImplement, "grouped_wgmma: unknown tile");
-#define MOETUNE_WGMMA_LAUNCH(n, k, s)                          \
-  if (a.block_n == (n) && a.block_k == (k) && a.stages == (s)) \
+#define MOETUNE_WGMMA_LAUNCH(n, k, s)          \
+  if (a.tile == backends::Tile{(n), (k), (s)}) \
     status = LaunchTile<(n), (k), (s)>(a, ws, stream);
   MOETUNE_GROUPED_WGMMA_TILES(MOETUNE_WGMMA_LAUNCH)
 #undef MOETUNE_WGMMA_LAUNCH

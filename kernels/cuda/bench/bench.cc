@@ -231,9 +231,7 @@ void RunConfig(const Flags& f, const MoeProblem& p, const Config& c,
                double bw_gbps, const std::vector<float>& ref, Totals* totals) {
   MoeRunOptions o;
   o.backend = c.backend;
-  o.block_n = c.tile.block_n;
-  o.block_k = c.tile.block_k;
-  o.stages = c.tile.stages;
+  o.tile = c.tile;
   o.cuda_graph = c.graph;
   o.iterations = f.iterations;
   o.warmup = f.warmup;

@@ -200,9 +200,8 @@ double WorstBlockError(const std::vector<float>& a, const std::vector<float>& b,
 // The bytes by category, the eager pass's time by part ("part/kernel"
 // summed by part) and its slowest kernels.
 void PrintBreakdown(const ref::StepBytes& bytes, const StepRunResult& r) {
-  if (r.block_n > 0) {
-    std::printf("    moe tile %s\n",
-                backends::TileText({r.block_n, r.block_k, r.stages}).c_str());
+  if (r.tile.block_n > 0) {
+    std::printf("    moe tile %s\n", backends::TileText(r.tile).c_str());
   }
   std::printf("    bytes MB:");
   for (const auto& [name, value] : bytes.Categories()) {
@@ -250,11 +249,7 @@ bool RunOne(const Flags& f, const ref::StepSpec& spec,
             const std::string& layout, const Mode& mode, double read_gbps) {
   StepRunOptions o;
   o.backend = f.backend;
-  backends::Tile tile;
-  backends::ParseTileText(f.tile, &tile);  // checked in Main
-  o.block_n = tile.block_n;
-  o.block_k = tile.block_k;
-  o.stages = tile.stages;
+  backends::ParseTileText(f.tile, &o.tile);  // checked in Main
   o.cuda_graph = mode.graph;
   o.overlap_launches = mode.overlap;
   o.warmup = f.warmup;

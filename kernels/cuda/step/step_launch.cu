@@ -681,9 +681,7 @@ void PrepareMoeArgs(StepLaunch* s, const backends::Tile& tile) {
     const LayerParams& w = s->weights->layers[layer];
     LayerArgs a;
     a.geo = MakeGeometry(MoeLayerProblem(p, layer));
-    a.block_n = tile.block_n;
-    a.block_k = tile.block_k;
-    a.stages = tile.stages;
+    a.tile = tile;
     a.gate_up = w.moe->gate_up;
     a.down = w.moe->down;
     a.router_w = w.moe->router.as<uint16_t>();

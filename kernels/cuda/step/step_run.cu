@@ -45,9 +45,7 @@ MoeProblem FirstMoeLayer(const StepProblem& p) {
 MoeRunOptions MoeOptions(const StepRunOptions& o) {
   MoeRunOptions m;
   m.backend = o.backend;
-  m.block_n = o.block_n;
-  m.block_k = o.block_k;
-  m.stages = o.stages;
+  m.tile = o.tile;
   m.cuda_graph = o.cuda_graph;
   m.warmup = o.warmup;
   m.iterations = o.iterations;
@@ -422,9 +420,7 @@ GpuStatus RunLocked(const StepProblem& p, const StepRunOptions& o,
       RunTile(MoeOptions(o), *launcher->descriptor,
               MakeGeometry(MoeLayerProblem(p, p.dims.num_dense_layers)));
   PrepareMoeArgs(&s, tile);
-  r->block_n = tile.block_n;
-  r->block_k = tile.block_k;
-  r->stages = tile.stages;
+  r->tile = tile;
   r->weight_bytes = weights->bytes;
   r->cache_bytes = caches->bytes;
   {

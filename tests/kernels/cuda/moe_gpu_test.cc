@@ -81,12 +81,11 @@ MoeProblem WithHidden(MoeProblem p, int hidden) {
   return p;
 }
 
-MoeRunOptions Options(const std::string& backend, int n = 0, int k = 0,
+MoeRunOptions Options(const std::string& backend, const Tile& tile = {},
                       bool graph = false) {
   MoeRunOptions o;
   o.backend = backend;
-  o.block_n = n;
-  o.block_k = k;
+  o.tile = tile;
   o.cuda_graph = graph;
   o.warmup = 1;
   o.iterations = 2;
@@ -287,8 +286,7 @@ TEST(MoeGpuTest, EveryBackendTileAndGraphModeMatchesTheTrustedPath) {
           SCOPED_TRACE(name + " " + backends::TileText(t) +
                        (graph ? " graph" : "") + " batch " +
                        std::to_string(batch));
-          const MoeRunResult r =
-              RunMoeLayer(p, Options(name, t.block_n, t.block_k, graph));
+          const MoeRunResult r = RunMoeLayer(p, Options(name, t, graph));
           // Out of a backend's reach: no graph capture (dequant_cublas), a
           // batch limit or a K it does not walk in whole steps
           // (fused_gemv_fp8 on these dims: only 128x128).
@@ -327,8 +325,8 @@ TEST(MoeGpuTest, EveryFp8TileMatchesTheCpuWhereItFits) {
     ASSERT_TRUE(Fits(info, p, t)) << backends::TileText(t);
     for (const bool graph : {false, true}) {
       SCOPED_TRACE(backends::TileText(t) + (graph ? " graph" : ""));
-      const MoeRunResult r = RunMoeLayer(
-          p, Options("fused_gemv_fp8", t.block_n, t.block_k, graph));
+      const MoeRunResult r =
+          RunMoeLayer(p, Options("fused_gemv_fp8", t, graph));
       ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
       const auto [rel_l2, worst] = Errors(r.output, cpu);
       EXPECT_LT(rel_l2, kTolerance);
@@ -374,7 +372,7 @@ TEST(MoeGpuTest, Fp8OnEveryExpertRankAddsUpToTheLayer) {
       SCOPED_TRACE("seed " + std::to_string(seed) + " rank " +
                    std::to_string(rank));
       const MoeProblem p = Small(1, seed, {1, 4, rank});
-      MoeRunOptions o = Options("fused_gemv_fp8", 128, 128, rank % 2 == 1);
+      MoeRunOptions o = Options("fused_gemv_fp8", {128, 128}, rank % 2 == 1);
       o.compute_reference = true;
       const MoeRunResult r = RunMoeLayer(p, o);
       ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
@@ -475,8 +473,7 @@ TEST(MoeGpuTest, TiedRouterScoresPickTheLowerExpertOnEveryBackend) {
       if (fitting.empty()) continue;  // fused_gemv_fp8 at batch 2
       const Tile tile = fitting.front();
       SCOPED_TRACE(name + " batch " + std::to_string(batch));
-      const MoeRunResult r =
-          RunMoeLayer(p, Options(name, tile.block_n, tile.block_k));
+      const MoeRunResult r = RunMoeLayer(p, Options(name, tile));
       ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
       EXPECT_LT(Errors(r.output, cpu).first, kTolerance);
     }
@@ -486,21 +483,21 @@ TEST(MoeGpuTest, TiedRouterScoresPickTheLowerExpertOnEveryBackend) {
 TEST(MoeGpuTest, UnsupportedRequestsSayWhy) {
   SKIP_WITHOUT_GPU();
   const MoeProblem p = Small(2, 3);
-  MoeRunResult r = RunMoeLayer(p, Options("fused_gemv", 8, 8));
+  MoeRunResult r = RunMoeLayer(p, Options("fused_gemv", {8, 8}));
   EXPECT_EQ(r.status, RunStatus::kCannotImplement);
   EXPECT_THAT(r.message, HasSubstr("tiles: 16x256"));
-  r = RunMoeLayer(p, Options("dequant_cublas", 0, 0, true));
+  r = RunMoeLayer(p, Options("dequant_cublas", {0, 0}, true));
   EXPECT_EQ(r.status, RunStatus::kCannotImplement);
   EXPECT_THAT(r.message, HasSubstr("CUDA graph"));
-  r = RunMoeLayer(p, Options("dequant_cublas", 64, 64));
+  r = RunMoeLayer(p, Options("dequant_cublas", {64, 64}));
   EXPECT_EQ(r.status, RunStatus::kCannotImplement);
   r = RunMoeLayer(Small(4097, 3), Options("fused_gemv"));
   EXPECT_EQ(r.status, RunStatus::kCannotImplement);
   EXPECT_THAT(r.message, HasSubstr("at most 4096 tokens"));
-  r = RunMoeLayer(p, Options("fused_gemv_fp8", 128, 128));
+  r = RunMoeLayer(p, Options("fused_gemv_fp8", {128, 128}));
   EXPECT_EQ(r.status, RunStatus::kCannotImplement);
   EXPECT_THAT(r.message, HasSubstr("one token"));
-  r = RunMoeLayer(Small(1, 3), Options("fused_gemv_fp8", 128, 256));
+  r = RunMoeLayer(Small(1, 3), Options("fused_gemv_fp8", {128, 256}));
   EXPECT_EQ(r.status, RunStatus::kCannotImplement);
   EXPECT_THAT(r.message, HasSubstr("block_k must divide"));
   r = RunMoeLayer(p, Options("native_fp4"));
@@ -537,8 +534,9 @@ TEST(MoeGpuTest, BytesCountEachDistinctExpertOnce) {
 TEST(MoeGpuTest, GroupedMmaGivesTheSameBitsEveryRun) {
   SKIP_WITHOUT_GPU();
   const MoeProblem p = Small(9, 19);
-  const MoeRunResult a = RunMoeLayer(p, Options("grouped_mma", 64, 128));
-  const MoeRunResult b = RunMoeLayer(p, Options("grouped_mma", 64, 128, true));
+  const MoeRunResult a = RunMoeLayer(p, Options("grouped_mma", {64, 128}));
+  const MoeRunResult b =
+      RunMoeLayer(p, Options("grouped_mma", {64, 128}, true));
   ASSERT_EQ(a.status, RunStatus::kOk) << a.message;
   ASSERT_EQ(b.status, RunStatus::kOk) << b.message;
   EXPECT_EQ(a.output, b.output);
@@ -582,8 +580,7 @@ std::vector<double> TrustedOutput(const MoeProblem& p) {
 std::vector<float> RunMatching(const MoeProblem& p, const std::string& backend,
                                const Tile& t, bool graph,
                                const std::vector<double>& want) {
-  const MoeRunResult r =
-      RunMoeLayer(p, Options(backend, t.block_n, t.block_k, graph));
+  const MoeRunResult r = RunMoeLayer(p, Options(backend, t, graph));
   EXPECT_EQ(r.status, RunStatus::kOk) << r.message;
   if (r.status != RunStatus::kOk) return {};
   const auto [rel_l2, worst] = Errors(r.output, want);
@@ -647,14 +644,13 @@ void ExpectServingRunsMatch(const std::string& backend,
 // grouped_wgmma gives the same bits every run (a fixed-order combine).
 TEST(MoeGpuTest, GroupedWgmmaHandlesUnevenRoutingAtServingBatches) {
   SKIP_WITHOUT_GPU();
-  ExpectServingRunsMatch(
-      "grouped_wgmma", {64, 200},
-      [](const MoeProblem& p, const Tile& t, bool graph,
-         const std::vector<float>& out) {
-        const MoeRunResult again = RunMoeLayer(
-            p, Options("grouped_wgmma", t.block_n, t.block_k, graph));
-        EXPECT_EQ(out, again.output);
-      });
+  ExpectServingRunsMatch("grouped_wgmma", {64, 200},
+                         [](const MoeProblem& p, const Tile& t, bool graph,
+                            const std::vector<float>& out) {
+                           const MoeRunResult again = RunMoeLayer(
+                               p, Options("grouped_wgmma", t, graph));
+                           EXPECT_EQ(out, again.output);
+                         });
 }
 
 // fused_gemv above 16 tokens streams the slots of more than 8 tokens (the

@@ -369,23 +369,21 @@ TEST(StepGpuFormatsTest, ElevenSequencesInEveryFormatMatchTheReference) {
 // As ExpectMatchesReference, the reference following the GPU's expert
 // choices of every MoE layer and its kept sets of every layer where they are
 // near its own top k (StepRunResult::chosen_experts, kept_tokens; reference
-// Bf16InputReferenceMoe with proposed routes, DecodeStepFollowingKept).
-// Unsharded specs.
+// DecodeSequencesFollowing). Unsharded specs.
 void ExpectMatchesFollowingGpuRouting(const ref::StepSpec& spec,
                                       const StepRunOptions& o) {
   const StepRunResult r = RunDecodeStep(MakeStepProblem(spec), o);
   ASSERT_EQ(r.status, RunStatus::kOk) << o.backend << ": " << r.message;
-  const absl::StatusOr<ref::ProposedRoutes> proposed =
+  ref::ProposedChoices proposed;
+  absl::StatusOr<ref::ProposedRoutes> routes =
       ref::MoeLayerRoutes(spec, r.chosen_experts);
-  ASSERT_TRUE(proposed.ok()) << proposed.status();
-  const absl::StatusOr<ref::ProposedKept> kept =
+  ASSERT_TRUE(routes.ok()) << routes.status();
+  absl::StatusOr<ref::ProposedKept> kept =
       ref::LayerKeptSets(spec, r.kept_tokens, r.kept_counts);
   ASSERT_TRUE(kept.ok()) << kept.status();
-  const auto want = ref::DecodeStepFollowingKept(
-      spec,
-      ref::Bf16InputReferenceMoe(spec, &*proposed,
-                                 ref::kCarriedBf16RouteTolerance),
-      *kept, ref::kCarriedBf16KeptTolerance);
+  proposed.routes = *std::move(routes);
+  proposed.kept = *std::move(kept);
+  const auto want = ref::DecodeSequencesFollowing(spec, 0, std::move(proposed));
   ASSERT_TRUE(want.ok()) << want.status();
   ASSERT_EQ(r.logits.size(), want->size());
   EXPECT_LT(RelL2(r.logits, *want), kTolerance) << o.backend;
