@@ -1,7 +1,9 @@
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 
 #include <climits>
 #include <cmath>
+#include <utility>
 
 #include "kernels/backends/expert_mma/act_fp8.cuh"
 #include "kernels/cuda/overlap_launch.cuh"
@@ -9,6 +11,8 @@
 
 namespace moetune::gpu {
 namespace {
+
+namespace cg = cooperative_groups;
 
 constexpr int kThreads = 256;
 constexpr int kTokGroup = 8;
@@ -60,19 +64,54 @@ __device__ float Dot8(uint4 w, uint4 x) {
   return s;
 }
 
-// The zeroed output, spread over all blocks, and x as the expert kernels
-// read it: an fp16 copy, or for fused_gemv_fp8 (which reads no fp16 x) its
-// FP8 hi + lo blocks (one thread a block of 16).
-__device__ void SideWork(const RouterParams& p) {
+// Eight BF16 values as eight fp16 ones.
+__device__ __forceinline__ uint4 HalvesOf(uint4 v) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  uint32_t h[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __half2 pair = __floats2half2_rn(__uint_as_float(w[i] << 16),
+                                           __uint_as_float(w[i] & 0xffff0000u));
+    h[i] = *reinterpret_cast<const uint32_t*>(&pair);
+  }
+  return make_uint4(h[0], h[1], h[2], h[3]);
+}
+
+// The zeroed output and x as the expert kernels read it -- an fp16 copy, or
+// for fused_gemv_fp8 (which reads no fp16 x) its FP8 hi + lo blocks (one
+// thread a block of 16) -- spread over `parts` blocks, this block part
+// `part`. Eight values a thread at a time, four such loads issued before
+// their stores (a load a value behind the store before it waited one L2
+// trip each: 6 a thread at 32 tokens).
+constexpr int kSideInFlight = 4;
+
+__device__ void SideWork(const RouterParams& p, int part, int parts) {
   const int64_t n = static_cast<int64_t>(p.batch) * p.hidden;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t first =
-      static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (int64_t i = first; i < n; i += stride) {
+  const int64_t stride = static_cast<int64_t>(parts) * blockDim.x;
+  const int64_t first = static_cast<int64_t>(part) * blockDim.x + threadIdx.x;
+  const uint4* x = reinterpret_cast<const uint4*>(p.buf.x_bf16);
+  float4* y = reinterpret_cast<float4*>(p.buf.y);
+  uint4* x16 = reinterpret_cast<uint4*>(p.buf.x16);
+  for (int64_t v0 = first; v0 < n / 8; v0 += kSideInFlight * stride) {
+    uint4 v[kSideInFlight];
+#pragma unroll
+    for (int u = 0; u < kSideInFlight; ++u) {
+      const int64_t i = v0 + u * stride;
+      if (i < n / 8 && !p.write_x_fp8) v[u] = x[i];
+    }
+#pragma unroll
+    for (int u = 0; u < kSideInFlight; ++u) {
+      const int64_t i = v0 + u * stride;
+      if (i >= n / 8) break;
+      y[2 * i] = y[2 * i + 1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (!p.write_x_fp8) x16[i] = HalvesOf(v[u]);
+    }
+  }
+  if (part == 0 && threadIdx.x < n % 8) {  // a hidden not a multiple of 8
+    const int64_t i = n - n % 8 + threadIdx.x;
     p.buf.y[i] = 0.0f;
-    if (p.write_x_fp8) continue;
     const uint32_t bits = static_cast<uint32_t>(p.buf.x_bf16[i]) << 16;
-    p.buf.x16[i] = __float2half_rn(__uint_as_float(bits));
+    if (!p.write_x_fp8) p.buf.x16[i] = __float2half_rn(__uint_as_float(bits));
   }
   if (!p.write_x_fp8) return;
   const int blocks = p.hidden / act_fp8::kBlock;
@@ -116,7 +155,7 @@ __device__ void Logits(const RouterParams& p, const uint4 (&wv)[kMaxPerThread],
     const int q = threadIdx.x + r * kThreads;
     x0[r] = q < vecs ? __ldg(x0row + q) : make_uint4(0, 0, 0, 0);
   }
-  SideWork(p);  // while the input arrives
+  SideWork(p, blockIdx.x, gridDim.x);  // while the input arrives
   for (int t0 = 0; t0 < p.batch; t0 += kTokGroup) {
     float part[kTokGroup] = {};
 #pragma unroll
@@ -151,16 +190,18 @@ __device__ void Logits(const RouterParams& p, const uint4 (&wv)[kMaxPerThread],
   }
 }
 
-// The block that finishes last sees every score (threadfence-reduction).
+// The block that finishes last of the `blocks` that take a ticket sees every
+// score (threadfence-reduction).
 // Thread 0's ticket releases the block's writes (ordered before it by the
 // barrier) and acquires those of the blocks before; the barrier after it
 // orders the last block's reads after that acquire. One atomic, no separate
 // fences (PERF.md version 27).
-__device__ bool IsLastBlock(const RouterParams& p, RouterShared& sh) {
+__device__ bool IsLastBlock(const RouterParams& p, RouterShared& sh,
+                            int blocks) {
   __syncthreads();
   if (threadIdx.x == 0) {
     const int ticket = AtomicAddAcqRelGpu(p.buf.router_counter, 1);
-    sh.last = ticket == static_cast<int>(gridDim.x) - 1;
+    sh.last = ticket == blocks - 1;
   }
   __syncthreads();
   return sh.last != 0;
@@ -175,24 +216,32 @@ __device__ uint32_t OrderedKey(float f) {
 __device__ void FinishTopK(const RouterParams& p, RouterShared& sh, int t,
                            int slot);
 
-// One warp picks token t's top-k (score desc, expert index asc) into
-// sh.sel_*[warp] (sel_e[warp][r] = the r-th pick): per round a
-// max-reduction of the keys, then a min-reduction of the indices holding it.
-__device__ void SelectTopK(const RouterParams& p, RouterShared& sh, int t,
-                           const float (&bias)[kPerLane]) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  uint32_t key[kPerLane];
-  float sig[kPerLane];
+// Token t's keys (score + bias as ordered bits; 0, below every finite score,
+// past the experts) and scores of this lane's experts (lane + 32 i).
+__device__ __forceinline__ void LoadKeys(const RouterParams& p, int t,
+                                         const float (&bias)[kPerLane],
+                                         uint32_t (&key)[kPerLane],
+                                         float (&sig)[kPerLane]) {
+  const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const int e = lane + 32 * i;
-    key[i] = 0;  // below every finite score
+    key[i] = 0;
     sig[i] = 0.0f;
     if (e < p.experts) {
       sig[i] = __ldcg(p.buf.logits + static_cast<int64_t>(t) * p.experts + e);
       key[i] = OrderedKey(sig[i] + bias[i]);
     }
   }
+}
+
+// One warp picks a token's top-k from its keys (score desc, expert index
+// asc) into sh.sel_*[warp] (sel_e[warp][r] = the r-th pick): per round a
+// max-reduction of the keys, then a min-reduction of the indices holding it.
+__device__ void SelectFrom(const RouterParams& p, RouterShared& sh,
+                           const uint32_t (&key)[kPerLane],
+                           const float (&sig)[kPerLane]) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   uint32_t taken = 0;
   for (int r = 0; r < p.top_k; ++r) {
     uint32_t best = 0;
@@ -217,6 +266,14 @@ __device__ void SelectTopK(const RouterParams& p, RouterShared& sh, int t,
     }
   }
   __syncwarp();
+}
+
+__device__ void SelectTopK(const RouterParams& p, RouterShared& sh, int t,
+                           const float (&bias)[kPerLane]) {
+  uint32_t key[kPerLane];
+  float sig[kPerLane];
+  LoadKeys(p, t, bias, key, sig);
+  SelectFrom(p, sh, key, sig);
 }
 
 // Batch 1's top-k with the whole block (PERF.md version 39): thread e ranks
@@ -495,20 +552,53 @@ __device__ void OneTokenTail(const RouterParams& p, RouterShared& sh) {
   if (lane == 0) OneTokenMeta(p, n_owned);
 }
 
-// Batches > 1, in the last block: every token's top-k (a warp a token), the
-// slots and the token lists.
-__device__ void ManyTokenTail(const RouterParams& p, RouterShared& sh,
-                              const float (&bias)[kPerLane]) {
+__device__ void ZeroCounts(RouterShared& sh) {
   for (int e = threadIdx.x; e < kRouterMaxExperts; e += kThreads)
     sh.count[e] = 0;
   __syncthreads();
-  for (int t = threadIdx.x / 32; t < p.batch; t += kThreads / 32)
-    TopKToken(p, sh, t, bias);
+}
+
+// After every token's picks (FinishTopK): the slots and the token lists.
+__device__ void SlotsTail(const RouterParams& p, RouterShared& sh) {
   __syncthreads();
   BuildSlots(p, sh);
   FillPositions(p, sh);
   // The tail ends on a barrier: the measured router has it (PERF.md).
   __syncthreads();
+}
+
+// Batches > 1, in the last block: every token's top-k (a warp a token), the
+// slots and the token lists.
+__device__ void ManyTokenTail(const RouterParams& p, RouterShared& sh,
+                              const float (&bias)[kPerLane]) {
+  ZeroCounts(sh);
+  for (int t = threadIdx.x / 32; t < p.batch; t += kThreads / 32)
+    TopKToken(p, sh, t, bias);
+  SlotsTail(p, sh);
+}
+
+// As ManyTokenTail for batches of at most 8 x kTokensAWarp: a warp's tokens'
+// keys all loaded before its first selection (one trip to L2 for them all,
+// not one a token; the same picks in the same order).
+template <int kTokensAWarp>
+__device__ void FewTokenTail(const RouterParams& p, RouterShared& sh,
+                             const float (&bias)[kPerLane]) {
+  ZeroCounts(sh);
+  const int warp = threadIdx.x / 32;
+  uint32_t key[kTokensAWarp][kPerLane];
+  float sig[kTokensAWarp][kPerLane];
+#pragma unroll
+  for (int j = 0; j < kTokensAWarp; ++j)
+    LoadKeys(p, min(warp + kThreads / 32 * j, p.batch - 1), bias, key[j],
+             sig[j]);
+#pragma unroll
+  for (int j = 0; j < kTokensAWarp; ++j) {
+    const int t = warp + kThreads / 32 * j;
+    if (t >= p.batch) break;
+    SelectFrom(p, sh, key[j], sig[j]);
+    FinishTopK(p, sh, t, warp);
+  }
+  SlotsTail(p, sh);
 }
 
 // The biases of this lane's experts (lane + 32 i), as SelectTopK reads them.
@@ -540,7 +630,7 @@ __global__ void __launch_bounds__(kThreads) RouterKernel(RouterParams p) {
   // own wait (device run 87: wrong steps on fused_gemv).
   LetNextKernelStart();
   Logits(p, wv, sh);
-  const bool last = IsLastBlock(p, sh);
+  const bool last = IsLastBlock(p, sh, static_cast<int>(gridDim.x));
   if (!last) return;
   if (threadIdx.x == 0) *p.buf.router_counter = 0;  // ready for the next run
   if (p.batch == 1) {
@@ -557,9 +647,9 @@ __global__ void __launch_bounds__(kThreads) RouterKernel(RouterParams p) {
 // block (95 us at batch 128, 368 us at 512 on the H200; kernels/PERF.md,
 // grouped_wgmma). Here three wide kernels: the logits on tensor cores, the
 // top-k a warp a token over many blocks, then the slot tables in one block.
-// Below 64 tokens the one kernel stays: from 16 the wide ones made the TP8
-// decode step 0.6-0.9 % faster at 32 tokens but 3.3 % slower at 16 and
-// EP8's 0.4 % slower at 32 (device runs 74, 78, alternating twice).
+// Below 64 tokens these three kernels lost to one (from 16 they made the TP8
+// decode step 0.6-0.9 % faster at 32 tokens but 3.3 % slower at 16; device
+// runs 74, 78): FewTokenRouterKernel below serves 8-63.
 constexpr int kManyTokens = 64;
 constexpr int kLogitWarps = 8;  // a tile's K split eight ways
 constexpr int kLogitUnroll = 4;
@@ -591,7 +681,7 @@ __device__ __forceinline__ void LoadChunk(const uint16_t* row, int q, int c,
 __global__ void __launch_bounds__(kLogitWarps * 32)
     ManyLogitsKernel(RouterParams p) {
   __shared__ float part[kLogitWarps][32][4];
-  SideWork(p);
+  SideWork(p, blockIdx.x, gridDim.x);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, c = lane % 4;
   const int e_tiles = p.experts / 8, t0 = (blockIdx.x / e_tiles) * 16;
@@ -667,6 +757,142 @@ __global__ void __launch_bounds__(kThreads) ManySlotsKernel(RouterParams p) {
   FillPositions(p, sh);
 }
 
+// Batches of kFewTokens to kManyTokens - 1: the logits on tensor
+// cores in clusters of kFewSplit blocks, a cluster a tile of 8 experts for
+// every token (kM m-tiles of 16), each block a kFewSplit-th of K, its warps
+// 64-K chunks in turn. The one-kernel router's blocks (one an expert) each
+// read every token's input from L2 (at 32 tokens 256 x 384 KB); here each
+// block reads its quarter once. The weights are loaded before the wait; a
+// block's warps' sums and then the cluster's ranks' are added in a fixed
+// order; rank 0 writes the scores and takes the ticket, and the last
+// cluster's rank 0 picks every token's experts.
+constexpr int kFewSplit = 4;
+// From 8 tokens: at 2-4 the one-kernel router above stayed 0.4-0.7 % faster
+// in the decode step, at 8 they tied on TP8 and this won 1 % on EP8, at 16
+// and 32 it won 1-2.5 % (device run 159).
+constexpr int kFewTokens = 8;
+constexpr int kFewWarps = kThreads / 32;
+constexpr int kFewChunks = kRouterMaxHidden / 64 / kFewSplit / kFewWarps;
+
+template <int kM>
+struct FewShared {
+  RouterShared tail;
+  float part[kFewWarps][kM * 128];   // a warp's accumulators, lane-major
+  float ranks[kFewSplit][kM * 128];  // rank 0's: each rank's warps' sum
+};
+
+// This warp's products over its chunks of the block's K range into d[m] (m-
+// tile m's tokens 16 m + g and + 8, experts e0 + 2 c and + 1); b holds its
+// weights (chunk u: q_lo + warp + kFewWarps u).
+template <int kM>
+__device__ __forceinline__ void FewProducts(const RouterParams& p, int q_lo,
+                                            int q_hi,
+                                            const uint32_t (&b)[kFewChunks][8],
+                                            float (&d)[kM][4]) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int g = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int m = 0; m < kM; ++m) {
+    const int ta = min(16 * m + g, p.batch - 1);
+    const int tb = min(16 * m + g + 8, p.batch - 1);
+    const uint16_t* xa = p.buf.x_bf16 + static_cast<int64_t>(ta) * p.hidden;
+    const uint16_t* xb = p.buf.x_bf16 + static_cast<int64_t>(tb) * p.hidden;
+#pragma unroll
+    for (int u = 0; u < kFewChunks; ++u) {
+      const int q = q_lo + warp + kFewWarps * u;
+      if (q >= q_hi) break;
+      uint32_t lo[8], hi[8];
+      LoadChunk(xa, q, c, lo);
+      LoadChunk(xb, q, c, hi);
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const uint32_t a[4] = {lo[2 * s], hi[2 * s], lo[2 * s + 1],
+                               hi[2 * s + 1]};
+        MmaBf16(d[m], a, b[u][2 * s], b[u][2 * s + 1]);
+      }
+    }
+  }
+}
+
+// The cluster's sums (warps, then ranks, in order) as rank 0's scores.
+template <int kM>
+__device__ void FewClusterScores(const RouterParams& p, FewShared<kM>& sh,
+                                 const float (&d)[kM][4], int rank, int e0) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int m = 0; m < kM; ++m) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) sh.part[warp][m * 128 + lane * 4 + i] = d[m][i];
+  }
+  __syncthreads();
+  cg::cluster_group cluster = cg::this_cluster();
+  float* to = cluster.map_shared_rank(sh.ranks[rank], 0);
+  for (int v = threadIdx.x; v < kM * 128; v += kThreads) {
+    float sum = 0.0f;
+    for (int w = 0; w < kFewWarps; ++w) sum += sh.part[w][v];
+    to[v] = sum;
+  }
+  auto token = cluster.barrier_arrive();  // releases the pushed sums
+  if (rank != 0) {
+    SideWork(p, (kFewSplit - 1) * (blockIdx.x / kFewSplit) + rank - 1,
+             (kFewSplit - 1) * (gridDim.x / kFewSplit));
+    cluster.barrier_wait(std::move(token));
+    return;
+  }
+  cluster.barrier_wait(std::move(token));  // every rank's sums are in
+  for (int v = threadIdx.x; v < kM * 128; v += kThreads) {
+    float sum = 0.0f;
+    for (int r = 0; r < kFewSplit; ++r) sum += sh.ranks[r][v];
+    const int ln = (v / 4) % 32, i = v % 4;
+    const int t = 16 * (v / 128) + ln / 4 + (i >= 2 ? 8 : 0);
+    const int e = e0 + 2 * (ln % 4) + i % 2;
+    if (t < p.batch) {
+      p.buf.logits[static_cast<int64_t>(t) * p.experts + e] =
+          1.0f / (1.0f + expf(-sum));
+    }
+  }
+}
+
+template <int kM>
+__global__ void __launch_bounds__(kThreads)
+    FewTokenRouterKernel(RouterParams p) {
+  __shared__ FewShared<kM> sh;
+  float bias[kPerLane];
+  LaneBiases(p, bias);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int rank = static_cast<int>(blockIdx.x) % kFewSplit;
+  const int e0 = static_cast<int>(blockIdx.x) / kFewSplit * 8;
+  const int chunks = p.hidden / 64;
+  const int q_lo = rank * chunks / kFewSplit;
+  const int q_hi = (rank + 1) * chunks / kFewSplit;
+  const uint16_t* wr = p.w + static_cast<int64_t>(e0 + lane / 4) * p.hidden;
+  uint32_t b[kFewChunks][8];
+#pragma unroll
+  for (int u = 0; u < kFewChunks; ++u) {
+    const int q = q_lo + warp + kFewWarps * u;
+    if (q < q_hi) LoadChunk(wr, q, lane % 4, b[u]);
+  }
+  WaitForPriorKernels();  // as RouterKernel
+  LetNextKernelStart();
+  float d[kM][4] = {};
+  FewProducts<kM>(p, q_lo, q_hi, b, d);
+  FewClusterScores<kM>(p, sh, d, rank, e0);
+  // Rank 0s take the tickets; the other ranks do the side work, off the
+  // tail's path.
+  const int clusters = static_cast<int>(gridDim.x) / kFewSplit;
+  if (rank == 0 && IsLastBlock(p, sh.tail, clusters)) {
+    if (threadIdx.x == 0) *p.buf.router_counter = 0;
+    FewTokenTail<2 * kM>(p, sh.tail, bias);
+  }
+}
+
+template <int kM>
+GpuStatus LaunchFewTokenRouter(const RouterParams& p, cudaStream_t stream) {
+  return LaunchOverlappedInClusters(FewTokenRouterKernel<kM>,
+                                    p.experts / 8 * kFewSplit, kThreads, 0,
+                                    stream, kFewSplit, p);
+}
+
 GpuStatus LaunchManyTokenRouter(const RouterParams& p, cudaStream_t stream) {
   // A block a (16 tokens, 8 experts) tile.
   const int tiles = (p.batch + 15) / 16 * (p.experts / 8);
@@ -698,8 +924,20 @@ GpuStatus LaunchRouter(const LayerArgs& args, cudaStream_t stream) {
   p.shared_index = g.num_local;
   p.write_x_fp8 = args.router_writes_x_fp8 ? 1 : 0;
   p.buf = args.buf;
-  if (g.batch >= kManyTokens && g.experts % 8 == 0 && g.hidden % 64 == 0)
-    return LaunchManyTokenRouter(p, stream);
+  const bool tiles = g.experts % 8 == 0 && g.hidden % 64 == 0;
+  if (tiles && g.batch >= kManyTokens) return LaunchManyTokenRouter(p, stream);
+  if (tiles && g.batch >= kFewTokens) {
+    switch ((g.batch + 15) / 16) {
+      case 1:
+        return LaunchFewTokenRouter<1>(p, stream);
+      case 2:
+        return LaunchFewTokenRouter<2>(p, stream);
+      case 3:
+        return LaunchFewTokenRouter<3>(p, stream);
+      default:
+        return LaunchFewTokenRouter<4>(p, stream);
+    }
+  }
   return LaunchOverlapped(RouterKernel, g.experts, kThreads, 0, stream, p);
 }
 

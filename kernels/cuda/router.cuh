@@ -1,11 +1,12 @@
 // The fast MoE router shared by every GPU backend: one launch computes the
-// router logits (BF16 weights, float accumulation), and its last block to
-// finish picks each token's top-k experts and builds the slot lists the
-// expert kernels read (RunBuffers: slots, positions, token lists, tiles).
-// It also writes the fp16 copy of the input and zeroes the output. Ties go to
-// the lower expert index, as in the reference. Slot 0 is the shared expert
-// (positions [0, batch)) when this rank has it. The kernel lets dependent
-// launches start at once (griddepcontrol). Launch-only; not thread-safe.
+// router logits (BF16 weights, float accumulation; on tensor cores from 8
+// tokens), and its last block to finish picks each token's top-k experts and
+// builds the slot lists the expert kernels read (RunBuffers: slots, positions,
+// token lists, tiles). It also writes the fp16 copy of the input and zeroes the
+// output. Ties go to the lower expert index, as in the reference. Slot 0 is the
+// shared expert (positions [0, batch)) when this rank has it. The kernel lets
+// dependent launches start at once (griddepcontrol). Launch-only; not
+// thread-safe.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -438,7 +438,7 @@ MoeProblem TiedAtTheBoundary(int batch, int* picked, int* passed_over) {
 // is not, and the wrong pick would move the output by more than five times
 // the tolerance (so the GPU test below can tell).
 TEST(MoeGpuValidationTest, TieAtTheBoundaryDecidesTheLastPick) {
-  for (const int batch : {1, 2}) {
+  for (const int batch : {1, 2, 8}) {
     int picked = 0, passed_over = 0;
     const MoeProblem p = TiedAtTheBoundary(batch, &picked, &passed_over);
     for (int t = 0; t < batch; ++t) {
@@ -456,11 +456,12 @@ TEST(MoeGpuValidationTest, TieAtTheBoundaryDecidesTheLastPick) {
   }
 }
 
-// Both router paths (batch 1's block-wide ranking, batch 2's warp rounds)
-// and every backend (its first tile that fits) break the tie as the CPU.
+// Every router path (batch 1's block-wide ranking, batch 2's warp rounds,
+// batch 8's clusters) and every backend (its first tile that fits) break the
+// tie as the CPU.
 TEST(MoeGpuTest, TiedRouterScoresPickTheLowerExpertOnEveryBackend) {
   SKIP_WITHOUT_GPU();
-  for (const int batch : {1, 2}) {
+  for (const int batch : {1, 2, 8}) {
     int picked = 0, passed_over = 0;
     const MoeProblem p = TiedAtTheBoundary(batch, &picked, &passed_over);
     const std::vector<double> cpu = CpuOutput(p);
@@ -476,6 +477,36 @@ TEST(MoeGpuTest, TiedRouterScoresPickTheLowerExpertOnEveryBackend) {
       const MoeRunResult r = RunMoeLayer(p, Options(name, tile));
       ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
       EXPECT_LT(Errors(r.output, cpu).first, kTolerance);
+    }
+  }
+}
+
+// The router's paths by token count -- one token; 2-7 a block an expert;
+// 8-63 on tensor cores in clusters of four blocks over K (1-4 m-tiles of 16
+// tokens); 64 up in three kernels -- with K split unevenly over a cluster's
+// ranks (832: 13 chunks of 64), at its widest (8192: four chunks a warp) and at
+// GLM-5's router (256 experts, top 8, 6144).
+TEST(MoeGpuTest, EveryRouterPathMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    MoeDims dims;
+    std::vector<int> batches;
+  };
+  const std::vector<Case> cases = {
+      {kSmallDims, {1, 2, 7, 8, 16, 17, 33, 49, 63, 64}},
+      {{832, 128, 16, 4, 1, 2.5f}, {5, 8, 40, 63}},
+      {{8192, 128, 16, 4, 1, 2.5f}, {5, 8, 63}},
+      {{6144, 128, 256, 8, 1, 2.5f}, {7, 32, 63}},
+  };
+  for (const Case& c : cases) {
+    for (const int batch : c.batches) {
+      const MoeProblem p = Small(batch, 41, {}, c.dims);
+      SCOPED_TRACE("hidden " + std::to_string(c.dims.hidden) + " experts " +
+                   std::to_string(c.dims.num_experts) + " batch " +
+                   std::to_string(batch));
+      const MoeRunResult r = RunMoeLayer(p, Options("grouped_mma"));
+      ASSERT_EQ(r.status, RunStatus::kOk) << r.message;
+      EXPECT_LT(Errors(r.output, CpuOutput(p)).first, kTolerance);
     }
   }
 }
