@@ -741,9 +741,7 @@ __global__ void __launch_bounds__(kThreads) ManyTopKKernel(RouterParams p) {
 // The slots and token lists from every token's picks; one block.
 __global__ void __launch_bounds__(kThreads) ManySlotsKernel(RouterParams p) {
   __shared__ RouterShared sh;
-  for (int e = threadIdx.x; e < kRouterMaxExperts; e += kThreads)
-    sh.count[e] = 0;
-  __syncthreads();
+  ZeroCounts(sh);
   for (int i = threadIdx.x; i < p.batch * p.top_k; i += kThreads) {
     const int e = p.buf.topk_idx[i];
     if (i < kSmemTopK) {
