@@ -812,7 +812,9 @@ __device__ __forceinline__ void FewProducts(const RouterParams& p, int q_lo,
   }
 }
 
-// The cluster's sums (warps, then ranks, in order) as rank 0's scores.
+// The cluster's sums (warps, then ranks, in order) as rank 0's scores. The
+// other ranks push theirs into rank 0's shared memory and, needed no more,
+// do the side work before they leave (off the tail's path).
 template <int kM>
 __device__ void FewClusterScores(const RouterParams& p, FewShared<kM>& sh,
                                  const float (&d)[kM][4], int rank, int e0) {
@@ -875,8 +877,7 @@ __global__ void __launch_bounds__(kThreads)
   float d[kM][4] = {};
   FewProducts<kM>(p, q_lo, q_hi, b, d);
   FewClusterScores<kM>(p, sh, d, rank, e0);
-  // Rank 0s take the tickets; the other ranks do the side work, off the
-  // tail's path.
+  // Rank 0s take the tickets.
   const int clusters = static_cast<int>(gridDim.x) / kFewSplit;
   if (rank == 0 && IsLastBlock(p, sh.tail, clusters)) {
     if (threadIdx.x == 0) *p.buf.router_counter = 0;
