@@ -50,8 +50,6 @@ absl::Status Mlp(const StepSpec& spec, int layer, const MoeFn& moe,
   return moe(layer, normed.data(), spec.batch, out.data());
 }
 
-// The attention block of every sequence, added to the residual stream h;
-// with a trace, what its indexer chose (or the forced kept sets).
 // Sequence b's kept set of `layer` in [layer][sequence] `sets`, or null
 // where it has none (out of range or empty).
 const std::vector<int>* KeptSetAt(
@@ -63,6 +61,8 @@ const std::vector<int>* KeptSetAt(
   return &sets[layer][b];
 }
 
+// The attention block of every sequence, added to the residual stream h;
+// with a trace, what its indexer chose (or the forced kept sets).
 void AttentionBlock(const StepSpec& spec, int layer, int first_sequence,
                     std::vector<float>& h, StepTrace* trace) {
   const model::ModelConfig& c = spec.config;
@@ -194,25 +194,36 @@ MoeFn Bf16InputReferenceMoe(const StepSpec& spec,
   };
 }
 
-absl::StatusOr<std::vector<float>> DecodeStepFollowingKept(
-    const StepSpec& spec, const MoeFn& moe, ProposedKept kept,
-    float kept_tolerance) {
+namespace {
+
+// Decode from first_sequence attending to `kept` where near the indexer's
+// own top k (StepTrace::proposed_kept).
+absl::StatusOr<std::vector<float>> DecodeFollowingKept(const StepSpec& spec,
+                                                       int first_sequence,
+                                                       const MoeFn& moe,
+                                                       ProposedKept kept,
+                                                       float kept_tolerance) {
   StepTrace trace;
   trace.proposed_kept = std::move(kept);
   trace.kept_tolerance = kept_tolerance;
-  return Decode(spec, 0, moe, &trace);
+  return Decode(spec, first_sequence, moe, &trace);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<float>> DecodeStepFollowingKept(
+    const StepSpec& spec, const MoeFn& moe, ProposedKept kept,
+    float kept_tolerance) {
+  return DecodeFollowingKept(spec, 0, moe, std::move(kept), kept_tolerance);
 }
 
 absl::StatusOr<std::vector<float>> DecodeSequencesFollowing(
     const StepSpec& spec, int first_sequence, ProposedChoices proposed) {
-  StepTrace trace;
-  trace.proposed_kept = std::move(proposed.kept);
-  trace.kept_tolerance = kCarriedBf16KeptTolerance;
   // An empty proposal leaves every layer to the reference's own routing.
-  return Decode(
+  return DecodeFollowingKept(
       spec, first_sequence,
       Bf16InputReferenceMoe(spec, &proposed.routes, kCarriedBf16RouteTolerance),
-      &trace);
+      std::move(proposed.kept), kCarriedBf16KeptTolerance);
 }
 
 absl::StatusOr<ProposedKept> LayerKeptSets(const StepSpec& spec,
