@@ -332,24 +332,31 @@ __device__ void TopKToken(const RouterParams& p, RouterShared& sh, int t,
 
 // Normalises the selection sh.sel_*[slot] of token t (score / sum * scaling)
 // and writes it out; one warp.
-__device__ void FinishTopK(const RouterParams& p, RouterShared& sh, int t,
-                           int slot) {
+// As FinishTopK, the picks from `picks` and the counts and shared copies
+// into `tables` (another block's of the cluster, possibly).
+__device__ void FinishTopKInto(const RouterParams& p, const RouterShared& picks,
+                               RouterShared& tables, int t, int slot) {
   const int lane = threadIdx.x % 32;
   float sum = 0.0f;
-  for (int r = 0; r < p.top_k; ++r) sum += sh.sel_s[slot][r];
+  for (int r = 0; r < p.top_k; ++r) sum += picks.sel_s[slot][r];
   if (lane < p.top_k) {
-    const int e = sh.sel_e[slot][lane];
-    const float w = sh.sel_s[slot][lane] / sum * p.scaling;
+    const int e = picks.sel_e[slot][lane];
+    const float w = picks.sel_s[slot][lane] / sum * p.scaling;
     const int64_t i = static_cast<int64_t>(t) * p.top_k + lane;
     p.buf.topk_idx[i] = e;
     p.buf.topk_w[i] = w;
     if (i < kSmemTopK) {
-      sh.topk_e[i] = e;
-      sh.topk_w[i] = w;
+      tables.topk_e[i] = e;
+      tables.topk_w[i] = w;
     }
-    if (e >= p.e_lo && e < p.e_hi) atomicAdd(&sh.count[e], 1);
+    if (e >= p.e_lo && e < p.e_hi) atomicAdd(&tables.count[e], 1);
   }
   __syncwarp();
+}
+
+__device__ void FinishTopK(const RouterParams& p, RouterShared& sh, int t,
+                           int slot) {
+  FinishTopKInto(p, sh, sh, t, slot);
 }
 
 // Exclusive scan over the block (256 threads) of two 64-bit values, each
@@ -853,6 +860,36 @@ __device__ void FewClusterScores(const RouterParams& p, FewShared<kM>& sh,
   }
 }
 
+// From 17 tokens the last cluster's four blocks pick the tokens' experts, a
+// warp a token (at 32 tokens one each; in one block four a warp, one after
+// another, were ~10.5 us of the router's ~17.6, device run 159); rank 0
+// keeps the counts and the picks' copies in its shared memory and builds the
+// tables.
+template <int kM>
+__device__ void ClusterTail(const RouterParams& p, FewShared<kM>& sh,
+                            const float (&bias)[kPerLane], int rank,
+                            int clusters) {
+  cg::cluster_group cluster = cg::this_cluster();
+  if (rank == 0) {
+    ZeroCounts(sh.tail);  // before any rank's picks count in it
+    const bool last = IsLastBlock(p, sh.tail, clusters);
+    if (threadIdx.x < kFewSplit)  // each rank's own copy of the verdict
+      *cluster.map_shared_rank(&sh.tail.last, threadIdx.x) = last ? 1 : 0;
+  }
+  cluster.sync();  // every rank knows; rank 0's counts are zero
+  if (!sh.tail.last) return;
+  if (rank == 0 && threadIdx.x == 0) *p.buf.router_counter = 0;
+  RouterShared& tables = *cluster.map_shared_rank(&sh.tail, 0);
+  const int warp = threadIdx.x / 32;
+  for (int t = rank * kFewWarps + warp; t < p.batch;
+       t += kFewSplit * kFewWarps) {
+    SelectTopK(p, sh.tail, t, bias);
+    FinishTopKInto(p, sh.tail, tables, t, warp);
+  }
+  cluster.sync();  // every rank's picks are in rank 0's tables
+  if (rank == 0) SlotsTail(p, sh.tail);
+}
+
 template <int kM>
 __global__ void __launch_bounds__(kThreads)
     FewTokenRouterKernel(RouterParams p) {
@@ -879,9 +916,11 @@ __global__ void __launch_bounds__(kThreads)
   FewClusterScores<kM>(p, sh, d, rank, e0);
   // Rank 0s take the tickets.
   const int clusters = static_cast<int>(gridDim.x) / kFewSplit;
-  if (rank == 0 && IsLastBlock(p, sh.tail, clusters)) {
+  if constexpr (kM > 1) {
+    ClusterTail<kM>(p, sh, bias, rank, clusters);
+  } else if (rank == 0 && IsLastBlock(p, sh.tail, clusters)) {
     if (threadIdx.x == 0) *p.buf.router_counter = 0;
-    FewTokenTail<2 * kM>(p, sh.tail, bias);
+    FewTokenTail<2>(p, sh.tail, bias);
   }
 }
 

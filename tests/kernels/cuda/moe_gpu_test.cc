@@ -438,7 +438,7 @@ MoeProblem TiedAtTheBoundary(int batch, int* picked, int* passed_over) {
 // is not, and the wrong pick would move the output by more than five times
 // the tolerance (so the GPU test below can tell).
 TEST(MoeGpuValidationTest, TieAtTheBoundaryDecidesTheLastPick) {
-  for (const int batch : {1, 2, 8}) {
+  for (const int batch : {1, 2, 8, 17}) {
     int picked = 0, passed_over = 0;
     const MoeProblem p = TiedAtTheBoundary(batch, &picked, &passed_over);
     for (int t = 0; t < batch; ++t) {
@@ -457,11 +457,11 @@ TEST(MoeGpuValidationTest, TieAtTheBoundaryDecidesTheLastPick) {
 }
 
 // Every router path (batch 1's block-wide ranking, batch 2's warp rounds,
-// batch 8's clusters) and every backend (its first tile that fits) break the
-// tie as the CPU.
+// batch 8's clusters, batch 17's top-k over a cluster) and every backend
+// (its first tile that fits) break the tie as the CPU.
 TEST(MoeGpuTest, TiedRouterScoresPickTheLowerExpertOnEveryBackend) {
   SKIP_WITHOUT_GPU();
-  for (const int batch : {1, 2, 8}) {
+  for (const int batch : {1, 2, 8, 17}) {
     int picked = 0, passed_over = 0;
     const MoeProblem p = TiedAtTheBoundary(batch, &picked, &passed_over);
     const std::vector<double> cpu = CpuOutput(p);
