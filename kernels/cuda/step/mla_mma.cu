@@ -588,7 +588,7 @@ int SparseAttentionMmaTiles(const SparseAttention& a, int hg, int sm_count) {
   if (!PrebuiltQueries(a)) return 1;
   const int64_t rows = int64_t{a.heads / hg} * a.batch;
   const int splits = SparseAttentionSplits(a.k);
-  for (int t : {4, 2}) {
+  for (int t : {8, 4, 2}) {
     if ((splits + t - 1) / t * rows * 16 >= kTiledBlocksPerSm * sm_count * 15) {
       return t;
     }
@@ -618,9 +618,11 @@ GpuStatus LaunchSparseAttentionSplitMma(const SparseAttention& a, int hg,
       return LaunchSplits<2>(a, hg, prebuilt, grid, stream);
     case 4:
       return LaunchSplits<4>(a, hg, prebuilt, grid, stream);
+    case 8:
+      return LaunchSplits<8>(a, hg, prebuilt, grid, stream);
   }
   return Fail(RunStatus::kCannotImplement,
-              "sparse attention takes 1, 2 or 4 tiles a block, got " +
+              "sparse attention takes 1, 2, 4 or 8 tiles a block, got " +
                   std::to_string(tiles));
 }
 
