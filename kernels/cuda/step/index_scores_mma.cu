@@ -174,13 +174,46 @@ __device__ void PastScores(const IndexerScores& s, const KeyFragments<D>& k,
   }
 }
 
-// Block (TT token tiles of 16 past tokens, sequence): its 4 warps are TT
-// tiles x 4 / TT parts of the 32 heads, the parts' sums added in shared
-// memory in a fixed order. Fewer tokens a block where the batch and context
-// make too few blocks to fill the GPU (batch 1 at 4096 tokens: 64 blocks of
-// 64 tokens took 10 us for 0.5 MB; device run 73). Block 0 also scores
-// the new token.
-template <int D, int TT>
+// The block's scores of one round's token tiles, summed over the heads'
+// parts: with every head in one warp (kParts 1) each quad's lane 0 stores
+// its two tokens; else the parts meet in shared memory in a fixed order.
+template <int kParts>
+__device__ void StoreRoundScores(const IndexerScores& s, int b, int t0,
+                                 bool live, int tile, int part, int warp,
+                                 int lane, float sa, float sb,
+                                 float (&part_sum)[kWarps][kWarpTokens]) {
+  float* row = s.scores + int64_t{b} * (s.context + 1);
+  const int g = lane / 4;
+  if constexpr (kParts == 1) {
+    if (!live || lane % 4 != 0) return;
+    if (t0 + g < s.context) row[t0 + g] = sa;
+    if (t0 + g + 8 < s.context) row[t0 + g + 8] = sb;
+  } else {
+    if (lane % 4 == 0) {
+      part_sum[warp][g] = sa;
+      part_sum[warp][g + 8] = sb;
+    }
+    __syncthreads();
+    if (part == 0 && live && lane < kWarpTokens) {
+      float score = 0.0f;
+      for (int p = 0; p < kParts; ++p) {
+        score += part_sum[tile * kParts + p][lane];
+      }
+      if (t0 + lane < s.context) row[t0 + lane] = score;
+    }
+    __syncthreads();  // part_sum is taken again next round
+  }
+}
+
+// Block (R rounds of TT token tiles of 16 past tokens, sequence): its 4
+// warps are TT tiles x 4 / TT parts of the 32 heads. Fewer tokens a block
+// where the batch and context make too few blocks to fill the GPU (batch 1
+// at 4096 tokens: 64 blocks of 64 tokens took 10 us for 0.5 MB; device run
+// 73); several rounds where they make many, so that a block stages the
+// queries (16 KB from L2 at GLM-5's dims, twice a round's keys) once for
+// more keys; the next round's keys are loaded while this one's are summed.
+// Block 0 also scores the new token.
+template <int D, int TT, int R>
 __global__ void __launch_bounds__(kWarps * 32)
     IndexerScoresMmaKernel(IndexerScores s) {
   constexpr int kParts = kWarps / TT, kHt = kHeadTiles / kParts;
@@ -190,60 +223,89 @@ __global__ void __launch_bounds__(kWarps * 32)
   __shared__ float fresh_sum[kWarps];
   const int b = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int tile = warp / kParts, part = warp % kParts;
-  const int t0 = (blockIdx.x * TT + tile) * kWarpTokens;
-  const bool live = t0 < s.context;
+  const auto first_token = [&](int r) {
+    return ((blockIdx.x * R + r) * TT + tile) * kWarpTokens;
+  };
   KeyFragments<D> keys;
-  if (live) keys = LoadKeys<D>(s, b, t0, lane);
+  if (first_token(0) < s.context)
+    keys = LoadKeys<D>(s, b, first_token(0), lane);
   EnterAfterPriorKernels();
   StageQueryFragments<D>(s, b, qf, w);
   __syncthreads();
   if (blockIdx.x == 0) FreshScore<D>(s, b, w, warp, lane, fresh_sum);
-  float sa = 0.0f, sb = 0.0f;
-  if (live) PastScores<D, kHt>(s, keys, part * kHt, qf, w, lane, &sa, &sb);
-  const int g = lane / 4;
-  if (lane % 4 == 0) {
-    part_sum[warp][g] = sa;
-    part_sum[warp][g + 8] = sb;
-  }
-  __syncthreads();
-  if (part != 0 || !live || lane >= kWarpTokens) return;
-  float score = 0.0f;
-  for (int p = 0; p < kParts; ++p) score += part_sum[tile * kParts + p][lane];
-  if (t0 + lane < s.context) {
-    s.scores[int64_t{b} * (s.context + 1) + t0 + lane] = score;
+#pragma unroll 1
+  for (int r = 0; r < R; ++r) {
+    const int t0 = first_token(r);
+    const bool live = t0 < s.context;
+    KeyFragments<D> next = keys;
+    if (r + 1 < R && first_token(r + 1) < s.context) {
+      next = LoadKeys<D>(s, b, first_token(r + 1), lane);
+    }
+    float sa = 0.0f, sb = 0.0f;
+    if (live) PastScores<D, kHt>(s, keys, part * kHt, qf, w, lane, &sa, &sb);
+    StoreRoundScores<kParts>(s, b, t0, live, tile, part, warp, lane, sa, sb,
+                             part_sum);
+    keys = next;
   }
 }
 
-// Token tiles a block: the most (fewest repeats of the query staging)
-// that still give every SM two blocks.
-int TilesPerBlock(const IndexerScores& s, int sm_count) {
+// Token tiles a block (TT) and rounds of them (R): the most tiles (fewest
+// repeats of the query staging) that still give every SM two blocks; then,
+// at four tiles, the most rounds that still give it kRoundBlocksPerSm.
+constexpr int kRoundBlocksPerSm = 3;
+struct ScoreBlocks {
+  int tiles = 1, rounds = 1;
+};
+ScoreBlocks BlocksFor(const IndexerScores& s, int sm_count) {
   const int tiles = std::max(1, (s.context + kWarpTokens - 1) / kWarpTokens);
+  const auto blocks = [&](int per_block) {
+    return int64_t{(tiles + per_block - 1) / per_block} * s.batch;
+  };
+  ScoreBlocks p;
   for (int tt : {4, 2}) {
-    if (int64_t{(tiles + tt - 1) / tt} * s.batch >= 2 * sm_count) return tt;
+    if (blocks(tt) >= 2 * sm_count) {
+      p.tiles = tt;
+      break;
+    }
   }
-  return 1;
+  if (p.tiles != 4) return p;
+  for (int r : {8, 4, 2}) {
+    if (blocks(4 * r) >= kRoundBlocksPerSm * sm_count) {
+      p.rounds = r;
+      break;
+    }
+  }
+  return p;
 }
 
 int SmCountOf(const IndexerScores& s) {
   return s.sm_count > 0 ? s.sm_count : CurrentDeviceSmCount();
 }
 
+template <int D, int TT, int R>
+GpuStatus Launch(const IndexerScores& s, int tiles, cudaStream_t stream) {
+  const dim3 grid((tiles + TT * R - 1) / (TT * R), s.batch);
+  return LaunchOverlapped(IndexerScoresMmaKernel<D, TT, R>, grid, kWarps * 32,
+                          0, stream, s);
+}
+
 template <int D>
 GpuStatus LaunchForDim(const IndexerScores& s, cudaStream_t stream) {
-  const int tt = TilesPerBlock(s, SmCountOf(s));
+  const ScoreBlocks p = BlocksFor(s, SmCountOf(s));
   const int tiles = std::max(1, (s.context + kWarpTokens - 1) / kWarpTokens);
-  const dim3 grid((tiles + tt - 1) / tt, s.batch);
-  switch (tt) {
-    case 4:
-      return LaunchOverlapped(IndexerScoresMmaKernel<D, 4>, grid, kWarps * 32,
-                              0, stream, s);
-    case 2:
-      return LaunchOverlapped(IndexerScoresMmaKernel<D, 2>, grid, kWarps * 32,
-                              0, stream, s);
-    default:
-      return LaunchOverlapped(IndexerScoresMmaKernel<D, 1>, grid, kWarps * 32,
-                              0, stream, s);
+  if (p.tiles == 4) {
+    switch (p.rounds) {
+      case 8:
+        return Launch<D, 4, 8>(s, tiles, stream);
+      case 4:
+        return Launch<D, 4, 4>(s, tiles, stream);
+      case 2:
+        return Launch<D, 4, 2>(s, tiles, stream);
+    }
+    return Launch<D, 4, 1>(s, tiles, stream);
   }
+  if (p.tiles == 2) return Launch<D, 2, 1>(s, tiles, stream);
+  return Launch<D, 1, 1>(s, tiles, stream);
 }
 
 }  // namespace

@@ -133,6 +133,16 @@ TEST(IndexScoresGpuTest, Glm5ScoresMatchADoubleEvaluation) {
   ExpectScoresMatch(Shape(32, 128, 4000, 8));
 }
 
+// Blocks of several rounds of four token tiles (on an H200: 2 rounds at
+// 16 sequences x 4000 tokens, 4 at 32 x 4090, 8 at 16 x 16001), contexts
+// that end inside a round and inside a block's last round.
+TEST(IndexScoresGpuTest, RoundsOfTilesMatch) {
+  SKIP_WITHOUT_GPU();
+  ExpectScoresMatch(Shape(32, 128, 4000, 16));
+  ExpectScoresMatch(Shape(32, 128, 4090, 32));
+  ExpectScoresMatch(Shape(32, 128, 16001, 16));
+}
+
 // Fewer heads than 32 (zero-padded) and the other head dims it is built for.
 TEST(IndexScoresGpuTest, OtherHeadCountsAndDims) {
   SKIP_WITHOUT_GPU();
