@@ -8,12 +8,11 @@
 // tokens or latent dims its M of 16; the float sides (queries,
 // probabilities) in three BF16 parts, so the products keep float accuracy. The
 // new token's entry is this step's float, not a BF16 one: its score and value
-// are summed in float. From kPrebuiltQueriesFromBatch a block takes 2 or 4 such
-// tiles in turn (an online softmax across them; the next tile's entries copied
-// by cp.async into a second buffer while one is summed), so fewer, longer
-// blocks fill one wave. Writes the same partials as the CUDA-core kernel (one a
-// block), for the same combine.
-// Launch-only; not thread-safe.
+// are summed in float. From kPrebuiltQueriesFromBatch a block takes 2, 4 or 8
+// such tiles in turn (an online softmax across them; the next tile's entries
+// copied by cp.async into a second buffer while one is summed), so fewer,
+// longer blocks fill one wave. Writes the same partials as the CUDA-core kernel
+// (one a block), for the same combine. Launch-only; not thread-safe.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -44,7 +43,8 @@ bool SparseAttentionMmaFits(const SparseAttention& a);
 // Tiles of kAttentionTokens kept tokens a block of the split kernel (with
 // hg heads, on a device of sm_count SMs): more than one, with an online
 // softmax across them, only where the queries are made before the blocks;
-// the most (4, 2) whose blocks still fill 15/16 of one wave.
+// the most (8, 4, 2) whose blocks still fill 15/16 of one wave (8 at 32
+// sequences of 8 heads on an H200: device run 164, step PERF.md v40).
 int SparseAttentionMmaTiles(const SparseAttention& a, int hg, int sm_count);
 
 // The split kernel for hg heads and `tiles` tiles a block over grid

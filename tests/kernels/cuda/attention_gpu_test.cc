@@ -192,7 +192,8 @@ TEST(AttentionGpuTest, ManySequencesMatchWithTheQueriesMadeOnce) {
 TEST(AttentionGpuTest, BlocksOfSeveralTilesMatch) {
   SKIP_WITHOUT_GPU();
   const int batch = QueriesMadeBeforeFromBatch() + 1;
-  for (const auto& [sms, tiles] : {std::pair{1, 8}, std::pair{60, 4}, std::pair{100, 2}}) {
+  for (const auto& [sms, tiles] :
+       {std::pair{1, 8}, std::pair{60, 4}, std::pair{100, 2}}) {
     AttentionShape sh = Shape(8, 512, 64, 3000, batch, 2048);
     sh.sm_count = sms;
     ASSERT_EQ(AttentionBlockTiles(sh), tiles) << sms << " SMs";
