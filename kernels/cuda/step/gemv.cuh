@@ -66,6 +66,11 @@ struct Nvfp4Gemv {
   int batch = 1;
   int rows_per_x = 0;  // 0 = rows
   int64_t w_group_stride = 0, w_group_offset = 0, x_group_stride = 0;
+  // Scratch of Nvfp4GemvInputParts(batch, input groups x k) elements, or
+  // null: from kNvfp4SplitOnceFromBatch the tensor-core kernel then reads
+  // the inputs split into their BF16 parts once, by a pass before it
+  // (gemv_nvfp4_mma.cuh), rather than splitting them in every warp.
+  uint2* x_parts = nullptr;
 };
 GpuStatus LaunchGemvNvfp4(const Nvfp4Gemv& g, cudaStream_t stream);
 

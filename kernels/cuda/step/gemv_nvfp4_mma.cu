@@ -14,6 +14,56 @@ namespace {
 using gemv_mma::kTileRows;
 using gemv_mma::kWarps;
 constexpr int kChunkK = 128;  // K a warp takes at a time: 32 a lane
+constexpr int kParts = 3;     // BF16 parts of an input float
+
+// 8-sequence tiles the kernel's passes of NTiles(batch) n-tiles cover.
+int SequenceTiles(int batch) {
+  const int nt = gemv_mma::NTiles(batch);
+  return nt * ((batch + 8 * nt - 1) / (8 * nt));
+}
+
+__host__ __device__ int InputGroups(const Nvfp4Gemv& g) {
+  return (g.rows + g.rows_per_x - 1) / g.rows_per_x;
+}
+
+// Lane `lane`'s fragments of (input group, 8-sequence tile st, chunk kc,
+// i) in the scratch: its kParts uint2 (hi, mid, lo) 32 apart, each the
+// BF16 pairs of K 32c + 4i, +1 and +2, +3 of the chunk for sequence
+// 8 st + lane / 4 -- what MmaChunk's lane reads for that tile.
+__device__ __forceinline__ int64_t PartsIndex(int group, int tiles, int st,
+                                              int chunks, int kc, int i,
+                                              int lane) {
+  return ((((int64_t{group} * tiles + st) * chunks + kc) * 8 + i) * kParts) *
+             32 +
+         lane;
+}
+
+// The pass before the kernel: every input float split into its three BF16
+// parts once, a thread a (group, tile, chunk, i, lane); sequences past the
+// batch repeat the last, as the kernel's clamped loads did.
+__global__ void __launch_bounds__(256)
+    SplitInputsKernel(Nvfp4Gemv g, int tiles) {
+  EnterAfterPriorKernels();
+  const int chunks = g.k / kChunkK;
+  const int64_t total = int64_t{InputGroups(g)} * tiles * chunks * 256;
+  const int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (t >= total) return;
+  const int lane = t % 32, i = (t / 32) % 8;
+  const int64_t rest = t / 256;
+  const int kc = rest % chunks, st = (rest / chunks) % tiles;
+  const int group = rest / chunks / tiles;
+  const int b = min(8 * st + lane / 4, g.batch - 1);
+  const float4 v = *reinterpret_cast<const float4*>(
+      g.x + group * g.x_group_stride + b * g.x_stride + kc * kChunkK +
+      32 * (lane % 4) + 4 * i);
+  uint2 h, m, l;
+  SplitBf16(v.x, v.y, &h.x, &m.x, &l.x);
+  SplitBf16(v.z, v.w, &h.y, &m.y, &l.y);
+  uint2* out = g.x_parts + PartsIndex(group, tiles, st, chunks, kc, i, lane);
+  out[0] = h;
+  out[32] = m;
+  out[64] = l;
+}
 
 // Weight row r's codes and scales, and the input its group reads.
 struct Nvfp4Row {
@@ -77,12 +127,16 @@ __device__ __forceinline__ void DecodeFour(const uint4& codes, int i,
 // 64; the CUDA-core kernel's float sums 0.7e-7 and 1.2e-7). A fresh
 // accumulator a 16 K measured the same (4.0e-7, run 65), one over 128 K
 // 2.5e-7 on 6144-K rows (run 63).
-template <int NT>
+// kSplit: B's parts come split before (xp[nt]: the lane's fragments of its
+// 8-sequence tile, kParts a (chunk, i)), not from floats at xb[nt] + k_off.
+template <int NT, bool kSplit>
 __device__ __forceinline__ void MmaChunk(const uint4& ca, const uint4& cb,
                                          uint16_t sa, uint16_t sb,
                                          const uint32_t* table,
                                          const float* const (&xb)[NT],
-                                         int k_off, float (&acc)[NT][4]) {
+                                         const uint2* const (&xp)[NT], int kc,
+                                         float (&acc)[NT][4]) {
+  const int k_off = kc * kChunkK;
   const __nv_bfloat162 scale_a[2] = {ScaleBf16(sa & 0xffu), ScaleBf16(sa >> 8)};
   const __nv_bfloat162 scale_b[2] = {ScaleBf16(sb & 0xffu), ScaleBf16(sb >> 8)};
 #pragma unroll
@@ -95,14 +149,21 @@ __device__ __forceinline__ void MmaChunk(const uint4& ca, const uint4& cb,
       DecodeFour(cb, i, scale_b[i / 4], table, &a1, &a3);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        const float4 v =
-            __ldg(reinterpret_cast<const float4*>(xb[nt] + k_off + 4 * i));
-        uint32_t h[2], m[2], l[2];
-        SplitBf16(v.x, v.y, &h[0], &m[0], &l[0]);
-        SplitBf16(v.z, v.w, &h[1], &m[1], &l[1]);
-        MmaBf16(part[nt], a0, a1, a2, a3, l[0], l[1]);
-        MmaBf16(part[nt], a0, a1, a2, a3, m[0], m[1]);
-        MmaBf16(part[nt], a0, a1, a2, a3, h[0], h[1]);
+        uint2 h, m, l;
+        if constexpr (kSplit) {
+          const uint2* q = xp[nt] + (kc * 8 + i) * kParts * 32;
+          h = __ldg(q);
+          m = __ldg(q + 32);
+          l = __ldg(q + 64);
+        } else {
+          const float4 v =
+              __ldg(reinterpret_cast<const float4*>(xb[nt] + k_off + 4 * i));
+          SplitBf16(v.x, v.y, &h.x, &m.x, &l.x);
+          SplitBf16(v.z, v.w, &h.y, &m.y, &l.y);
+        }
+        MmaBf16(part[nt], a0, a1, a2, a3, l.x, l.y);
+        MmaBf16(part[nt], a0, a1, a2, a3, m.x, m.y);
+        MmaBf16(part[nt], a0, a1, a2, a3, h.x, h.y);
       }
     }
 #pragma unroll
@@ -115,7 +176,7 @@ __device__ __forceinline__ void MmaChunk(const uint4& ca, const uint4& cb,
 
 // Block = kWarps / ks tiles of 16 rows x ks parts of K; warp (tile, part)
 // takes every ks-th 128-K chunk of its rows for 8 * NT sequences a pass.
-template <int NT>
+template <int NT, bool kSplit>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     GemvNvfp4MmaKernel(Nvfp4Gemv g, int ks) {
   __shared__ uint32_t table[256];
@@ -130,15 +191,21 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const Nvfp4Row ra = RowOf(g, min(r0 + gq, g.rows - 1));
   const Nvfp4Row rb = RowOf(g, min(r0 + gq + 8, g.rows - 1));
   const int chunks = g.k / kChunkK;
+  const int group = min(r0, g.rows - 1) / g.rows_per_x;
+  const int tiles = NT * ((g.batch + 8 * NT - 1) / (8 * NT));
   EnterAfterPriorKernels();
   __syncthreads();  // the table
   for (int b0 = 0; b0 < g.batch; b0 += 8 * NT) {
     float acc[NT][4] = {};
     const float* xb[NT];
+    const uint2* xp[NT];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const int b = min(b0 + nt * 8 + gq, g.batch - 1);
       xb[nt] = ra.x + b * g.x_stride + 32 * c;
+      xp[nt] = kSplit ? g.x_parts + PartsIndex(group, tiles, b0 / 8 + nt,
+                                               chunks, 0, 0, lane)
+                      : nullptr;
     }
     for (int kc = part; live && kc < chunks; kc += ks) {
       const uint4 ca =
@@ -149,7 +216,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
           __ldg(reinterpret_cast<const uint16_t*>(ra.scales) + kc * 4 + c);
       const uint16_t sb =
           __ldg(reinterpret_cast<const uint16_t*>(rb.scales) + kc * 4 + c);
-      MmaChunk<NT>(ca, cb, sa, sb, table, xb, kc * kChunkK, acc);
+      MmaChunk<NT, kSplit>(ca, cb, sa, sb, table, xb, xp, kc, acc);
     }
     gemv_mma::KeepPartials<NT>(acc, partial, warp, lane);
     __syncthreads();
@@ -168,9 +235,26 @@ bool GemvNvfp4MmaFits(const Nvfp4Gemv& g) { return gemv_mma::Fits(g, kChunkK); }
 
 GpuStatus LaunchGemvNvfp4Mma(const Nvfp4Gemv& g, cudaStream_t stream) {
   // A part keeps at least 8 chunks (2 x 4) of 128 K.
+  if (g.x_parts == nullptr || g.batch < kNvfp4SplitOnceFromBatch) {
+    return gemv_mma::LaunchTiles(
+        g, kChunkK, 4,
+        [](auto nt) { return &GemvNvfp4MmaKernel<decltype(nt)::value, false>; },
+        stream);
+  }
+  const int tiles = SequenceTiles(g.batch);
+  const int64_t threads =
+      int64_t{InputGroups(g)} * tiles * (g.k / kChunkK) * 256;
+  MG_RETURN_IF_ERROR(LaunchOverlapped(SplitInputsKernel,
+                                      static_cast<int>((threads + 255) / 256),
+                                      256, 0, stream, g, tiles));
   return gemv_mma::LaunchTiles(
       g, kChunkK, 4,
-      [](auto nt) { return &GemvNvfp4MmaKernel<decltype(nt)::value>; }, stream);
+      [](auto nt) { return &GemvNvfp4MmaKernel<decltype(nt)::value, true>; },
+      stream);
+}
+
+size_t Nvfp4GemvInputParts(int batch, int64_t inputs) {
+  return static_cast<size_t>(SequenceTiles(batch)) * inputs * 2 * kParts;
 }
 
 }  // namespace moetune::gpu

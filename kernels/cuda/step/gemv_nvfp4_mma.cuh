@@ -23,4 +23,16 @@ bool GemvNvfp4MmaFits(const Nvfp4Gemv& g);
 // g with rows_per_x set and GemvNvfp4MmaFits(g).
 GpuStatus LaunchGemvNvfp4Mma(const Nvfp4Gemv& g, cudaStream_t stream);
 
+// The batch from which the kernel reads the inputs split once
+// (Nvfp4Gemv::x_parts) where it is given the scratch: each of the batch's
+// 8-sequence tiles' floats split into three BF16 parts by one pass, laid
+// out as the warps' mma B fragments, instead of a float4 load and two
+// three-part splits a lane for every 4 K of every 16-row tile.
+inline constexpr int kNvfp4SplitOnceFromBatch = 9;
+
+// uint2 elements of the scratch for `batch` sequences of `inputs` floats
+// each (input groups x k): 8-sequence tiles as the kernel's passes cover
+// them, x 3 parts x a BF16 pair a 2 K.
+size_t Nvfp4GemvInputParts(int batch, int64_t inputs);
+
 }  // namespace moetune::gpu

@@ -6,6 +6,7 @@
 #include "kernels/cuda/overlap_launch.cuh"
 #include "kernels/cuda/run_buffers.cuh"
 #include "kernels/cuda/step/gemv.cuh"
+#include "kernels/cuda/step/gemv_nvfp4_mma.cuh"
 #include "kernels/cuda/step/mla.cuh"
 #include "kernels/cuda/step/mla_mma.cuh"
 #include "kernels/cuda/step/step_launch.cuh"
@@ -47,6 +48,10 @@ void CarveStep(const StepProblem& p, const Launcher& launcher, Carver& c,
   b->attn_query_frags =
       c.Take<uint2>(SparseAttentionQueryFrags(p.batch, g.heads, g.latent_dim));
   b->attn_fresh_dots = c.Take<float>(batch * g.heads);
+  b->gemv_x_parts = c.Take<uint2>(Nvfp4GemvInputParts(
+      p.batch, std::max({int64_t{d.hidden}, int64_t{d.q_lora},
+                         int64_t{g.heads} * d.kv_lora,
+                         int64_t{g.heads} * d.v_dim, int64_t{g.dense}})));
   b->values = c.Take<float>(batch * g.heads * d.v_dim);
   b->block_out = c.Take<float>(batch * d.hidden);
   b->gu = c.Take<float>(batch * 2 * g.dense);
@@ -111,13 +116,15 @@ Nvfp4Gemv PlainNvfp4(const DeviceMatrix& w, int rows, int k, const float* x,
   return g;
 }
 
-// y [batch][rows] = W x, with W in its format's kernel.
+// y [batch][rows] = W x, with W in its format's kernel (NVFP4 with the
+// step's scratch for its inputs' parts).
 GpuStatus LaunchGemv(const DeviceMatrix& w, int rows, int k, const float* x,
                      int64_t x_stride, float* y, int64_t y_stride, int batch,
-                     cudaStream_t stream) {
+                     uint2* x_parts, cudaStream_t stream) {
   if (w.nvfp4()) {
-    return LaunchGemvNvfp4(
-        PlainNvfp4(w, rows, k, x, x_stride, y, y_stride, batch), stream);
+    Nvfp4Gemv g = PlainNvfp4(w, rows, k, x, x_stride, y, y_stride, batch);
+    g.x_parts = x_parts;
+    return LaunchGemvNvfp4(g, stream);
   }
   return LaunchGemvBf16(Plain(w.bf16, rows, k, x, x_stride, y, y_stride, batch),
                         stream);
@@ -181,7 +188,8 @@ GpuStatus Project(const char* part, const StepLaunch& s,
     return OkStatus();
   }
   for (const Projection& p : list) {
-    STEP_LAUNCH(part, LaunchGemv(p.w, p.rows, k, x, k, p.y, p.rows, n, stream));
+    STEP_LAUNCH(part, LaunchGemv(p.w, p.rows, k, x, k, p.y, p.rows, n,
+                                 s.buffers->gemv_x_parts, stream));
   }
   return OkStatus();
 }
@@ -340,6 +348,7 @@ GpuStatus LaunchValues(const StepLaunch& s, const LayerParams& w,
     expand.w_group_stride = d.nope + d.v_dim;
     expand.w_group_offset = d.nope;
     expand.x_group_stride = d.kv_lora;
+    expand.x_parts = b.gemv_x_parts;
     return LaunchGemvNvfp4(expand, stream);
   }
   Bf16Gemv expand = Plain(w.kv_b.bf16, width, d.kv_lora, b.o_lat, x_stride,
@@ -418,8 +427,9 @@ GpuStatus Mla(const StepLaunch& s, int layer, const LayerParams& w,
                                                        s.sm_count, stream));
   }
   STEP_LAUNCH("mla/values", LaunchValues(s, w, stream));
-  STEP_LAUNCH("mla/o_proj", LaunchGemv(w.o, d.hidden, width, b.values, width,
-                                       b.block_out, d.hidden, n, stream));
+  STEP_LAUNCH("mla/o_proj",
+              LaunchGemv(w.o, d.hidden, width, b.values, width, b.block_out,
+                         d.hidden, n, b.gemv_x_parts, stream));
   return OkStatus();
 }
 
@@ -467,11 +477,11 @@ GpuStatus DenseMlp(const StepLaunch& s, const LayerParams& w,
   *residual = b.block_out;
   STEP_LAUNCH("dense/gate_up",
               LaunchGemv(w.dense_gu, 2 * slice, d.hidden, b.xn, d.hidden, b.gu,
-                         2 * slice, n, stream));
+                         2 * slice, n, b.gemv_x_parts, stream));
   STEP_LAUNCH("dense/silu", LaunchSiluMul(b.gu, slice, n, b.act, stream));
   STEP_LAUNCH("dense/down",
               LaunchGemv(w.dense_down, d.hidden, slice, b.act, slice,
-                         b.block_out, d.hidden, n, stream));
+                         b.block_out, d.hidden, n, b.gemv_x_parts, stream));
   return SumOverGang(s, b.block_out, stream);
 }
 
@@ -585,9 +595,10 @@ GpuStatus Head(const StepLaunch& s, const float* residual,
   STEP_LAUNCH("lm_head/norm",
               LaunchAddRmsNorm(b.h, residual, s.weights->final_norm, d.hidden,
                                d.rms_eps, n, {b.xn, d.hidden}, stream));
-  STEP_LAUNCH("lm_head/gemv",
-              LaunchGemv(s.weights->lm_head, s.geo.vocab, d.hidden, b.xn,
-                         d.hidden, b.logits, s.geo.vocab, n, stream));
+  STEP_LAUNCH(
+      "lm_head/gemv",
+      LaunchGemv(s.weights->lm_head, s.geo.vocab, d.hidden, b.xn, d.hidden,
+                 b.logits, s.geo.vocab, n, b.gemv_x_parts, stream));
   STEP_LAUNCH("lm_head/argmax",
               LaunchArgMax(b.logits, s.geo.vocab, n, s.geo.vocab_begin, b.next,
                            stream));

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -140,6 +141,53 @@ TEST(GemvNvfp4GpuTest, PerHeadProductsReadTheirOwnInputs) {
     s.x_stride = 4 * 512;
     ASSERT_TRUE(TensorCoresTakeNvfp4(s));
     ExpectMatches(s, 512, int64_t{batch} * 4 * 512);
+  }
+}
+
+// The inputs split once before the kernel (the step's scratch): the same
+// products in the same order, so the same bits as the kernel that splits
+// them in every warp, and the same match against double; plain and
+// per-head shapes, one, two and four n-tiles a pass, a batch over a pass.
+TEST(GemvNvfp4GpuTest, InputsSplitOnceGiveTheSameBits) {
+  SKIP_WITHOUT_GPU();
+  std::vector<GemvShape> shapes;
+  for (int batch : {Nvfp4SplitOnceFromBatch(), 16, 32, 37}) {
+    shapes.push_back(Plain(300, 6144, batch));
+    GemvShape heads = Plain(256, 512, batch);
+    heads.rows_per_x = 64;
+    heads.w_group_stride = 128;
+    heads.w_group_offset = 64;
+    heads.x_group_stride = 512;
+    heads.x_stride = 4 * 512;
+    shapes.push_back(heads);
+  }
+  shapes.push_back(Plain(6144, 1536, 32));  // the dense MLP's down at TP8
+  for (GemvShape s : shapes) {
+    SCOPED_TRACE(::testing::Message()
+                 << "rows " << s.rows << " batch " << s.batch << " rows_per_x "
+                 << s.rows_per_x);
+    ASSERT_TRUE(TensorCoresTakeNvfp4(s));
+    const int w_rows = s.rows_per_x ? 2 * s.rows : s.rows;
+    const int64_t x_len =
+        s.rows_per_x ? int64_t{s.batch} * 4 * 512 : int64_t{s.batch} * s.k;
+    const Nvfp4Data d = MakeData(s, w_rows, x_len);
+    std::vector<float> plain, split;
+    ASSERT_EQ(RunGemvNvfp4(s, d.codes, d.scales, kTensorScale, d.x, &plain),
+              "");
+    s.x_parts = true;
+    ASSERT_EQ(RunGemvNvfp4(s, d.codes, d.scales, kTensorScale, d.x, &split),
+              "");
+    ASSERT_EQ(plain.size(), split.size());
+    int differ = 0;
+    for (size_t i = 0; i < plain.size(); ++i) {
+      if (std::memcmp(&plain[i], &split[i], sizeof(float)) != 0 &&
+          ++differ <= 5) {
+        ADD_FAILURE() << "output " << i << ": " << split[i] << " against "
+                      << plain[i];
+      }
+    }
+    EXPECT_EQ(differ, 0);
+    ExpectMatches(s, w_rows, x_len);
   }
 }
 

@@ -272,6 +272,13 @@ std::string RunGemvNvfp4(const GemvShape& shape,
   const size_t n = static_cast<size_t>(shape.rows) * shape.batch;
   g.y = buffers.Alloc<float>(n);
   if (!g.codes || !g.scales || !g.x || !g.y) return "cudaMalloc failed";
+  if (shape.x_parts) {
+    const int rpx = shape.rows_per_x ? shape.rows_per_x : shape.rows;
+    const int groups = (shape.rows + rpx - 1) / rpx;
+    g.x_parts = buffers.Alloc<uint2>(
+        Nvfp4GemvInputParts(shape.batch, int64_t{groups} * shape.k));
+    if (!g.x_parts) return "cudaMalloc failed";
+  }
   const GpuStatus launched = LaunchGemvNvfp4(g, nullptr);
   if (!launched.ok()) return launched.message;
   if (cudaDeviceSynchronize() != cudaSuccess) return "the GEMV failed";
@@ -293,6 +300,8 @@ bool TensorCoresTake(const GemvShape& shape) {
 }
 
 int TensorCoreMinBatch() { return kGemvMmaMinBatch; }
+
+int Nvfp4SplitOnceFromBatch() { return kNvfp4SplitOnceFromBatch; }
 
 bool WgmmaTakes(const GemvShape& shape) {
   Bf16Gemv g = ToGemv(shape);

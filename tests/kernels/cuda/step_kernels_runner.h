@@ -21,6 +21,9 @@ struct GemvShape {
   // Launch the wgmma GEMV directly (gemv_wgmma.cuh), at any batch it takes,
   // rather than through LaunchGemvBf16's choice.
   bool force_wgmma = false;
+  // NVFP4: give the kernel the scratch for its inputs split once
+  // (Nvfp4Gemv::x_parts), which it uses from kNvfp4SplitOnceFromBatch.
+  bool x_parts = false;
 };
 
 // Copies w and x to the device, launches LaunchGemvBf16, and returns each
@@ -36,6 +39,7 @@ std::string RunGemvNvfp4(const GemvShape& shape,
                          const std::vector<uint8_t>& scales, float tensor_scale,
                          const std::vector<float>& x, std::vector<float>* y);
 bool TensorCoresTakeNvfp4(const GemvShape& shape);
+int Nvfp4SplitOnceFromBatch();
 
 // Whether the tensor-core GEMV takes the shape (16-byte aligned inputs
 // assumed), and the batch from which LaunchGemvBf16 uses it.
