@@ -4,8 +4,10 @@
 // warp decodes 16 rows' weights once to BF16 -- exact: an E2M1 value times
 // its E4M3 block scale has at most 6 significant bits -- and multiplies them
 // with up to 32 sequences by mma.sync, the float inputs in three BF16 parts
-// (mma_parts.cuh); the tensor scale is applied to the sums. Launch-only; not
-// thread-safe.
+// (mma_parts.cuh), split in each warp or, with the scratch, once by a pass
+// before it (kNvfp4SplitOnceFromBatch; step PERF.md v42: the all-NVFP4 step
+// -25 % at 16-32 sequences); the tensor scale is applied to the sums.
+// Launch-only; not thread-safe.
 #pragma once
 
 #include <cuda_runtime.h>
