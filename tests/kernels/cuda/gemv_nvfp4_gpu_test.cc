@@ -129,16 +129,21 @@ TEST(GemvNvfp4GpuTest, OneAndTwoSequencesMatchAtTheStepsShapes) {
 }
 
 // W_UV's shape over NVFP4 kv_b: 4 heads, each 64 rows of every other 64-row
-// block, each reading its own head's input.
+// block (512 weight rows), each reading its own head's input.
+GemvShape PerHead(int batch) {
+  GemvShape s = Plain(256, 512, batch);
+  s.rows_per_x = 64;
+  s.w_group_stride = 128;
+  s.w_group_offset = 64;
+  s.x_group_stride = 512;
+  s.x_stride = 4 * 512;
+  return s;
+}
+
 TEST(GemvNvfp4GpuTest, PerHeadProductsReadTheirOwnInputs) {
   SKIP_WITHOUT_GPU();
   for (int batch : {1, 8, 32}) {
-    GemvShape s = Plain(256, 512, batch);
-    s.rows_per_x = 64;
-    s.w_group_stride = 128;
-    s.w_group_offset = 64;
-    s.x_group_stride = 512;
-    s.x_stride = 4 * 512;
+    const GemvShape s = PerHead(batch);
     ASSERT_TRUE(TensorCoresTakeNvfp4(s));
     ExpectMatches(s, 512, int64_t{batch} * 4 * 512);
   }
@@ -147,19 +152,13 @@ TEST(GemvNvfp4GpuTest, PerHeadProductsReadTheirOwnInputs) {
 // The inputs split once before the kernel (the step's scratch): the same
 // products in the same order, so the same bits as the kernel that splits
 // them in every warp, and the same match against double; plain and
-// per-head shapes, one, two and four n-tiles a pass, a batch over a pass.
+// per-head shapes, two and four n-tiles a pass, a batch over a pass.
 TEST(GemvNvfp4GpuTest, InputsSplitOnceGiveTheSameBits) {
   SKIP_WITHOUT_GPU();
   std::vector<GemvShape> shapes;
   for (int batch : {Nvfp4SplitOnceFromBatch(), 16, 32, 37}) {
     shapes.push_back(Plain(300, 6144, batch));
-    GemvShape heads = Plain(256, 512, batch);
-    heads.rows_per_x = 64;
-    heads.w_group_stride = 128;
-    heads.w_group_offset = 64;
-    heads.x_group_stride = 512;
-    heads.x_stride = 4 * 512;
-    shapes.push_back(heads);
+    shapes.push_back(PerHead(batch));
   }
   shapes.push_back(Plain(6144, 1536, 32));  // the dense MLP's down at TP8
   for (GemvShape s : shapes) {
