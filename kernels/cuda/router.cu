@@ -330,10 +330,9 @@ __device__ void TopKToken(const RouterParams& p, RouterShared& sh, int t,
   FinishTopK(p, sh, t, threadIdx.x / 32);
 }
 
-// Normalises the selection sh.sel_*[slot] of token t (score / sum * scaling)
-// and writes it out; one warp.
-// As FinishTopK, the picks from `picks` and the counts and shared copies
-// into `tables` (another block's of the cluster, possibly).
+// Normalises the selection picks.sel_*[slot] of token t (score / sum *
+// scaling) and writes it out, its counts and shared copies into `tables`
+// (another block's of the cluster, possibly); one warp.
 __device__ void FinishTopKInto(const RouterParams& p, const RouterShared& picks,
                                RouterShared& tables, int t, int slot) {
   const int lane = threadIdx.x % 32;
@@ -354,6 +353,7 @@ __device__ void FinishTopKInto(const RouterParams& p, const RouterShared& picks,
   __syncwarp();
 }
 
+// The same within one block.
 __device__ void FinishTopK(const RouterParams& p, RouterShared& sh, int t,
                            int slot) {
   FinishTopKInto(p, sh, sh, t, slot);
