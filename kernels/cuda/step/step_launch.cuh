@@ -38,8 +38,9 @@ struct StepBuffers {
   float *q_lat = nullptr, *o_lat = nullptr;  // [batch][heads][kv_lora]
   float* attn_partial = nullptr;             // SparseAttention::partial
   uint2* attn_query_frags = nullptr;         // SparseAttention::query_frags
-  uint2* gemv_x_parts = nullptr;  // Nvfp4Gemv::x_parts, shared by them in turn
   float* attn_fresh_dots = nullptr;          // [batch][heads]
+  // Nvfp4Gemv::x_parts, for the NVFP4 GEMVs in turn.
+  uint2* gemv_x_parts = nullptr;
   float* values = nullptr;                   // [batch][heads * v_dim]
   float* block_out = nullptr;                // [batch][hidden]
   float *gu = nullptr, *act = nullptr;       // dense MLP [batch][2 * slice]
