@@ -30,7 +30,7 @@ GpuStatus LaunchGemvNvfp4Mma(const Nvfp4Gemv& g, cudaStream_t stream);
 // 8-sequence tiles' floats split into three BF16 parts by one pass, laid
 // out as the warps' mma B fragments, instead of a float4 load and two
 // three-part splits a lane for every 4 K of every 16-row tile.
-inline constexpr int kNvfp4SplitOnceFromBatch = 9;
+inline constexpr int kNvfp4SplitOnceFromBatch = 3;
 
 // uint2 elements of the scratch for `batch` sequences of `inputs` floats
 // each (input groups x k): 8-sequence tiles as the kernel's passes cover
