@@ -330,51 +330,31 @@ __device__ __forceinline__ void IssueStage(uint32_t a_addr, uint32_t b_addr,
   mma_detail::WgmmaCommit();
 }
 
-// Consumer stage i: its wgmmas issued into `mine`, then stage i - 1's (in
-// `before`) waited for, folded into the totals and its slot given back, so
-// a stage's products run while the one before is folded.
-template <int NT, int WG>
-__device__ __forceinline__ void ConsumeStage(const Ring<NT, WG>& ring, int i,
-                                             uint32_t a_offset,
-                                             float (&mine)[12 * NT],
-                                             float (&before)[12 * NT],
-                                             float (&total)[4 * NT]) {
-  const uint32_t phase = Ring<NT, WG>::Phase(i);
-  MbarWait(ring.loaded(i), phase);  // the weights' copy (async proxy)
-  MbarWait(ring.full(i), phase);    // the split
-  mma_detail::WgmmaFence();
-  IssueStage<NT>(SmemAddr(ring.a(i)) + a_offset, SmemAddr(ring.b(i)), mine);
-  if (i > 0) {
-    mma_detail::WgmmaWait<1>();
-    Fold<NT>(before, total);
-    ArriveAsWarp(ring.empty(i - 1));
-  }
-}
-
-// The consumers: a fresh accumulator a stage (64 K), two in turn, each
-// folded while the next stage's products run.
+// The consumers: a fresh accumulator a stage (64 K), its products waited
+// for and folded into the totals before the next stage's are issued; the
+// block's other warpgroups multiply meanwhile. (v35-v43 kept two
+// accumulators, folding one stage's while the next stage's products ran:
+// ptxas serialized those wgmmas anyway (C7514), and the 2 x 48 floats a
+// thread at 32 sequences left three warpgroups a block 632 bytes of
+// spills. With the three-warpgroup blocks below: -0.2-0.3 % of the step
+// at 6-32 sequences, device run 172.)
 template <int NT, int WG>
 __device__ void MultiplyStages(const BlockPlan& p, const Ring<NT, WG>& ring,
                                float (&total)[4 * NT]) {
   // This warpgroup's 64 rows of a stage's weights (8 KB on).
   const uint32_t a_offset = (threadIdx.x / 128) * 64 * 128;
-  // A stage's first wgmma overwrites its accumulator (scale-d 0): set once.
-  float even[12 * NT] = {}, odd[12 * NT] = {};
-  for (int i = 0; i < p.count; i += 2) {
-    ConsumeStage<NT, WG>(ring, i, a_offset, even, odd, total);
-    if (i + 1 < p.count) {
-      ConsumeStage<NT, WG>(ring, i + 1, a_offset, odd, even, total);
-    }
+  // A stage's first wgmma overwrites the accumulator (scale-d 0): set once.
+  float d[12 * NT] = {};
+  for (int i = 0; i < p.count; ++i) {
+    const uint32_t phase = Ring<NT, WG>::Phase(i);
+    MbarWait(ring.loaded(i), phase);  // the weights' copy (async proxy)
+    MbarWait(ring.full(i), phase);    // the split
+    mma_detail::WgmmaFence();
+    IssueStage<NT>(SmemAddr(ring.a(i)) + a_offset, SmemAddr(ring.b(i)), d);
+    mma_detail::WgmmaWait<0>();
+    Fold<NT>(d, total);
+    ArriveAsWarp(ring.empty(i));
   }
-  mma_detail::WgmmaWait<0>();
-  // Two calls, not one on a chosen array: registers cannot be picked at run
-  // time (a chosen array goes to local memory).
-  if ((p.count - 1) % 2 == 0) {
-    Fold<NT>(even, total);
-  } else {
-    Fold<NT>(odd, total);
-  }
-  ArriveAsWarp(ring.empty(p.count - 1));
 }
 
 // The block's totals (warp w's rows 16 w + lane / 4 and + 8, columns 2 (lane
@@ -592,8 +572,19 @@ int ClustersAtOnce(Kernel kernel, int threads, int smem, int r) {
   return clusters;
 }
 
+// A launch shape of the kernel for g: its ranks a row block, its grid, and
+// the load that shapes are compared by, the rows x stages of a block times
+// its waves (a wave's blocks run side by side on their SMs, a block's
+// stages in turn; the SMs a grid leaves idle add nothing).
+struct ShapePlan {
+  int ranks = 1, blocks = 0;
+  int64_t load = 0;  // rows x stages a block, times the waves
+};
+
+// Also raises the kernel's shared memory limit, which the occupancy
+// queries and the launch need.
 template <int NT, int WG>
-GpuStatus LaunchShape(const Bf16Gemv& g, cudaStream_t stream) {
+GpuStatus PlanShape(const Bf16Gemv& g, ShapePlan* p) {
   using S = Smem<NT, WG>;
   static std::atomic<size_t> allowed{0};
   static std::atomic<int> per_sm{0};  // the same on every device (sm_90)
@@ -613,29 +604,77 @@ GpuStatus LaunchShape(const Bf16Gemv& g, cudaStream_t stream) {
     }
     return clusters[r].load();
   };
+  const int capacity = per_sm * CurrentDeviceSmCount();
+  const int row_blocks = (g.rows + kRows<WG> - 1) / kRows<WG>;
+  const int stages = g.k / kStageK;
+  p->ranks = Ranks(row_blocks, stages, capacity, fits);
+  p->blocks = row_blocks * p->ranks;
+  const int waves = (p->blocks + capacity - 1) / capacity;
+  p->load = int64_t{waves} * kRows<WG> * ((stages + p->ranks - 1) / p->ranks);
+  return OkStatus();
+}
+
+// p from PlanShape<NT, WG>(g).
+template <int NT, int WG>
+GpuStatus LaunchShape(const Bf16Gemv& g, const ShapePlan& p,
+                      cudaStream_t stream) {
+  using S = Smem<NT, WG>;
+  auto* kernel = &GemvBf16WgmmaKernel<NT, WG>;
   CUtensorMap w_map, x_map;
   MG_RETURN_IF_ERROR(EncodeMaps(g, kRows<WG>, S::kSeqs, &w_map, &x_map));
-  const int row_blocks = (g.rows + kRows<WG> - 1) / kRows<WG>;
-  const int ranks =
-      Ranks(row_blocks, g.k / kStageK, per_sm * CurrentDeviceSmCount(), fits);
-  const dim3 grid(row_blocks * ranks);
-  if (ranks == 1) {
+  const dim3 grid(p.blocks);
+  if (p.ranks == 1) {
     return LaunchOverlapped(kernel, grid, dim3(kThreads<WG>), S::kBytes, stream,
-                            w_map, x_map, g, ranks);
+                            w_map, x_map, g, p.ranks);
   }
   return LaunchOverlappedInClusters(kernel, grid, dim3(kThreads<WG>), S::kBytes,
-                                    stream, ranks, w_map, x_map, g, ranks);
+                                    stream, p.ranks, w_map, x_map, g, p.ranks);
+}
+
+// Whether blocks of WG warpgroups (64 WG rows) stay inside g's input groups.
+template <int WG>
+bool BlocksFit(const Bf16Gemv& g) {
+  return g.rows_per_x >= g.rows || g.rows_per_x % kRows<WG> == 0;
+}
+
+// The warpgroups a block of g's launch (1, 2 or 3) and its plan: two or
+// three where a block stays inside one input group (the inputs' split
+// shared by more rows), three where they leave less for the busiest SM.
+// On an H200: the input projections' 2784 x 6144 in 15 blocks of 192 rows
+// in clusters of 8 (12 stages a block) against 22 of 128 in clusters of 5
+// (20 stages); lm_head's 19360 rows in one wave of 101 blocks against two
+// of 152. o_proj's 6144 rows keep 48 blocks of 128 in clusters of 2 (32 of
+// 192 would want clusters of 4, and fewer than 32 of those fit at once).
+template <int NT>
+GpuStatus ChooseShape(const Bf16Gemv& g, int* warpgroups, ShapePlan* plan) {
+  if (!BlocksFit<2>(g)) {
+    *warpgroups = 1;
+    return PlanShape<NT, 1>(g, plan);
+  }
+  *warpgroups = 2;
+  MG_RETURN_IF_ERROR((PlanShape<NT, 2>(g, plan)));
+  if (!BlocksFit<3>(g)) return OkStatus();
+  ShapePlan three;
+  MG_RETURN_IF_ERROR((PlanShape<NT, 3>(g, &three)));
+  if (three.load < plan->load) {
+    *warpgroups = 3;
+    *plan = three;
+  }
+  return OkStatus();
 }
 
 template <int NT>
 GpuStatus LaunchNt(const Bf16Gemv& g, cudaStream_t stream) {
-  // Two warpgroups a block (128 rows: the inputs' split shared by twice
-  // the rows) where a block stays inside one input group.
-  const bool one_group = g.rows_per_x >= g.rows;
-  if (!(one_group || g.rows_per_x % kRows<2> == 0)) {
-    return LaunchShape<NT, 1>(g, stream);
+  int warpgroups = 0;
+  ShapePlan p;
+  MG_RETURN_IF_ERROR(ChooseShape<NT>(g, &warpgroups, &p));
+  switch (warpgroups) {
+    case 1:
+      return LaunchShape<NT, 1>(g, p, stream);
+    case 2:
+      return LaunchShape<NT, 2>(g, p, stream);
   }
-  return LaunchShape<NT, 2>(g, stream);
+  return LaunchShape<NT, 3>(g, p, stream);
 }
 
 bool DeviceHasWgmma() {
@@ -660,6 +699,15 @@ GpuStatus LaunchGemvBf16Wgmma(const Bf16Gemv& g, cudaStream_t stream) {
   if (g.batch <= 8) return LaunchNt<1>(g, stream);
   if (g.batch <= 16) return LaunchNt<2>(g, stream);
   return LaunchNt<4>(g, stream);
+}
+
+int GemvBf16WgmmaWarpgroups(const Bf16Gemv& g) {
+  int warpgroups = 0;
+  ShapePlan p;
+  const GpuStatus chosen = g.batch <= 8    ? ChooseShape<1>(g, &warpgroups, &p)
+                           : g.batch <= 16 ? ChooseShape<2>(g, &warpgroups, &p)
+                                           : ChooseShape<4>(g, &warpgroups, &p);
+  return chosen.ok() ? warpgroups : 0;
 }
 
 }  // namespace moetune::gpu

@@ -1,6 +1,6 @@
 // The BF16 GEMV for batches of 6-32 sequences on Hopper's wgmma,
-// warp-specialized (v34; kernels/cuda/step/PERF.md). A block multiplies 64
-// or 128 weight rows by the sequences' inputs over its share of K: copier
+// warp-specialized (v34; kernels/cuda/step/PERF.md). A block multiplies 64,
+// 128 or 192 weight rows by the sequences' inputs over its share of K: copier
 // threads stream each 64-K stage's weights into a ring of shared-memory
 // stages, and one TMA copy a stage brings the inputs' 64 floats of every
 // sequence; splitter warps turn those into three BF16 parts (x = hi + mid +
@@ -35,5 +35,9 @@ bool GemvBf16WgmmaFits(const Bf16Gemv& g);
 
 // g with rows_per_x set, GemvBf16WgmmaFits(g).
 GpuStatus LaunchGemvBf16Wgmma(const Bf16Gemv& g, cudaStream_t stream);
+
+// The consumer warpgroups a block of g's launch on this device (64 rows
+// each: 1, 2 or 3), 0 where it cannot be planned.
+int GemvBf16WgmmaWarpgroups(const Bf16Gemv& g);
 
 }  // namespace moetune::gpu

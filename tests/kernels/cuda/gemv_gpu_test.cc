@@ -230,6 +230,7 @@ TEST(GemvGpuTest, WgmmaProductsMatchAtEveryClusterSize) {
     c.shape.force_wgmma = true;
     ExpectMatches(c, kWgmmaBound);
   }
+  ExpectMatches(Plain(6144, 2048, 32), kWgmmaBound);
   Case heads = PerHead(20);
   heads.shape.force_wgmma = true;
   ExpectMatches(heads, kWgmmaBound);
@@ -241,6 +242,31 @@ TEST(GemvGpuTest, WgmmaProductsMatchAtEveryClusterSize) {
   straddling.shape.rows_per_x = 32;  // a 64-row block would read two inputs
   EXPECT_FALSE(WgmmaTakes(straddling.shape));
   EXPECT_TRUE(WgmmaTakes(Plain(300, 6144, WgmmaMinBatch()).shape));
+}
+
+// Blocks of three warpgroups (192 rows) where they leave the busiest SM
+// less to do than blocks of two (on an H200: the input projections' 2784
+// x 6144 and lm_head-like 19360 rows; o_proj's 6144 x 2048 keeps two), and
+// none where a block would cross an input (W_UV's 64 rows a head here).
+TEST(GemvGpuTest, ThreeWarpgroupBlocksMatch) {
+  SKIP_WITHOUT_GPU();
+  if (!WgmmaTakes(Plain(6144, 2048, 32).shape)) {
+    GTEST_SKIP() << "the device has no wgmma (sm_90)";
+  }
+  bool three = false;
+  for (int batch : {6, 8, 16, 17, 32}) {
+    for (const Case& c : {Plain(6144, 2048, batch), Plain(2784, 6144, batch),
+                          Plain(19360, 512, batch)}) {
+      const int warpgroups = WgmmaWarpgroups(c.shape);
+      std::printf("rows %d k %d batch %d: %d warpgroups a block\n",
+                  c.shape.rows, c.shape.k, batch, warpgroups);
+      EXPECT_GE(warpgroups, 2);
+      three = three || warpgroups == 3;
+      ExpectMatches(c, kWgmmaBound);
+    }
+  }
+  EXPECT_TRUE(three) << "no shape took blocks of three warpgroups";
+  EXPECT_EQ(WgmmaWarpgroups(PerHead(32).shape), 1);
 }
 
 // Shapes the tensor-core GEMV does not take run on the CUDA-core one.

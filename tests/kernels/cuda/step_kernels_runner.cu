@@ -313,4 +313,12 @@ bool WgmmaTakes(const GemvShape& shape) {
 
 int WgmmaMinBatch() { return kGemvWgmmaMinBatch; }
 
+int WgmmaWarpgroups(const GemvShape& shape) {
+  Bf16Gemv g = ToGemv(shape);
+  g.x = reinterpret_cast<const float*>(uintptr_t{256});  // aligned
+  g.w = reinterpret_cast<const uint16_t*>(uintptr_t{256});
+  if (g.rows_per_x == 0) g.rows_per_x = g.rows;
+  return GemvBf16WgmmaWarpgroups(g);
+}
+
 }  // namespace moetune::gpu::testing

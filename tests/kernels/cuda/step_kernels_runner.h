@@ -49,6 +49,9 @@ int TensorCoreMinBatch();
 // inputs assumed), and the batch from which LaunchGemvBf16 uses it.
 bool WgmmaTakes(const GemvShape& shape);
 int WgmmaMinBatch();
+// The consumer warpgroups a block of the wgmma GEMV's launch for the shape
+// on this device (1-3; 0: not planned).
+int WgmmaWarpgroups(const GemvShape& shape);
 // The indexer's top-k (mla.cuh LaunchTopK) of `batch` rows of n scores
 // each, k kept: each row's kept indices, ascending; "" or the failure.
 std::string RunTopK(const std::vector<float>& scores, int n, int k, int batch,
