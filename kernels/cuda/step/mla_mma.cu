@@ -83,35 +83,58 @@ __device__ __forceinline__ float QueryAt(const SparseAttention& a, int b, int h,
 constexpr int kEntryLoads = 10;  // 16-byte entry loads a thread
 constexpr int kQueryLoads = 18;  // query floats a thread
 
+// A tile's entries are copied kThreadsARow threads a row: thread i takes
+// row i / kThreadsARow and its 16-byte pieces i % kThreadsARow + kThreadsARow
+// u, u = 0, 1, ...: one kept index and one row address a thread, no
+// run-time division a piece (device run 173: the copies' index arithmetic,
+// a piece at a time, were a third of the split kernel's instructions at 32
+// sequences).
+constexpr int kThreadsARow = kWarps * 32 / kTokens;  // 8
+static_assert(kWarps * 32 == kThreadsARow * kTokens, "a tile's rows");
+
+// This thread's row of a tile and its first piece.
+struct EntryPiece {
+  int row, first;
+};
+__device__ __forceinline__ EntryPiece PieceOfThread() {
+  return EntryPiece{static_cast<int>(threadIdx.x) / kThreadsARow,
+                    static_cast<int>(threadIdx.x) % kThreadsARow};
+}
+
+// Row `t` of the cache of sequence b (token kept_t of the context; row 0
+// for rows that are not live, whose pieces are zeros).
+__device__ __forceinline__ const uint16_t* CacheRow(const SparseAttention& a,
+                                                    int b, int kept_t,
+                                                    const Layout& l) {
+  return a.latent + (static_cast<int64_t>(b) * a.cache_stride + kept_t) * l.dim;
+}
+
 // Every launch fits both in one pass (SparseAttentionMmaFits): a
 // thread's loads are issued together, before anything waits for them.
 __device__ void LoadEntries(const SparseAttention& a, int b, int tokens,
                             const int* kept_s, const Layout& l,
                             uint4 (&raw)[kEntryLoads]) {
-  const int vectors = l.dim / 8, total = kTokens * vectors;
-  const uint16_t* cache =
-      a.latent + static_cast<int64_t>(b) * a.cache_stride * l.dim;
+  const EntryPiece p = PieceOfThread();
+  const int vectors = l.dim / 8;
+  const bool live = p.row < tokens && kept_s[p.row] < a.context;
+  const uint16_t* src = CacheRow(a, b, live ? kept_s[p.row] : 0, l);
 #pragma unroll
   for (int u = 0; u < kEntryLoads; ++u) {
-    const int i = threadIdx.x + u * blockDim.x, t = i / vectors;
-    const bool live = i < total && t < tokens && kept_s[t] < a.context;
-    raw[u] = live ? *reinterpret_cast<const uint4*>(
-                        cache + static_cast<int64_t>(kept_s[t]) * l.dim +
-                        (i % vectors) * 8)
-                  : make_uint4(0, 0, 0, 0);
+    const int v = p.first + kThreadsARow * u;
+    raw[u] = live && v < vectors ? *reinterpret_cast<const uint4*>(src + v * 8)
+                                 : make_uint4(0, 0, 0, 0);
   }
 }
 
 __device__ void StoreEntries(const uint4 (&raw)[kEntryLoads], const Layout& l,
                              uint16_t* entry) {
-  const int vectors = l.dim / 8, total = kTokens * vectors;
+  const EntryPiece p = PieceOfThread();
+  const int vectors = l.dim / 8;
+  uint16_t* dst = entry + p.row * l.row;
 #pragma unroll
   for (int u = 0; u < kEntryLoads; ++u) {
-    const int i = threadIdx.x + u * blockDim.x;
-    if (i < total) {
-      *reinterpret_cast<uint4*>(entry + (i / vectors) * l.row +
-                                (i % vectors) * 8) = raw[u];
-    }
+    const int v = p.first + kThreadsARow * u;
+    if (v < vectors) *reinterpret_cast<uint4*>(dst + v * 8) = raw[u];
   }
 }
 
@@ -408,28 +431,21 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 // Tile `t`'s entries (its `tokens` kept indices at kept_t) copied into
 // `entry` by cp.async, as one commit group; rows past the tile's tokens and
-// the new token's row zero (their products must be 0, not NaN). A warp a
-// row at a time (rows w, w + 8, ...), its lanes on consecutive 16-byte
-// pieces: no division by the row's pieces (dim / 8, known only at run time)
-// per piece, and one kept index a row.
+// the new token's row zero (their products must be 0, not NaN).
 __device__ void IssueEntries(const SparseAttention& a, int b, int tokens,
                              const int* kept_t, const Layout& l,
                              uint16_t* entry) {
+  const EntryPiece p = PieceOfThread();
   const int vectors = l.dim / 8;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const uint16_t* cache =
-      a.latent + static_cast<int64_t>(b) * a.cache_stride * l.dim;
-  for (int t = warp; t < kTokens; t += kWarps) {
-    const bool live = t < tokens && kept_t[t] < a.context;
-    const uint16_t* src =
-        cache + static_cast<int64_t>(live ? kept_t[t] : 0) * l.dim;
-    uint16_t* dst = entry + t * l.row;
-    for (int v = lane; v < vectors; v += 32) {
-      if (live) {
-        mma_detail::CpAsync16(dst + v * 8, src + v * 8);
-      } else {
-        *reinterpret_cast<uint4*>(dst + v * 8) = make_uint4(0, 0, 0, 0);
-      }
+  uint16_t* dst = entry + p.row * l.row;
+  if (p.row < tokens && kept_t[p.row] < a.context) {
+    const uint16_t* src = CacheRow(a, b, kept_t[p.row], l);
+    for (int v = p.first; v < vectors; v += kThreadsARow) {
+      mma_detail::CpAsync16(dst + v * 8, src + v * 8);
+    }
+  } else {
+    for (int v = p.first; v < vectors; v += kThreadsARow) {
+      *reinterpret_cast<uint4*>(dst + v * 8) = make_uint4(0, 0, 0, 0);
     }
   }
   mma_detail::CpAsyncCommit();
@@ -576,7 +592,7 @@ GpuStatus LaunchSplits(const SparseAttention& a, int hg, bool prebuilt,
 bool SparseAttentionMmaFits(const SparseAttention& a) {
   const int dim = a.kv_lora + a.rope, threads = kWarps * 32;
   // Entries and queries staged in one pass of a thread's loads.
-  const bool one_pass = kTokens * (dim / 8) <= kEntryLoads * threads &&
+  const bool one_pass = dim / 8 <= kEntryLoads * kThreadsARow &&
                         kAttentionHeads * dim <= kQueryLoads * threads;
   // A thread's values in registers: kValueTiles m-tiles a warp.
   const bool values_held = a.kv_lora / 16 <= kValueTiles * kWarps;
