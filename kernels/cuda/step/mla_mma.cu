@@ -138,23 +138,30 @@ __device__ void StoreEntries(const uint4 (&raw)[kEntryLoads], const Layout& l,
   }
 }
 
+// The group's queries a warp a head (heads past hg zero): lane l loads
+// dims l + 32 u, one trip to memory for all and no run-time division an
+// element (device run 175: the division by the dim a float was a third of
+// the one-tile kernel's stall samples at batch 1).
+static_assert(kWarps == kAttentionHeads, "a warp a head");
+
 __device__ void LoadQueries(const SparseAttention& a, int b, int h0, int hg,
                             const Layout& l, float (&x)[kQueryLoads]) {
-  const int total = hg * l.dim;
+  const int h = threadIdx.x / 32, lane = threadIdx.x % 32;
 #pragma unroll
   for (int u = 0; u < kQueryLoads; ++u) {
-    const int i = threadIdx.x + u * blockDim.x;
-    x[u] = i < total ? QueryAt(a, b, h0 + i / l.dim, i % l.dim) : 0.0f;
+    const int d = lane + 32 * u;
+    x[u] = h < hg && d < l.dim ? QueryAt(a, b, h0 + h, d) : 0.0f;
   }
 }
 
 __device__ void StoreQueries(const float (&x)[kQueryLoads], int hg,
                              const Layout& l, float* q) {
-  const int total = hg * l.dim;
+  const int h = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (h >= hg) return;
 #pragma unroll
   for (int u = 0; u < kQueryLoads; ++u) {
-    const int i = threadIdx.x + u * blockDim.x;
-    if (i < total) q[i] = x[u];
+    const int d = lane + 32 * u;
+    if (d < l.dim) q[h * l.dim + d] = x[u];
   }
 }
 
@@ -590,10 +597,10 @@ GpuStatus LaunchSplits(const SparseAttention& a, int hg, bool prebuilt,
 }  // namespace
 
 bool SparseAttentionMmaFits(const SparseAttention& a) {
-  const int dim = a.kv_lora + a.rope, threads = kWarps * 32;
+  const int dim = a.kv_lora + a.rope;
   // Entries and queries staged in one pass of a thread's loads.
-  const bool one_pass = dim / 8 <= kEntryLoads * kThreadsARow &&
-                        kAttentionHeads * dim <= kQueryLoads * threads;
+  const bool one_pass =
+      dim / 8 <= kEntryLoads * kThreadsARow && dim <= kQueryLoads * 32;
   // A thread's values in registers: kValueTiles m-tiles a warp.
   const bool values_held = a.kv_lora / 16 <= kValueTiles * kWarps;
   return a.latent_fp8 == nullptr && dim % 16 == 0 && a.kv_lora % 32 == 0 &&
