@@ -327,20 +327,11 @@ __device__ __forceinline__ void StoreValueTile(const float (&acc)[4], int mt,
   }
 }
 
-// Warp w's values: latent dims of m-tiles w, w + 8, ... x heads: acc (the
-// tiles before, scaled by alpha_s) plus the sum over this tile's 32 tokens
-// (two k-steps) of entry x p, the probabilities in three BF16 parts; then
-// the new token's float entry x its p. With `out` (a block of one tile)
-// each m-tile's values are stored as soon as they are summed, into the
-// partial rows of head 0 at out, head_stride apart.
-__device__ void AccumulateValues(const SparseAttention& a, int b,
-                                 const uint16_t* entry, const float* p,
-                                 const float* alpha_s, const Layout& l, int hg,
-                                 int fresh_t, float (&acc)[kValueTiles][4],
-                                 float* out, int64_t head_stride, int warp,
-                                 int lane) {
+// The probabilities of head g (lane (g, c)) over a tile's 32 tokens (two
+// k-steps) as mma B fragments in three BF16 parts: [k-step][part][b0, b1].
+__device__ __forceinline__ void ProbabilityFragments(
+    const float* p, int hg, int lane, uint32_t (&bf)[2][kParts][2]) {
   const int g = lane / 4, c = lane % 4;
-  uint32_t bf[2][kParts][2];  // [k-step][part][b0, b1]: p of head g
 #pragma unroll
   for (int kk = 0; kk < 2; ++kk) {
     const float* ph = p + g * kTokens + 16 * kk + 2 * c;
@@ -354,6 +345,91 @@ __device__ void AccumulateValues(const SparseAttention& a, int b,
       bf[kk][q][1] = y[q];
     }
   }
+}
+
+// What every m-tile of a warp's values takes from a tile: the entries, the
+// probabilities' fragments, each head's scale of the values so far
+// (alpha), and the new token's float entry and probability where it is in
+// this tile (fresh_t >= 0).
+struct ValueInputs {
+  const uint16_t* entry;
+  int row;  // Layout::row
+  uint32_t bf[2][kParts][2];
+  float alpha[2], p_fresh[2];
+  const float* fresh;
+  int fresh_t;
+};
+
+// The lane's ldmatrix.x4.trans address of k-step kk of m-tile mt: lane i
+// gives token row i % 8 (+ 8 for lanes 16-31) at dim column +8 for lanes
+// 8-15 and 24-31.
+__device__ __forceinline__ const uint16_t* ValueRows(const ValueInputs& v,
+                                                     int mt, int kk, int lane) {
+  const int token = lane % 8 + 8 * (lane / 16), column = 8 * ((lane / 8) % 2);
+  return v.entry + (16 * kk + token) * v.row + 16 * mt + column;
+}
+
+// The new token's float entry times its probability, after the tile's
+// products (as the products' order: the same bits).
+__device__ __forceinline__ void AddFresh(const ValueInputs& v, int mt, int lane,
+                                         float (&acc)[4]) {
+  if (v.fresh_t < 0) return;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    acc[e] += v.p_fresh[e % 2] * v.fresh[ValueDim(mt, lane, e)];
+  }
+}
+
+// Every one of a warp's kValueTiles m-tiles at once: each m-tile's
+// operations in ValueTile's order (the same bits), but the tiles' products
+// issued side by side, four independent chains, where one m-tile at a time
+// (a branch between them) left six dependent products in a row (device
+// run 175's SASS: a NOP between each, the values 32 % of the batch-32
+// kernel's stall samples).
+__device__ __forceinline__ void ValueTilesTogether(
+    const ValueInputs& v, int warp, int lane, float (&acc)[kValueTiles][4]) {
+  uint32_t at[kValueTiles][2][4];
+#pragma unroll
+  for (int i = 0; i < kValueTiles; ++i) {
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      LoadATransposed(ValueRows(v, warp + kWarps * i, kk, lane), at[i][kk]);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[i][e] *= v.alpha[e % 2];
+  }
+#pragma unroll
+  for (int kk = 0; kk < 2; ++kk) {
+#pragma unroll
+    for (int q = 0; q < kParts; ++q) {
+#pragma unroll
+      for (int i = 0; i < kValueTiles; ++i) {
+        MmaBf16(acc[i], at[i][kk][0], at[i][kk][1], at[i][kk][2], at[i][kk][3],
+                v.bf[kk][q][0], v.bf[kk][q][1]);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kValueTiles; ++i) {
+    AddFresh(v, warp + kWarps * i, lane, acc[i]);
+  }
+}
+
+// Warp w's values: latent dims of m-tiles w, w + 8, ... x heads: acc (the
+// tiles before, scaled by alpha_s) plus the sum over this tile's 32 tokens
+// (two k-steps) of entry x p, the probabilities in three BF16 parts; then
+// the new token's float entry x its p. With `out` (a block of one tile)
+// each m-tile's values are stored as soon as they are summed, into the
+// partial rows of head 0 at out, head_stride apart.
+__device__ void AccumulateValues(const SparseAttention& a, int b,
+                                 const uint16_t* entry, const float* p,
+                                 const float* alpha_s, const Layout& l, int hg,
+                                 int fresh_t, float (&acc)[kValueTiles][4],
+                                 float* out, int64_t head_stride, int warp,
+                                 int lane) {
+  const int c = lane % 4;
+  uint32_t bf[2][kParts][2];  // [k-step][part][b0, b1]: p of head g
+  ProbabilityFragments(p, hg, lane, bf);
   const float* fresh = a.new_entry + static_cast<int64_t>(b) * l.dim;
   float alpha[2], p_fresh[2];
 #pragma unroll
@@ -388,6 +464,35 @@ __device__ void AccumulateValues(const SparseAttention& a, int b,
     }
     if (out != nullptr) StoreValueTile(acc[i], mt, hg, out, head_stride, lane);
   }
+}
+
+// AccumulateValues (no `out`) with a warp's m-tiles side by side where it
+// has all kValueTiles: blocks of 4 and 8 tiles (116 registers against 94;
+// the TP8 step at 16 and 32 sequences -0.7 and -1.0 %, device run 178;
+// blocks of 2 tiles were +0.6 % at 8 sequences, run 177).
+__device__ void AccumulateValuesTogether(const SparseAttention& a, int b,
+                                         const uint16_t* entry, const float* p,
+                                         const float* alpha_s, const Layout& l,
+                                         int hg, int fresh_t,
+                                         float (&acc)[kValueTiles][4], int warp,
+                                         int lane) {
+  if (16 * (warp + kWarps * (kValueTiles - 1)) >= a.kv_lora) {
+    return AccumulateValues(a, b, entry, p, alpha_s, l, hg, fresh_t, acc,
+                            nullptr, 0, warp, lane);
+  }
+  ValueInputs v;
+  v.entry = entry;
+  v.row = l.row;
+  ProbabilityFragments(p, hg, lane, v.bf);
+  v.fresh = a.new_entry + static_cast<int64_t>(b) * l.dim;
+  v.fresh_t = fresh_t;
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int h = 2 * (lane % 4) + e;
+    v.alpha[e] = h < hg ? alpha_s[h] : 0.0f;
+    v.p_fresh[e] = fresh_t >= 0 && h < hg ? p[h * kTokens + fresh_t] : 0.0f;
+  }
+  ValueTilesTogether(v, warp, lane, acc);
 }
 
 // The block's partial: each head's running max and sum ...
@@ -560,6 +665,10 @@ __global__ void __launch_bounds__(kWarps * 32, T == 1 ? 3 : kTiledBlocksPerSm)
       float acc[kValueTiles][4] = {};
       AccumulateValues(a, b, entry, s, alpha_s, l, hg, fresh_in_tile, acc,
                        part(), head_stride, warp, lane);
+    } else if constexpr (T >= 4) {
+      AccumulateValuesTogether(a, b, entry, s, alpha_s, l, hg, fresh_in_tile,
+                               acc_run, warp, lane);
+      __syncthreads();  // s and the entry buffer are taken next
     } else {
       AccumulateValues(a, b, entry, s, alpha_s, l, hg, fresh_in_tile, acc_run,
                        nullptr, head_stride, warp, lane);
