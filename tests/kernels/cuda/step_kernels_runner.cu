@@ -303,22 +303,28 @@ int TensorCoreMinBatch() { return kGemvMmaMinBatch; }
 
 int Nvfp4SplitOnceFromBatch() { return kNvfp4SplitOnceFromBatch; }
 
-bool WgmmaTakes(const GemvShape& shape) {
+namespace {
+
+// The shape as the wgmma GEMV would be given it: 16-byte aligned weights
+// and inputs (placeholders, never read), rows_per_x set.
+Bf16Gemv WgmmaPlaceholder(const GemvShape& shape) {
   Bf16Gemv g = ToGemv(shape);
-  g.x = reinterpret_cast<const float*>(uintptr_t{256});  // aligned
+  g.x = reinterpret_cast<const float*>(uintptr_t{256});
   g.w = reinterpret_cast<const uint16_t*>(uintptr_t{256});
   if (g.rows_per_x == 0) g.rows_per_x = g.rows;
-  return GemvBf16WgmmaFits(g);
+  return g;
+}
+
+}  // namespace
+
+bool WgmmaTakes(const GemvShape& shape) {
+  return GemvBf16WgmmaFits(WgmmaPlaceholder(shape));
 }
 
 int WgmmaMinBatch() { return kGemvWgmmaMinBatch; }
 
 int WgmmaWarpgroups(const GemvShape& shape) {
-  Bf16Gemv g = ToGemv(shape);
-  g.x = reinterpret_cast<const float*>(uintptr_t{256});  // aligned
-  g.w = reinterpret_cast<const uint16_t*>(uintptr_t{256});
-  if (g.rows_per_x == 0) g.rows_per_x = g.rows;
-  return GemvBf16WgmmaWarpgroups(g);
+  return GemvBf16WgmmaWarpgroups(WgmmaPlaceholder(shape));
 }
 
 }  // namespace moetune::gpu::testing
