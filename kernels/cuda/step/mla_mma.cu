@@ -101,8 +101,8 @@ __device__ __forceinline__ EntryPiece PieceOfThread() {
                     static_cast<int>(threadIdx.x) % kThreadsARow};
 }
 
-// Row `t` of the cache of sequence b (token kept_t of the context; row 0
-// for rows that are not live, whose pieces are zeros).
+// Sequence b's cache row of context token kept_t (callers pass 0 for a
+// row that is not live, whose pieces they zero instead of loading).
 __device__ __forceinline__ const uint16_t* CacheRow(const SparseAttention& a,
                                                     int b, int kept_t,
                                                     const Layout& l) {
