@@ -16,9 +16,10 @@ using gemv_mma::kWarps;
 constexpr int kChunkK = 128;  // K a warp takes at a time: 32 a lane
 constexpr int kParts = 3;     // BF16 parts of an input float
 
-// 8-sequence tiles the kernel's passes of NTiles(batch) n-tiles cover.
-int SequenceTiles(int batch) {
-  const int nt = gemv_mma::NTiles(batch);
+// 8-sequence tiles that passes of nt n-tiles (8 sequences each) cover:
+// the scratch's tiles, as SplitInputsKernel writes and the kernel of
+// NTiles(batch) n-tiles reads them.
+__host__ __device__ int SequenceTiles(int batch, int nt) {
   return nt * ((batch + 8 * nt - 1) / (8 * nt));
 }
 
@@ -192,7 +193,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const Nvfp4Row rb = RowOf(g, min(r0 + gq + 8, g.rows - 1));
   const int chunks = g.k / kChunkK;
   const int group = min(r0, g.rows - 1) / g.rows_per_x;
-  const int tiles = NT * ((g.batch + 8 * NT - 1) / (8 * NT));
+  const int tiles = SequenceTiles(g.batch, NT);
   EnterAfterPriorKernels();
   __syncthreads();  // the table
   for (int b0 = 0; b0 < g.batch; b0 += 8 * NT) {
@@ -241,7 +242,7 @@ GpuStatus LaunchGemvNvfp4Mma(const Nvfp4Gemv& g, cudaStream_t stream) {
         [](auto nt) { return &GemvNvfp4MmaKernel<decltype(nt)::value, false>; },
         stream);
   }
-  const int tiles = SequenceTiles(g.batch);
+  const int tiles = SequenceTiles(g.batch, gemv_mma::NTiles(g.batch));
   const int64_t threads =
       int64_t{InputGroups(g)} * tiles * (g.k / kChunkK) * 256;
   MG_RETURN_IF_ERROR(LaunchOverlapped(SplitInputsKernel,
@@ -254,7 +255,8 @@ GpuStatus LaunchGemvNvfp4Mma(const Nvfp4Gemv& g, cudaStream_t stream) {
 }
 
 size_t Nvfp4GemvInputParts(int batch, int64_t inputs) {
-  return static_cast<size_t>(SequenceTiles(batch)) * inputs * 2 * kParts;
+  return static_cast<size_t>(SequenceTiles(batch, gemv_mma::NTiles(batch))) *
+         inputs * 2 * kParts;
 }
 
 }  // namespace moetune::gpu
