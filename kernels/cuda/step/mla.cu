@@ -508,8 +508,16 @@ int SparseAttentionBlockTiles(const SparseAttention& a, int sm_count) {
   return PlanSplits(a, sm_count).tiles;
 }
 
+GpuStatus LaunchAttentionQueries(const SparseAttention& a, int sm_count,
+                                 cudaStream_t stream, bool* made) {
+  *made = false;
+  const SplitPlan plan = PlanSplits(a, sm_count);
+  if (!plan.mma) return OkStatus();
+  return LaunchMlaQueries(a, plan.hg, stream, made);
+}
+
 GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
-                                cudaStream_t stream) {
+                                cudaStream_t stream, bool queries_made) {
   const SplitPlan plan = PlanSplits(a, sm_count);
   const int dim = a.kv_lora + a.rope, hg = plan.hg, tiles = plan.tiles;
   if (dim % 8 != 0 || a.kv_lora % 4 != 0) {
@@ -535,8 +543,8 @@ GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
                                         kAttentionThreads, smem, stream, a,
                                         hg));
   } else if (plan.mma) {
-    MG_RETURN_IF_ERROR(
-        LaunchSparseAttentionSplitMma(a, hg, tiles, grid, stream));
+    MG_RETURN_IF_ERROR(LaunchSparseAttentionSplitMma(a, hg, tiles, grid, stream,
+                                                     queries_made));
   } else {
     MG_RETURN_IF_ERROR(AllowSplitSharedMemory<false>(smem));
     MG_RETURN_IF_ERROR(LaunchOverlapped(SparseAttentionSplitKernel<false>, grid,

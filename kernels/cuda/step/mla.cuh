@@ -85,8 +85,17 @@ inline int SparseAttentionSplits(int k) {
   return (k + kAttentionTokens - 1) / kAttentionTokens;
 }
 // sm_count: the device's, to choose how many heads a block takes.
+// queries_made: LaunchAttentionQueries made them already (for this a).
 GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
-                                cudaStream_t stream);
+                                cudaStream_t stream, bool queries_made = false);
+// The queries' fragments and the new token's dots that the tensor-core
+// split kernel reads when they are made before its blocks (mla_mma.cuh),
+// launched on `stream` ahead of LaunchSparseAttention: they need the
+// queries and the new entry, not the indexer's choice, so the step makes
+// them beside the indexer rather than after it. *made: whether this a
+// takes them (else nothing is launched).
+GpuStatus LaunchAttentionQueries(const SparseAttention& a, int sm_count,
+                                 cudaStream_t stream, bool* made);
 // Tiles of kAttentionTokens kept tokens each split block takes (1 but for
 // the tensor-core kernel at many sequences: mla_mma.cuh).
 int SparseAttentionBlockTiles(const SparseAttention& a, int sm_count);

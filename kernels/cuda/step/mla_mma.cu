@@ -728,20 +728,28 @@ int SparseAttentionMmaTiles(const SparseAttention& a, int hg, int sm_count) {
   return 1;
 }
 
+GpuStatus LaunchMlaQueries(const SparseAttention& a, int hg,
+                           cudaStream_t stream, bool* made) {
+  *made = PrebuiltQueries(a);
+  if (!*made) return OkStatus();
+  const Layout l(a.kv_lora + a.rope);
+  return LaunchOverlapped(MlaQueryKernel, dim3(a.heads / hg, a.batch),
+                          kWarps * 32, l.QueryBytes(), stream, a, hg);
+}
+
 GpuStatus LaunchSparseAttentionSplitMma(const SparseAttention& a, int hg,
                                         int tiles, dim3 grid,
-                                        cudaStream_t stream) {
-  const Layout l(a.kv_lora + a.rope);
+                                        cudaStream_t stream,
+                                        bool queries_made) {
   const bool prebuilt = PrebuiltQueries(a);
   if (tiles > 1 && !prebuilt) {
     return Fail(RunStatus::kCannotImplement,
                 "sparse attention takes more than one tile a block only "
                 "with the queries made before");
   }
-  if (prebuilt) {
-    MG_RETURN_IF_ERROR(
-        LaunchOverlapped(MlaQueryKernel, dim3(a.heads / hg, a.batch),
-                         kWarps * 32, l.QueryBytes(), stream, a, hg));
+  if (prebuilt && !queries_made) {
+    bool made = false;
+    MG_RETURN_IF_ERROR(LaunchMlaQueries(a, hg, stream, &made));
   }
   switch (tiles) {
     case 1:

@@ -49,8 +49,14 @@ int SparseAttentionMmaTiles(const SparseAttention& a, int hg, int sm_count);
 
 // The split kernel for hg heads and `tiles` tiles a block over grid
 // (ceil(splits / tiles) x head groups, batch), as mla.cu's.
+// queries_made: LaunchMlaQueries made the fragments already.
 GpuStatus LaunchSparseAttentionSplitMma(const SparseAttention& a, int hg,
                                         int tiles, dim3 grid,
-                                        cudaStream_t stream);
+                                        cudaStream_t stream, bool queries_made);
+
+// The queries' fragments made before the split blocks, where the kernel
+// for hg heads a block takes them that way (*made; else nothing launched).
+GpuStatus LaunchMlaQueries(const SparseAttention& a, int hg,
+                           cudaStream_t stream, bool* made);
 
 }  // namespace moetune::gpu

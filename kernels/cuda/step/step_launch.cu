@@ -384,8 +384,14 @@ AbsorbQuery AbsorbOf(const StepLaunch& s, const LayerParams& w) {
 
 // The indexer, and beside it (on the side stream when there is one) the
 // query's absorption: both read only the projected, rotated queries.
+// With a side stream, the absorbed queries and then (where the attention
+// takes them made before its blocks) their fragments beside the indexer:
+// neither waits for the indexer's choice, so neither stays on the chain
+// after it. *queries_made: the fragments are made (Mla's launch skips
+// them).
 GpuStatus IndexerAndAbsorb(const StepLaunch& s, int layer, const LayerParams& w,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, bool* queries_made) {
+  *queries_made = false;
   if (s.side == nullptr || s.timer != nullptr) {
     MG_RETURN_IF_ERROR(Indexer(s, layer, stream));
     STEP_LAUNCH("mla/absorb", LaunchAbsorbQuery(AbsorbOf(s, w), stream));
@@ -396,6 +402,8 @@ GpuStatus IndexerAndAbsorb(const StepLaunch& s, int layer, const LayerParams& w,
   MG_RETURN_IF_ERROR(s.side->Fork(stream));
   next_launch_plain = true;
   MG_RETURN_IF_ERROR(LaunchAbsorbQuery(AbsorbOf(s, w), s.side->stream()));
+  MG_RETURN_IF_ERROR(LaunchAttentionQueries(AttentionOf(s, layer), s.sm_count,
+                                            s.side->stream(), queries_made));
   MG_RETURN_IF_ERROR(Indexer(s, layer, stream));
   return s.side->Join(stream);
 }
@@ -405,7 +413,7 @@ GpuStatus IndexerAndAbsorb(const StepLaunch& s, int layer, const LayerParams& w,
 constexpr int kPlainAfterJoinFromBatch = 16;
 
 GpuStatus Mla(const StepLaunch& s, int layer, const LayerParams& w,
-              cudaStream_t stream) {
+              bool queries_made, cudaStream_t stream) {
   const StepDims& d = s.problem->dims;
   const StepGeometry& g = s.geo;
   StepBuffers& b = *s.buffers;
@@ -415,16 +423,17 @@ GpuStatus Mla(const StepLaunch& s, int layer, const LayerParams& w,
     // kPlainAfterJoinFromBatch the kernels after it overlap (batch 1 -0.04
     // ms); from 16 sequences overlapping them cost 0.7 ms at 16 and 32, so
     // all go plainly there (device run 88, when 16 was also where the query
-    // kernel began; from 8 to 15 it now runs first, the split and the
-    // combine overlapped: device run 130).
+    // kernel began; since v48 the query kernel runs on the side stream, so
+    // from 8 to 15 the split goes plainly and the combine overlaps).
     const bool after_join = s.side != nullptr;
     const bool combine_overlaps =
         after_join && !s.problem->dp_attention && n < kPlainAfterJoinFromBatch;
     const ScopedOverlapLaunches scope(overlap_launches_enabled &&
                                       (!after_join || combine_overlaps));
     if (after_join) next_launch_plain = true;
-    STEP_LAUNCH("mla/attention", LaunchSparseAttention(AttentionOf(s, layer),
-                                                       s.sm_count, stream));
+    STEP_LAUNCH("mla/attention",
+                LaunchSparseAttention(AttentionOf(s, layer), s.sm_count, stream,
+                                      queries_made));
   }
   STEP_LAUNCH("mla/values", LaunchValues(s, w, stream));
   STEP_LAUNCH("mla/o_proj",
@@ -443,9 +452,10 @@ GpuStatus AttentionBlock(const StepLaunch& s, int layer, const LayerParams& w,
               LaunchAddRmsNorm(b.h, *residual, w.attn_norm, d.hidden, d.rms_eps,
                                s.problem->batch, {b.xn, d.hidden}, stream));
   MG_RETURN_IF_ERROR(QueryAndLatent(s, w, stream));
-  MG_RETURN_IF_ERROR(IndexerAndAbsorb(s, layer, w, stream));
+  bool queries_made = false;
+  MG_RETURN_IF_ERROR(IndexerAndAbsorb(s, layer, w, stream, &queries_made));
   *residual = b.block_out;
-  MG_RETURN_IF_ERROR(Mla(s, layer, w, stream));
+  MG_RETURN_IF_ERROR(Mla(s, layer, w, queries_made, stream));
   MG_RETURN_IF_ERROR(SumOverGang(s, b.block_out, stream));
   if (!s.append) return OkStatus();
   AppendEntries append{b.kv,

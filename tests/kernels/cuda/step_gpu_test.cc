@@ -20,6 +20,7 @@
 #include "kernels/reference/model_weights.h"
 #include "kernels/reference/moe_reference.h"
 #include "kernels/reference/step_bytes.h"
+#include "tests/kernels/cuda/step_kernels_runner.h"
 
 namespace moetune::gpu {
 namespace {
@@ -406,6 +407,21 @@ TEST(StepGpuFormatsTest, ElevenSequencesOverFourLayersFollowingGpuRouting) {
           WithFormats(Spec("tiny", 4, 11, context), f),
           Options("fused_gemv", true));
     }
+  }
+}
+
+// Enough sequences that the attention's query fragments are made before
+// its blocks (tiny's 4 heads: 16 sequences make 8 of 8 heads), which the
+// step makes on the side stream beside the indexer, after the absorbed
+// queries they read; graph off and on, the reference following the GPU's
+// routing and kept sets near a tie.
+TEST(StepGpuTest, QueriesMadeBesideTheIndexerMatchTheReference) {
+  SKIP_WITHOUT_GPU();
+  ASSERT_GE(16 * 4, testing::QueriesMadeBeforeFromBatch() * 8);
+  for (bool graph : {false, true}) {
+    SCOPED_TRACE(graph ? "graph" : "eager");
+    ExpectMatchesFollowingGpuRouting(Spec("tiny", 4, 16, 40),
+                                     Options("fused_gemv", graph));
   }
 }
 
