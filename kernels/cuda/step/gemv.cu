@@ -296,6 +296,80 @@ __global__ void AbsorbQueryKernel(AbsorbQuery a) {
   a.q_lat[(static_cast<int64_t>(b0 + s) * a.heads + h) * a.kv_lora + j] = sum;
 }
 
+// From kAbsorbSharedFromBatch sequences with BF16 weights: a thread four
+// adjacent columns (one 8-byte load of W_UK a row), so that each query
+// value read serves four products, the block's queries staged in shared
+// memory once (AbsorbQueryKernel loads a weight and eight query floats for
+// eight products: 21 us a layer at 32 sequences beside the indexer, device
+// run 171, longer than the top-k it must finish beside). Each output is the
+// same sums in the same order as AbsorbQueryKernel's (rows group, group +
+// 8, ..., then the groups in order): the same bits.
+constexpr int kAbsorbQuadColumns = 4 * kAbsorbColumns;  // a block's
+constexpr int kAbsorbMaxNope = 256;
+__global__ void __launch_bounds__(kAbsorbColumns* kAbsorbGroups)
+    AbsorbQueryQuadKernel(AbsorbQuery a) {
+  constexpr int kSeq = kAbsorbSequencesPerBlock;
+  __shared__ float qs[kSeq][kAbsorbMaxNope];
+  __shared__ float partial[kAbsorbGroups][kSeq][kAbsorbQuadColumns + 4];
+  const int h = blockIdx.x, b0 = blockIdx.y * kSeq;
+  const int seqs = min(kSeq, a.batch - b0);
+  const int lane = threadIdx.x % kAbsorbColumns;
+  const int group = threadIdx.x / kAbsorbColumns;
+  const int j0 = blockIdx.z * kAbsorbQuadColumns + 4 * lane;
+  EnterAfterPriorKernels();
+  for (int t = threadIdx.x; t < kSeq * a.nope; t += blockDim.x) {
+    const int s = t / a.nope, i = t % a.nope;
+    qs[s][i] =
+        s < seqs ? a.q[(b0 + s) * a.q_stride + h * a.q_head_stride + i] : 0.0f;
+  }
+  __syncthreads();
+  float acc[kSeq][4] = {};
+  if (j0 < a.kv_lora) {
+    const uint16_t* w =
+        a.kv_b + static_cast<int64_t>(h) * (a.nope + a.v_dim) * a.kv_lora + j0;
+#pragma unroll 4
+    for (int i = group; i < a.nope; i += kAbsorbGroups) {
+      const uint2 packed = __ldg(reinterpret_cast<const uint2*>(
+          w + static_cast<int64_t>(i) * a.kv_lora));
+      const float wf[4] = {__uint_as_float(packed.x << 16),
+                           __uint_as_float(packed.x & 0xffff0000u),
+                           __uint_as_float(packed.y << 16),
+                           __uint_as_float(packed.y & 0xffff0000u)};
+#pragma unroll
+      for (int s = 0; s < kSeq; ++s) {
+        const float qv = qs[s][i];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[s][c] += qv * wf[c];
+      }
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < kSeq; ++s) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) partial[group][s][4 * lane + c] = acc[s][c];
+  }
+  __syncthreads();
+  const int s = threadIdx.x / kAbsorbColumns;  // a warp a sequence
+  if (s >= seqs || j0 >= a.kv_lora) return;
+  float sum[4] = {};
+  for (int g = 0; g < kAbsorbGroups; ++g) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) sum[c] += partial[g][s][4 * lane + c];
+  }
+  float* out =
+      a.q_lat + (static_cast<int64_t>(b0 + s) * a.heads + h) * a.kv_lora + j0;
+#pragma unroll
+  for (int c = 0; c < 4; ++c) out[c] = sum[c];
+}
+
+// Whether AbsorbQueryQuadKernel takes a: BF16 weights whose rows' 8-byte
+// runs are aligned, a nope its staged queries hold.
+bool AbsorbQuadTakes(const AbsorbQuery& a) {
+  return a.codes == nullptr && a.batch >= kAbsorbSharedFromBatch &&
+         a.kv_lora % 4 == 0 && a.nope <= kAbsorbMaxNope &&
+         reinterpret_cast<uintptr_t>(a.kv_b) % 8 == 0;
+}
+
 }  // namespace
 
 template <int NB>
@@ -370,6 +444,14 @@ GpuStatus LaunchAbsorbQuery(const AbsorbQuery& a, cudaStream_t stream) {
                             stream, a);
   }
   constexpr int kSeq = kAbsorbSequencesPerBlock;
+  if (AbsorbQuadTakes(a)) {
+    const int quad_blocks =
+        (a.kv_lora + kAbsorbQuadColumns - 1) / kAbsorbQuadColumns;
+    return LaunchOverlapped(
+        AbsorbQueryQuadKernel,
+        dim3(a.heads, (a.batch + kSeq - 1) / kSeq, quad_blocks), threads, 0,
+        stream, a);
+  }
   return LaunchOverlapped(
       AbsorbQueryKernel<kSeq>,
       dim3(a.heads, (a.batch + kSeq - 1) / kSeq, column_blocks), threads, 0,

@@ -158,6 +158,56 @@ TEST(GemvGpuTest, SegmentsGoToTheirOwnOutputs) {
   }
 }
 
+// W_UK's absorption of the queries against double, to 2e-7 of the
+// products' magnitude: GLM-5's TP8 rank (8 heads, nope 192, kv_lora 512),
+// one and two sequences (a block a column run of one sequence), 8, 11 and
+// 32 (blocks of 8 sequences, four columns a thread), and a head count and
+// nope that leave rows and sequences over.
+TEST(GemvGpuTest, AbsorbedQueriesMatchADoubleEvaluation) {
+  SKIP_WITHOUT_GPU();
+  for (const AbsorbShape& base : {AbsorbShape{8, 192, 256, 512, 1, 256},
+                                  AbsorbShape{3, 40, 8, 96, 1, 48}}) {
+    for (int batch : {1, 2, 8, 11, 32}) {
+      AbsorbShape s = base;
+      s.batch = batch;
+      SCOPED_TRACE(::testing::Message()
+                   << "heads " << s.heads << " batch " << batch);
+      Values v(7u + batch * 13 + s.heads);
+      std::vector<uint16_t> w(static_cast<size_t>(s.heads) *
+                              (s.nope + s.v_dim) * s.kv_lora);
+      for (auto& e : w) e = ToBf16(v.Next() * 0.05f);
+      std::vector<float> q(static_cast<size_t>(batch) * s.heads * s.q_head);
+      for (auto& e : q) e = v.Next() * 2.0f;
+      std::vector<float> got;
+      ASSERT_EQ(RunAbsorbQuery(s, w, q, &got), "");
+      int bad = 0;
+      for (int b = 0; b < batch; ++b) {
+        for (int h = 0; h < s.heads; ++h) {
+          for (int j = 0; j < s.kv_lora; ++j) {
+            double want = 0, mag = 0;
+            for (int i = 0; i < s.nope; ++i) {
+              const double p =
+                  q[(static_cast<size_t>(b) * s.heads + h) * s.q_head + i] *
+                  FromBf16(w[(static_cast<size_t>(h) * (s.nope + s.v_dim) + i) *
+                                 s.kv_lora +
+                             j]);
+              want += p;
+              mag += std::fabs(p);
+            }
+            const double g =
+                got[(static_cast<size_t>(b) * s.heads + h) * s.kv_lora + j];
+            if (std::fabs(g - want) > 2e-7 * mag + 1e-30 && ++bad <= 5) {
+              ADD_FAILURE() << "sequence " << b << " head " << h << " column "
+                            << j << ": " << g << " want " << want;
+            }
+          }
+        }
+      }
+      EXPECT_EQ(bad, 0);
+    }
+  }
+}
+
 // W_UV's shape: 4 heads, each 64 rows of every other 64-row block of W,
 // each reading its own head's input.
 Case PerHead(int batch) {

@@ -287,6 +287,40 @@ std::string RunGemvNvfp4(const GemvShape& shape,
   return "";
 }
 
+std::string RunAbsorbQuery(const AbsorbShape& shape,
+                           const std::vector<uint16_t>& kv_b,
+                           const std::vector<float>& q,
+                           std::vector<float>* q_lat) {
+  DeviceBuffers buffers;
+  uint16_t* dw = buffers.Alloc<uint16_t>(kv_b.size());
+  float* dq = buffers.Alloc<float>(q.size());
+  const size_t out =
+      static_cast<size_t>(shape.batch) * shape.heads * shape.kv_lora;
+  float* dl = buffers.Alloc<float>(out);
+  if (dw == nullptr || dq == nullptr || dl == nullptr) {
+    return "cudaMalloc failed";
+  }
+  cudaMemcpy(dw, kv_b.data(), kv_b.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(dq, q.data(), q.size() * 4, cudaMemcpyHostToDevice);
+  AbsorbQuery a;
+  a.kv_b = dw;
+  a.heads = shape.heads;
+  a.nope = shape.nope;
+  a.v_dim = shape.v_dim;
+  a.kv_lora = shape.kv_lora;
+  a.q = dq;
+  a.q_head_stride = shape.q_head;
+  a.q_stride = int64_t{shape.heads} * shape.q_head;
+  a.q_lat = dl;
+  a.batch = shape.batch;
+  const GpuStatus launched = LaunchAbsorbQuery(a, nullptr);
+  if (!launched.ok()) return launched.message;
+  if (cudaDeviceSynchronize() != cudaSuccess) return "the absorption failed";
+  q_lat->resize(out);
+  cudaMemcpy(q_lat->data(), dl, out * 4, cudaMemcpyDeviceToHost);
+  return "";
+}
+
 bool TensorCoresTakeNvfp4(const GemvShape& shape) {
   Nvfp4Gemv g = ToNvfp4(shape);
   g.x = reinterpret_cast<const float*>(uintptr_t{256});  // aligned
