@@ -249,7 +249,15 @@ GpuStatus QueryAndLatent(const StepLaunch& s, const LayerParams& w,
       "attention/q_projections", s,
       {{w.q_b, q_rows, b.q}, {w.index_q, d.index_heads * d.index_dim, b.qi}},
       d.q_lora, b.qa, stream));
-  // The attention's and the indexer's queries in one launch.
+  return OkStatus();
+}
+
+// The attention's and the indexer's queries rotated, in one launch.
+GpuStatus RotateQueries(const StepLaunch& s, cudaStream_t stream) {
+  const StepDims& d = s.problem->dims;
+  const StepGeometry& g = s.geo;
+  StepBuffers& b = *s.buffers;
+  const int n = s.problem->batch;
   STEP_LAUNCH("attention/q_rope",
               LaunchRopeRows({b.q, n * g.heads, g.head_dim, d.nope},
                              {b.qi, n * d.index_heads, d.index_dim, 0}, Rope(s),
@@ -384,26 +392,33 @@ AbsorbQuery AbsorbOf(const StepLaunch& s, const LayerParams& w) {
 
 // The indexer, and beside it (on the side stream when there is one) the
 // query's absorption: both read only the projected, rotated queries.
-// With a side stream, the absorbed queries and then (where the attention
-// takes them made before its blocks) their fragments beside the indexer:
-// neither waits for the indexer's choice, so neither stays on the chain
-// after it. *queries_made: the fragments are made (Mla's launch skips
-// them).
+// The queries rotated, the indexer, and with a side stream beside them the
+// absorbed queries and then (where the attention takes them made before
+// its blocks) their fragments: neither waits for the indexer's choice, so
+// neither stays on the chain after it. The absorption reads the queries'
+// nope dims, which RoPE leaves, so it forks before the rotation (its blocks
+// in before the indexer's); the fragments read the rotated dims and wait
+// for it. *queries_made: the fragments are made (Mla's launch skips them).
 GpuStatus IndexerAndAbsorb(const StepLaunch& s, int layer, const LayerParams& w,
                            cudaStream_t stream, bool* queries_made) {
   *queries_made = false;
   if (s.side == nullptr || s.timer != nullptr) {
+    MG_RETURN_IF_ERROR(RotateQueries(s, stream));
     MG_RETURN_IF_ERROR(Indexer(s, layer, stream));
     STEP_LAUNCH("mla/absorb", LaunchAbsorbQuery(AbsorbOf(s, w), stream));
     return OkStatus();
   }
-  // The side stream's first kernel after the fork goes plainly
+  // The side stream's first kernel after a fork goes plainly
   // (next_launch_plain says why).
   MG_RETURN_IF_ERROR(s.side->Fork(stream));
   next_launch_plain = true;
   MG_RETURN_IF_ERROR(LaunchAbsorbQuery(AbsorbOf(s, w), s.side->stream()));
+  MG_RETURN_IF_ERROR(RotateQueries(s, stream));
+  MG_RETURN_IF_ERROR(s.side->Fork(stream));
+  next_launch_plain = true;
   MG_RETURN_IF_ERROR(LaunchAttentionQueries(AttentionOf(s, layer), s.sm_count,
                                             s.side->stream(), queries_made));
+  next_launch_plain = false;  // not consumed where nothing was launched
   MG_RETURN_IF_ERROR(Indexer(s, layer, stream));
   return s.side->Join(stream);
 }
