@@ -300,10 +300,11 @@ __global__ void AbsorbQueryKernel(AbsorbQuery a) {
 // adjacent columns (one 8-byte load of W_UK a row), so that each query
 // value read serves four products, the block's queries staged in shared
 // memory once (AbsorbQueryKernel loads a weight and eight query floats for
-// eight products: 21 us a layer at 32 sequences beside the indexer, device
-// run 171, longer than the top-k it must finish beside). Each output is the
-// same sums in the same order as AbsorbQueryKernel's (rows group, group +
-// 8, ..., then the groups in order): the same bits.
+// eight products; this: -0.3 to -1.2 % of the step at 8-32 sequences,
+// device runs 188-189, where the absorption runs beside the indexer and must
+// end before its top-k). Each output is the same sums in the same order as
+// AbsorbQueryKernel's (rows group, group + 8, ..., then the groups in
+// order): the same bits.
 constexpr int kAbsorbQuadColumns = 4 * kAbsorbColumns;  // a block's
 constexpr int kAbsorbMaxNope = 256;
 __global__ void __launch_bounds__(kAbsorbColumns* kAbsorbGroups)

@@ -390,8 +390,6 @@ AbsorbQuery AbsorbOf(const StepLaunch& s, const LayerParams& w) {
   return absorb;
 }
 
-// The indexer, and beside it (on the side stream when there is one) the
-// query's absorption: both read only the projected, rotated queries.
 // The queries rotated, the indexer, and with a side stream beside them the
 // absorbed queries and then (where the attention takes them made before
 // its blocks) their fragments: neither waits for the indexer's choice, so
