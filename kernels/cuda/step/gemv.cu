@@ -19,6 +19,7 @@ using gemv_detail::GemvRow;
 using gemv_detail::OutputOf;
 using gemv_detail::RowOf;
 using gemv_detail::SumPartsAndStore;
+using gemv_detail::Unpack4;
 using gemv_detail::Unpack8;
 
 constexpr int kWarpsPerBlock = 8;
@@ -90,15 +91,13 @@ __device__ __forceinline__ void AccumulateQuad(const uint2& packed,
                                                const float* x0,
                                                const Bf16Gemv& g, int nb,
                                                int quad, float* acc) {
-  const float w0 = __uint_as_float(packed.x << 16);
-  const float w1 = __uint_as_float(packed.x & 0xffff0000u);
-  const float w2 = __uint_as_float(packed.y << 16);
-  const float w3 = __uint_as_float(packed.y & 0xffff0000u);
+  float w[4];
+  Unpack4(packed, w);
 #pragma unroll
   for (int i = 0; i < NB; ++i) {
     if (i >= nb) continue;
     const float4 x = reinterpret_cast<const float4*>(x0 + i * g.x_stride)[quad];
-    acc[i] += w0 * x.x + w1 * x.y + w2 * x.z + w3 * x.w;
+    acc[i] += w[0] * x.x + w[1] * x.y + w[2] * x.z + w[3] * x.w;
   }
 }
 
@@ -332,10 +331,8 @@ __global__ void __launch_bounds__(kAbsorbColumns* kAbsorbGroups)
     for (int i = group; i < a.nope; i += kAbsorbGroups) {
       const uint2 packed = __ldg(reinterpret_cast<const uint2*>(
           w + static_cast<int64_t>(i) * a.kv_lora));
-      const float wf[4] = {__uint_as_float(packed.x << 16),
-                           __uint_as_float(packed.x & 0xffff0000u),
-                           __uint_as_float(packed.y << 16),
-                           __uint_as_float(packed.y & 0xffff0000u)};
+      float wf[4];
+      Unpack4(packed, wf);
 #pragma unroll
       for (int s = 0; s < kSeq; ++s) {
         const float qv = qs[s][i];

@@ -52,6 +52,14 @@ __device__ __forceinline__ void Unpack8(const uint4& w, float* out) {
   }
 }
 
+// Four BF16 weights (one 8-byte load) as floats.
+__device__ __forceinline__ void Unpack4(const uint2& w, float* out) {
+  out[0] = __uint_as_float(w.x << 16);
+  out[1] = __uint_as_float(w.x & 0xffff0000u);
+  out[2] = __uint_as_float(w.y << 16);
+  out[3] = __uint_as_float(w.y & 0xffff0000u);
+}
+
 // w[0..7] . x[0..7], x 16-byte aligned.
 __device__ __forceinline__ float Dot8(const float* w, const float* x) {
   const float4 a = reinterpret_cast<const float4*>(x)[0];

@@ -39,6 +39,7 @@ std::string RunGemvNvfp4(const GemvShape& shape,
                          const std::vector<uint8_t>& scales, float tensor_scale,
                          const std::vector<float>& x, std::vector<float>* y);
 bool TensorCoresTakeNvfp4(const GemvShape& shape);
+int Nvfp4SplitOnceFromBatch();
 
 // W_UK's absorption of the queries (gemv.cuh AbsorbQuery, BF16 weights):
 // kv_b [heads * (nope + v_dim)][kv_lora], q [batch][heads][q_head] floats
@@ -51,7 +52,6 @@ std::string RunAbsorbQuery(const AbsorbShape& shape,
                            const std::vector<uint16_t>& kv_b,
                            const std::vector<float>& q,
                            std::vector<float>* q_lat);
-int Nvfp4SplitOnceFromBatch();
 
 // Whether the tensor-core GEMV takes the shape (16-byte aligned inputs
 // assumed), and the batch from which LaunchGemvBf16 uses it.
