@@ -18,8 +18,11 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 
+#include "kernels/cuda/carveout.h"
 #include "kernels/cuda/cuda_util.cuh"
 
 namespace moetune::gpu {
@@ -55,17 +58,36 @@ inline thread_local bool overlap_launches_enabled = true;
 // waited on between; the kernels after it overlap again.
 inline thread_local bool next_launch_plain = false;
 
-class ScopedOverlapLaunches {
+// Whether each LaunchOverlapped and LaunchOverlappedInClusters from this
+// thread asks the SMs for only the shared memory its grid needs
+// (carveout.h FittedCarveout; off by default: the step turns it on for its
+// small batches, where it measured faster).
+inline thread_local bool fit_carveouts = false;
+
+// Sets one of the thread's launch flags above for a scope.
+class ScopedLaunchFlag {
  public:
-  explicit ScopedOverlapLaunches(bool on) : saved_(overlap_launches_enabled) {
-    overlap_launches_enabled = on;
+  ScopedLaunchFlag(bool& flag, bool on) : flag_(flag), saved_(flag) {
+    flag = on;
   }
-  ~ScopedOverlapLaunches() { overlap_launches_enabled = saved_; }
-  ScopedOverlapLaunches(const ScopedOverlapLaunches&) = delete;
-  ScopedOverlapLaunches& operator=(const ScopedOverlapLaunches&) = delete;
+  ~ScopedLaunchFlag() { flag_ = saved_; }
+  ScopedLaunchFlag(const ScopedLaunchFlag&) = delete;
+  ScopedLaunchFlag& operator=(const ScopedLaunchFlag&) = delete;
 
  private:
+  bool& flag_;
   bool saved_;
+};
+
+class ScopedOverlapLaunches : public ScopedLaunchFlag {
+ public:
+  explicit ScopedOverlapLaunches(bool on)
+      : ScopedLaunchFlag(overlap_launches_enabled, on) {}
+};
+
+class ScopedFitCarveouts : public ScopedLaunchFlag {
+ public:
+  explicit ScopedFitCarveouts(bool on) : ScopedLaunchFlag(fit_carveouts, on) {}
 };
 
 namespace overlap_detail {
@@ -77,19 +99,31 @@ inline bool OverlapThisLaunch() {
   return overlap_launches_enabled && !plain;
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) with the first `count` of
-// `attributes`, the launch checked.
+// kernel<<<grid, block, smem, stream>>>(args...) with the first `count`
+// (at most 2) of `attributes`, and the fitted carveout where fit_carveouts
+// is set; the launch checked.
 template <typename... Params, typename... Args>
 GpuStatus LaunchWith(void (*kernel)(Params...), dim3 grid, dim3 block,
                      size_t smem, cudaStream_t stream,
-                     cudaLaunchAttribute* attributes, int count,
+                     const cudaLaunchAttribute* attributes, int count,
                      Args&&... args) {
+  cudaLaunchAttribute all[3] = {};
+  std::copy(attributes, attributes + count, all);
+  if (fit_carveouts) {
+    const int percent = FittedCarveout(reinterpret_cast<const void*>(kernel),
+                                       int64_t{grid.x} * grid.y * grid.z,
+                                       block.x * block.y * block.z, smem);
+    if (percent >= 0) {
+      all[count].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
+      all[count++].val.sharedMemCarveout = static_cast<unsigned>(percent);
+    }
+  }
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  config.attrs = attributes;
+  config.attrs = all;
   config.numAttrs = count;
   MG_CUDA(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
   return OkStatus();

@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/carveout.h"
 #include "kernels/cuda/step/gemv.cuh"
 #include "kernels/cuda/step/gemv_mma.cuh"
 #include "kernels/cuda/step/gemv_nvfp4_mma.cuh"
@@ -359,6 +360,29 @@ int WgmmaMinBatch() { return kGemvWgmmaMinBatch; }
 
 int WgmmaWarpgroups(const GemvShape& shape) {
   return GemvBf16WgmmaWarpgroups(WgmmaPlaceholder(shape));
+}
+
+namespace {
+
+__global__ void SharedMemoryKernel(float* out) {
+  __shared__ float held[kCarveoutKernelSharedBytes / sizeof(float)];
+  held[threadIdx.x] = threadIdx.x;
+  __syncthreads();
+  out[threadIdx.x] = held[blockDim.x - 1 - threadIdx.x];
+}
+
+}  // namespace
+
+int CarveoutOfASharedMemoryKernel(int64_t blocks, CarveoutDevice* device) {
+  int id = 0;
+  cudaGetDevice(&id);
+  cudaDeviceGetAttribute(&device->sms, cudaDevAttrMultiProcessorCount, id);
+  cudaDeviceGetAttribute(&device->most,
+                         cudaDevAttrMaxSharedMemoryPerMultiprocessor, id);
+  cudaDeviceGetAttribute(&device->reserved,
+                         cudaDevAttrReservedSharedMemoryPerBlock, id);
+  return FittedCarveout(reinterpret_cast<const void*>(&SharedMemoryKernel),
+                        blocks, 256, 0);
 }
 
 }  // namespace moetune::gpu::testing

@@ -118,4 +118,14 @@ bool TensorCoreAttentionTakes(const AttentionShape& shape);
 int AttentionBlockTiles(const AttentionShape& shape);
 int QueriesMadeBeforeFromBatch();
 
+// carveout.h FittedCarveout of a 256-thread kernel with
+// kCarveoutKernelSharedBytes of static shared memory, for a grid of
+// `blocks`; and the device's SMs, largest shared memory an SM, and shared
+// memory reserved a block.
+inline constexpr int kCarveoutKernelSharedBytes = 20 * 1024;
+struct CarveoutDevice {
+  int sms = 0, most = 0, reserved = 0;
+};
+int CarveoutOfASharedMemoryKernel(int64_t blocks, CarveoutDevice* device);
+
 }  // namespace moetune::gpu::testing
