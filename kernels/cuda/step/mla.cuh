@@ -75,6 +75,10 @@ struct SparseAttention {
   // head group) before the splits.
   uint2* query_frags = nullptr;
   float* fresh_dots = nullptr;
+  // The caller makes the fragments off the attention's chain
+  // (LaunchAttentionQueries on a side stream beside the indexer): then
+  // from one sequence, not only from kPrebuiltQueriesFromBatch (mla_mma.cuh).
+  bool queries_beside = false;
 };
 inline size_t SparseAttentionQueryFrags(int batch, int heads, int dim) {
   return static_cast<size_t>(batch) * heads * (dim / 16) * 3 * 32;

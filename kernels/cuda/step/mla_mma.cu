@@ -684,11 +684,14 @@ __global__ void __launch_bounds__(kWarps * 32, T == 1 ? 3 : kTiledBlocksPerSm)
 
 // Whether the queries' fragments are made once before the split blocks
 // (MlaQueryKernel). Counted in sequences of kAttentionHeads heads (a TP8
-// rank's): a data-parallel rank's 64 heads make 8 of them a sequence.
+// rank's): a data-parallel rank's 64 heads make 8 of them a sequence. From
+// one where the step makes them beside the indexer (v51: the one-tile
+// split kernel then copies them instead of staging and splitting its
+// queries; device runs 193-198, step PERF.md).
 bool PrebuiltQueries(const SparseAttention& a) {
+  const int from = a.queries_beside ? 1 : kPrebuiltQueriesFromBatch;
   return a.query_frags != nullptr && a.fresh_dots != nullptr &&
-         int64_t{a.batch} * a.heads >=
-             int64_t{kPrebuiltQueriesFromBatch} * kAttentionHeads;
+         int64_t{a.batch} * a.heads >= int64_t{from} * kAttentionHeads;
 }
 
 template <int T>

@@ -33,6 +33,7 @@ namespace moetune::gpu {
 // 20.42; batch 32 32.63, 32.38, 31.54. Counted in sequences of
 // kAttentionHeads heads (a TP8 rank's 8): a rank with all 64 heads
 // (data-parallel attention) makes them from one sequence (not measured).
+// Made off the chain (SparseAttention::queries_beside), from one sequence.
 inline constexpr int kPrebuiltQueriesFromBatch = 8;
 
 // Whether the tensor-core split kernel takes a: the BF16 cache, kv_lora +

@@ -337,6 +337,7 @@ SparseAttention AttentionOf(const StepLaunch& s, int layer) {
   a.partial = b.attn_partial;
   a.query_frags = b.attn_query_frags;
   a.fresh_dots = b.attn_fresh_dots;
+  a.queries_beside = s.side != nullptr && s.timer == nullptr;
   return a;
 }
 
