@@ -25,8 +25,9 @@ bool DeviceLimits(int device, int* sms, int* most, int* reserved) {
          *sms > 0 && *most > 0;
 }
 
-int Compute(int device, const void* kernel, int64_t blocks, int threads,
-            size_t smem) {
+// FittedCarveout's percent, not remembered.
+int CarveoutOf(int device, const void* kernel, int64_t blocks, int threads,
+               size_t smem) {
   int sms = 0, most = 0, reserved = 0, occupancy = 0;
   cudaFuncAttributes attributes = {};
   if (!DeviceLimits(device, &sms, &most, &reserved) ||
@@ -54,7 +55,7 @@ int FittedCarveout(const void* kernel, int64_t blocks, int threads,
   const Shape shape{device, kernel, blocks, threads, smem};
   const auto it = known.find(shape);
   if (it != known.end()) return it->second;
-  const int percent = Compute(device, kernel, blocks, threads, smem);
+  const int percent = CarveoutOf(device, kernel, blocks, threads, smem);
   known.emplace(shape, percent);
   return percent;
 }

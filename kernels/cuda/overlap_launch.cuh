@@ -108,6 +108,10 @@ GpuStatus LaunchWith(void (*kernel)(Params...), dim3 grid, dim3 block,
                      const cudaLaunchAttribute* attributes, int count,
                      Args&&... args) {
   cudaLaunchAttribute all[3] = {};
+  if (count < 0 || count > 2) {
+    return Fail(RunStatus::kCannotImplement,
+                "a launch takes at most 2 attributes besides its carveout");
+  }
   std::copy(attributes, attributes + count, all);
   if (fit_carveouts) {
     const int percent = FittedCarveout(reinterpret_cast<const void*>(kernel),
