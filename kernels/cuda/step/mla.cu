@@ -509,15 +509,14 @@ int SparseAttentionBlockTiles(const SparseAttention& a, int sm_count) {
 }
 
 GpuStatus LaunchAttentionQueries(const SparseAttention& a, int sm_count,
-                                 cudaStream_t stream, bool* made) {
-  *made = false;
+                                 cudaStream_t stream) {
   const SplitPlan plan = PlanSplits(a, sm_count);
   if (!plan.mma) return OkStatus();
-  return LaunchMlaQueries(a, plan.hg, stream, made);
+  return LaunchMlaQueries(a, plan.hg, stream);
 }
 
 GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
-                                cudaStream_t stream, bool queries_made) {
+                                cudaStream_t stream) {
   const SplitPlan plan = PlanSplits(a, sm_count);
   const int dim = a.kv_lora + a.rope, hg = plan.hg, tiles = plan.tiles;
   if (dim % 8 != 0 || a.kv_lora % 4 != 0) {
@@ -543,8 +542,8 @@ GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
                                         kAttentionThreads, smem, stream, a,
                                         hg));
   } else if (plan.mma) {
-    MG_RETURN_IF_ERROR(LaunchSparseAttentionSplitMma(a, hg, tiles, grid, stream,
-                                                     queries_made));
+    MG_RETURN_IF_ERROR(
+        LaunchSparseAttentionSplitMma(a, hg, tiles, grid, stream));
   } else {
     MG_RETURN_IF_ERROR(AllowSplitSharedMemory<false>(smem));
     MG_RETURN_IF_ERROR(LaunchOverlapped(SparseAttentionSplitKernel<false>, grid,

@@ -75,9 +75,10 @@ struct SparseAttention {
   // head group) before the splits.
   uint2* query_frags = nullptr;
   float* fresh_dots = nullptr;
-  // The caller makes the fragments off the attention's chain
-  // (LaunchAttentionQueries on a side stream beside the indexer): then
-  // from one sequence, not only from kPrebuiltQueriesFromBatch (mla_mma.cuh).
+  // The caller makes the fragments off the attention's chain, by
+  // LaunchAttentionQueries on a side stream beside the indexer, before
+  // LaunchSparseAttention (which then does not make them): from one
+  // sequence, not only from kPrebuiltQueriesFromBatch (mla_mma.cuh).
   bool queries_beside = false;
 };
 inline size_t SparseAttentionQueryFrags(int batch, int heads, int dim) {
@@ -89,17 +90,16 @@ inline int SparseAttentionSplits(int k) {
   return (k + kAttentionTokens - 1) / kAttentionTokens;
 }
 // sm_count: the device's, to choose how many heads a block takes.
-// queries_made: LaunchAttentionQueries made them already (for this a).
 GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
-                                cudaStream_t stream, bool queries_made = false);
+                                cudaStream_t stream);
 // The queries' fragments and the new token's dots that the tensor-core
 // split kernel reads when they are made before its blocks (mla_mma.cuh),
 // launched on `stream` ahead of LaunchSparseAttention: they need the
 // queries and the new entry, not the indexer's choice, so the step makes
-// them beside the indexer rather than after it. *made: whether this a
-// takes them (else nothing is launched).
+// them beside the indexer rather than after it (a.queries_beside).
+// Nothing is launched where a does not take them.
 GpuStatus LaunchAttentionQueries(const SparseAttention& a, int sm_count,
-                                 cudaStream_t stream, bool* made);
+                                 cudaStream_t stream);
 // Tiles of kAttentionTokens kept tokens each split block takes (1 but for
 // the tensor-core kernel at many sequences: mla_mma.cuh).
 int SparseAttentionBlockTiles(const SparseAttention& a, int sm_count);

@@ -732,9 +732,8 @@ int SparseAttentionMmaTiles(const SparseAttention& a, int hg, int sm_count) {
 }
 
 GpuStatus LaunchMlaQueries(const SparseAttention& a, int hg,
-                           cudaStream_t stream, bool* made) {
-  *made = PrebuiltQueries(a);
-  if (!*made) return OkStatus();
+                           cudaStream_t stream) {
+  if (!PrebuiltQueries(a)) return OkStatus();
   const Layout l(a.kv_lora + a.rope);
   return LaunchOverlapped(MlaQueryKernel, dim3(a.heads / hg, a.batch),
                           kWarps * 32, l.QueryBytes(), stream, a, hg);
@@ -742,17 +741,15 @@ GpuStatus LaunchMlaQueries(const SparseAttention& a, int hg,
 
 GpuStatus LaunchSparseAttentionSplitMma(const SparseAttention& a, int hg,
                                         int tiles, dim3 grid,
-                                        cudaStream_t stream,
-                                        bool queries_made) {
+                                        cudaStream_t stream) {
   const bool prebuilt = PrebuiltQueries(a);
   if (tiles > 1 && !prebuilt) {
     return Fail(RunStatus::kCannotImplement,
                 "sparse attention takes more than one tile a block only "
                 "with the queries made before");
   }
-  if (prebuilt && !queries_made) {
-    bool made = false;
-    MG_RETURN_IF_ERROR(LaunchMlaQueries(a, hg, stream, &made));
+  if (prebuilt && !a.queries_beside) {
+    MG_RETURN_IF_ERROR(LaunchMlaQueries(a, hg, stream));
   }
   switch (tiles) {
     case 1:

@@ -49,15 +49,16 @@ bool SparseAttentionMmaFits(const SparseAttention& a);
 int SparseAttentionMmaTiles(const SparseAttention& a, int hg, int sm_count);
 
 // The split kernel for hg heads and `tiles` tiles a block over grid
-// (ceil(splits / tiles) x head groups, batch), as mla.cu's.
-// queries_made: LaunchMlaQueries made the fragments already.
+// (ceil(splits / tiles) x head groups, batch), as mla.cu's; the
+// fragments made first where the kernel takes them and the caller did not
+// make them beside (a.queries_beside).
 GpuStatus LaunchSparseAttentionSplitMma(const SparseAttention& a, int hg,
                                         int tiles, dim3 grid,
-                                        cudaStream_t stream, bool queries_made);
+                                        cudaStream_t stream);
 
 // The queries' fragments made before the split blocks, where the kernel
-// for hg heads a block takes them that way (*made; else nothing launched).
+// for hg heads a block takes them that way (else nothing is launched).
 GpuStatus LaunchMlaQueries(const SparseAttention& a, int hg,
-                           cudaStream_t stream, bool* made);
+                           cudaStream_t stream);
 
 }  // namespace moetune::gpu

@@ -307,6 +307,14 @@ GpuStatus Indexer(const StepLaunch& s, int layer, cudaStream_t stream) {
   return OkStatus();
 }
 
+// Whether the absorption and the attention's query fragments run on the
+// side stream beside the indexer (IndexerAndAbsorb): not where there is
+// none, nor in a step timed by parts, whose marks stand between kernels
+// of one stream.
+bool SideStreamBeside(const StepLaunch& s) {
+  return s.side != nullptr && s.timer == nullptr;
+}
+
 SparseAttention AttentionOf(const StepLaunch& s, int layer) {
   const StepDims& d = s.problem->dims;
   const StepGeometry& g = s.geo;
@@ -337,7 +345,7 @@ SparseAttention AttentionOf(const StepLaunch& s, int layer) {
   a.partial = b.attn_partial;
   a.query_frags = b.attn_query_frags;
   a.fresh_dots = b.attn_fresh_dots;
-  a.queries_beside = s.side != nullptr && s.timer == nullptr;
+  a.queries_beside = SideStreamBeside(s);
   return a;
 }
 
@@ -397,11 +405,10 @@ AbsorbQuery AbsorbOf(const StepLaunch& s, const LayerParams& w) {
 // neither stays on the chain after it. The absorption reads the queries'
 // nope dims, which RoPE leaves, so it forks before the rotation (its blocks
 // in before the indexer's); the fragments read the rotated dims and wait
-// for it. *queries_made: the fragments are made (Mla's launch skips them).
+// for it (AttentionOf's queries_beside tells Mla's launch so).
 GpuStatus IndexerAndAbsorb(const StepLaunch& s, int layer, const LayerParams& w,
-                           cudaStream_t stream, bool* queries_made) {
-  *queries_made = false;
-  if (s.side == nullptr || s.timer != nullptr) {
+                           cudaStream_t stream) {
+  if (!SideStreamBeside(s)) {
     MG_RETURN_IF_ERROR(RotateQueries(s, stream));
     MG_RETURN_IF_ERROR(Indexer(s, layer, stream));
     STEP_LAUNCH("mla/absorb", LaunchAbsorbQuery(AbsorbOf(s, w), stream));
@@ -416,7 +423,7 @@ GpuStatus IndexerAndAbsorb(const StepLaunch& s, int layer, const LayerParams& w,
   MG_RETURN_IF_ERROR(s.side->Fork(stream));
   next_launch_plain = true;
   MG_RETURN_IF_ERROR(LaunchAttentionQueries(AttentionOf(s, layer), s.sm_count,
-                                            s.side->stream(), queries_made));
+                                            s.side->stream()));
   next_launch_plain = false;  // not consumed where nothing was launched
   MG_RETURN_IF_ERROR(Indexer(s, layer, stream));
   return s.side->Join(stream);
@@ -427,7 +434,7 @@ GpuStatus IndexerAndAbsorb(const StepLaunch& s, int layer, const LayerParams& w,
 constexpr int kPlainAfterJoinFromBatch = 16;
 
 GpuStatus Mla(const StepLaunch& s, int layer, const LayerParams& w,
-              bool queries_made, cudaStream_t stream) {
+              cudaStream_t stream) {
   const StepDims& d = s.problem->dims;
   const StepGeometry& g = s.geo;
   StepBuffers& b = *s.buffers;
@@ -445,9 +452,8 @@ GpuStatus Mla(const StepLaunch& s, int layer, const LayerParams& w,
     const ScopedOverlapLaunches scope(overlap_launches_enabled &&
                                       (!after_join || combine_overlaps));
     if (after_join) next_launch_plain = true;
-    STEP_LAUNCH("mla/attention",
-                LaunchSparseAttention(AttentionOf(s, layer), s.sm_count, stream,
-                                      queries_made));
+    STEP_LAUNCH("mla/attention", LaunchSparseAttention(AttentionOf(s, layer),
+                                                       s.sm_count, stream));
   }
   STEP_LAUNCH("mla/values", LaunchValues(s, w, stream));
   STEP_LAUNCH("mla/o_proj",
@@ -466,10 +472,9 @@ GpuStatus AttentionBlock(const StepLaunch& s, int layer, const LayerParams& w,
               LaunchAddRmsNorm(b.h, *residual, w.attn_norm, d.hidden, d.rms_eps,
                                s.problem->batch, {b.xn, d.hidden}, stream));
   MG_RETURN_IF_ERROR(QueryAndLatent(s, w, stream));
-  bool queries_made = false;
-  MG_RETURN_IF_ERROR(IndexerAndAbsorb(s, layer, w, stream, &queries_made));
+  MG_RETURN_IF_ERROR(IndexerAndAbsorb(s, layer, w, stream));
   *residual = b.block_out;
-  MG_RETURN_IF_ERROR(Mla(s, layer, w, queries_made, stream));
+  MG_RETURN_IF_ERROR(Mla(s, layer, w, stream));
   MG_RETURN_IF_ERROR(SumOverGang(s, b.block_out, stream));
   if (!s.append) return OkStatus();
   AppendEntries append{b.kv,
