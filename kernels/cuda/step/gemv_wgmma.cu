@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/backends/expert_mma/hopper_async.cuh"
 #include "kernels/cuda/overlap_launch.cuh"
@@ -687,6 +688,15 @@ bool DeviceHasWgmma() {
          major == 9 && minor == 0;
 }
 
+// f(std::integral_constant<int, NT>) for the n-tiles of 8 sequences that
+// g's batch takes: 1 up to 8 sequences, 2 up to 16, else 4.
+template <class F>
+GpuStatus WithNTiles(const Bf16Gemv& g, F&& f) {
+  if (g.batch <= 8) return f(std::integral_constant<int, 1>{});
+  if (g.batch <= 16) return f(std::integral_constant<int, 2>{});
+  return f(std::integral_constant<int, 4>{});
+}
+
 }  // namespace
 
 bool GemvBf16WgmmaFits(const Bf16Gemv& g) {
@@ -696,17 +706,16 @@ bool GemvBf16WgmmaFits(const Bf16Gemv& g) {
 }
 
 GpuStatus LaunchGemvBf16Wgmma(const Bf16Gemv& g, cudaStream_t stream) {
-  if (g.batch <= 8) return LaunchNt<1>(g, stream);
-  if (g.batch <= 16) return LaunchNt<2>(g, stream);
-  return LaunchNt<4>(g, stream);
+  return WithNTiles(
+      g, [&](auto nt) { return LaunchNt<decltype(nt)::value>(g, stream); });
 }
 
 int GemvBf16WgmmaWarpgroups(const Bf16Gemv& g) {
   int warpgroups = 0;
   ShapePlan p;
-  const GpuStatus chosen = g.batch <= 8    ? ChooseShape<1>(g, &warpgroups, &p)
-                           : g.batch <= 16 ? ChooseShape<2>(g, &warpgroups, &p)
-                                           : ChooseShape<4>(g, &warpgroups, &p);
+  const GpuStatus chosen = WithNTiles(g, [&](auto nt) {
+    return ChooseShape<decltype(nt)::value>(g, &warpgroups, &p);
+  });
   return chosen.ok() ? warpgroups : 0;
 }
 
