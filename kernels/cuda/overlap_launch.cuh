@@ -60,8 +60,8 @@ inline thread_local bool next_launch_plain = false;
 
 // Whether each LaunchOverlapped and LaunchOverlappedInClusters from this
 // thread asks the SMs for only the shared memory its grid needs
-// (carveout.h FittedCarveout; off by default: the step turns it on for its
-// small batches, where it measured faster).
+// (carveout.h FittedCarveout; off by default: the step turns it on, and off
+// again for the launches where it measured slower).
 inline thread_local bool fit_carveouts = false;
 
 // Sets one of the thread's launch flags above for a scope.

@@ -415,15 +415,24 @@ GpuStatus IndexerAndAbsorb(const StepLaunch& s, int layer, const LayerParams& w,
     return OkStatus();
   }
   // The side stream's first kernel after a fork goes plainly
-  // (next_launch_plain says why).
+  // (next_launch_plain says why). Its launches take the driver's carveout:
+  // fitted, the SMs the indexer's kernels had fitted before them kept the
+  // absorption off, and the side stream ended 5.1 us after the top-k at 8
+  // sequences, not 0.6 (device run 203's timeline).
   MG_RETURN_IF_ERROR(s.side->Fork(stream));
   next_launch_plain = true;
-  MG_RETURN_IF_ERROR(LaunchAbsorbQuery(AbsorbOf(s, w), s.side->stream()));
+  {
+    const ScopedFitCarveouts driver_carveout(false);
+    MG_RETURN_IF_ERROR(LaunchAbsorbQuery(AbsorbOf(s, w), s.side->stream()));
+  }
   MG_RETURN_IF_ERROR(RotateQueries(s, stream));
   MG_RETURN_IF_ERROR(s.side->Fork(stream));
   next_launch_plain = true;
-  MG_RETURN_IF_ERROR(LaunchAttentionQueries(AttentionOf(s, layer), s.sm_count,
-                                            s.side->stream()));
+  {
+    const ScopedFitCarveouts driver_carveout(false);
+    MG_RETURN_IF_ERROR(LaunchAttentionQueries(AttentionOf(s, layer), s.sm_count,
+                                              s.side->stream()));
+  }
   next_launch_plain = false;  // not consumed where nothing was launched
   MG_RETURN_IF_ERROR(Indexer(s, layer, stream));
   return s.side->Join(stream);
@@ -607,7 +616,14 @@ GpuStatus MoeMlp(const StepLaunch& s, int layer, const LayerParams& w,
                                            d.rms_eps, n, out, stream));
   if (p.dp_attention) MG_RETURN_IF_ERROR(GatherMoeInputs(s, args, stream));
   *residual = args.buf.y;
-  STEP_LAUNCH("moe/layer", s.launcher->launch(args, b.workspace.get(), stream));
+  {
+    // The router's launch takes the driver's carveout (its expert kernels
+    // set none): fitted, it was 125 us a step longer at 8 sequences (device
+    // run 203).
+    const ScopedFitCarveouts driver_carveout(false);
+    STEP_LAUNCH("moe/layer",
+                s.launcher->launch(args, b.workspace.get(), stream));
+  }
   if (s.record_choices) MG_RETURN_IF_ERROR(RecordRouting(s, moe, stream));
   if (s.moe_output != nullptr) MG_RETURN_IF_ERROR(CheckMoe(s, layer, stream));
   if (p.dp_attention) return CombineMoeOutputs(s, args, residual, stream);

@@ -388,18 +388,17 @@ GpuStatus Prepare(const StepProblem& p, const StepRunOptions& o, Context** ctx,
   return OkStatus();
 }
 
-// Below this batch every overlapped launch of the step asks for only the
-// shared memory its grid needs (carveout.h): device run 197, against each
-// launch but the split attention's left to the driver, TP8 batch 1 -2.3 %,
-// 6 -2.2 %, EP8 -1.9 % and -2.7 %, but 8 +2.5 % and 32 +1.1 %; from 8
-// sequences with the wgmma GEMVs left to the driver still +0.7-2.3 % (run
-// 199), so that is not why (kernels/cuda/step/PERF.md v52).
-constexpr int kFitCarveoutsBelowBatch = 8;
-
+// Every overlapped launch of the step asks for only the shared memory its
+// grid needs (carveout.h), but the side stream's and the MoE layer's
+// (step_launch.cu IndexerAndAbsorb and MoeMlp say why). Every launch fitted
+// was TP8 batch 1 -2.3 % but 8 +2.5 % (device run 197); without those two,
+// against v52's fitting below 8 sequences only (run 205): TP8 -0.2 to -0.8 %
+// at 1-16 sequences, +0.1 % at 32, context 32768 batch 8 -1.9 %
+// (kernels/cuda/step/PERF.md v53).
 GpuStatus RunLocked(const StepProblem& p, const StepRunOptions& o,
                     StepRunResult* r) {
   const ScopedOverlapLaunches overlap(o.overlap_launches);
-  const ScopedFitCarveouts fit(p.batch < kFitCarveoutsBelowBatch);
+  const ScopedFitCarveouts fit(true);
   Context* ctx = nullptr;
   const Launcher* launcher = nullptr;
   MG_RETURN_IF_ERROR(Prepare(p, o, &ctx, &launcher));
