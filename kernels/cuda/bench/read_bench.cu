@@ -12,7 +12,8 @@
 // kernels are (each may start while the one before runs and waits for it
 // before reading: programmatic dependent launch) and plainly: what a kernel
 // costs in a graph beyond its bytes -- the chain's bound under a step of
-// ~1250 kernels.
+// ~1250 kernels; and the same reads as the phases of one resident launch,
+// a grid barrier between phases: what a persistent kernel's link costs.
 //
 //   moetune-read-bench [--rows=2784] [--row_bytes=12288] [--device=D]
 #include <cuda_runtime.h>
@@ -43,24 +44,20 @@ using mma_detail::MbarInit;
 using mma_detail::MbarWait;
 using mma_detail::TensorCopy3d;
 
-// A block: kRows rows x its rank's share of each row, kStageBytes of a row
-// a stage through a ring of kStages; consecutive threads copy consecutive
-// 16 bytes of a row. The first word of each stage is summed into *sink (so
-// nothing is elided). Launched as a dependent, it lets the next kernel's
-// blocks in at once and waits for its predecessor before reading.
+// A block's read: kRows rows x its rank's share of each row, kStageBytes of
+// a row a stage through a ring of kStages in `smem`; consecutive threads
+// copy consecutive 16 bytes of a row. Returns the sum of each stage's first
+// word as this thread saw it (so that nothing is elided). Every copy it
+// issued has landed when it returns.
 template <int kRows, int kStageBytes, int kStages, int kThreads>
-__global__ void __launch_bounds__(kThreads)
-    RingReadKernel(const uint8_t* w, int row_bytes, int rows, int ranks,
-                   unsigned* sink) {
-  extern __shared__ __align__(128) uint8_t smem[];
-  GridDependencyWait();
-  LaunchDependents();
+__device__ unsigned RingRead(const uint8_t* w, int row_bytes, int rows,
+                             int ranks, uint8_t* smem) {
   constexpr int kBytes = kRows * kStageBytes;
   constexpr int kPieces = kBytes / 16 / kThreads;
   const int rank = blockIdx.x % ranks, r0 = (blockIdx.x / ranks) * kRows;
   const int stages = row_bytes / kStageBytes;
   const int first = rank * stages / ranks;
-  const int count = (rank + 1) * stages / ranks - first;
+  const int count = r0 < rows ? (rank + 1) * stages / ranks - first : 0;
   const auto issue = [&](int i) {
     uint8_t* stage = smem + (i % kStages) * kBytes;
 #pragma unroll
@@ -85,6 +82,94 @@ __global__ void __launch_bounds__(kThreads)
                                               threadIdx.x * 16);
     if (i + kStages - 1 < count) issue(i + kStages - 1);
     CpAsyncCommit();
+  }
+  return acc;
+}
+
+// RingRead as one kernel. Launched as a dependent, it lets the next
+// kernel's blocks in at once and waits for its predecessor before reading.
+template <int kRows, int kStageBytes, int kStages, int kThreads>
+__global__ void __launch_bounds__(kThreads)
+    RingReadKernel(const uint8_t* w, int row_bytes, int rows, int ranks,
+                   unsigned* sink) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  GridDependencyWait();
+  LaunchDependents();
+  const unsigned acc = RingRead<kRows, kStageBytes, kStages, kThreads>(
+      w, row_bytes, rows, ranks, smem);
+  if (acc == 0x9e3779b9u) *sink = acc;
+}
+
+// Every block of the grid past this point before any goes on: thread 0 of
+// each adds itself to *arrived (release) and waits (acquire) until `target`
+// have; the grid must be resident at once. The link between the phases of
+// a persistent kernel, against the next kernel's launch in a chain.
+__device__ void GridBarrier(unsigned* arrived, unsigned target) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(arrived)
+                 : "memory");
+    unsigned seen = 0;
+    do {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n"
+                   : "=r"(seen)
+                   : "l"(arrived)
+                   : "memory");
+    } while (seen < target);
+  }
+  __syncthreads();
+}
+
+// GridBarrier with the waiting apart from the counting: the block that
+// arrives last (its add returns target - 1) publishes `target` in *go
+// (release), and the others poll *go (acquire) rather than the counter
+// every block adds to.
+__device__ void GridBarrierFlag(unsigned* arrived, unsigned* go,
+                                unsigned target) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned before = 0;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n"
+                 : "=r"(before)
+                 : "l"(arrived)
+                 : "memory");
+    if (before + 1 == target) {
+      asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(go),
+                   "r"(target)
+                   : "memory");
+    } else {
+      unsigned seen = 0;
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n"
+                     : "=r"(seen)
+                     : "l"(go)
+                     : "memory");
+      } while (seen < target);
+    }
+  }
+  __syncthreads();
+}
+
+// The chain's n kernels as the phases of one launch: phase p reads slice p
+// (rows rows of row_bytes from w + p * phase_bytes) as RingReadKernel
+// would, then the grid meets at a barrier (GridBarrier, or with `go`
+// GridBarrierFlag). *arrived counts on across launches from `base`.
+template <int kRows, int kStageBytes, int kStages, int kThreads>
+__global__ void __launch_bounds__(kThreads)
+    PhasedRingReadKernel(const uint8_t* w, int64_t phase_bytes, int phases,
+                         int row_bytes, int rows, int ranks, unsigned* sink,
+                         unsigned* arrived, unsigned base, unsigned* go) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  unsigned acc = 0;
+  for (int p = 0; p < phases; ++p) {
+    acc += RingRead<kRows, kStageBytes, kStages, kThreads>(
+        w + p * phase_bytes, row_bytes, rows, ranks, smem);
+    const unsigned target = base + (p + 1) * gridDim.x;
+    if (go == nullptr) {
+      GridBarrier(arrived, target);
+    } else {
+      GridBarrierFlag(arrived, go, target);
+    }
   }
   if (acc == 0x9e3779b9u) *sink = acc;
 }
@@ -222,7 +307,7 @@ constexpr int kProjectionRowBytes = 12288;
 // kernel reads what another left in L2); dependent: as the step launches.
 template <int kRows, int kStageBytes, int kStages, int kThreads>
 cudaGraphExec_t ChainGraph(const Buffers& b, const uint8_t* chain, int n,
-                           int rows_each, int ranks, bool dependent) {
+                           int rows_each, int ranks, int grid, bool dependent) {
   auto* kernel = &RingReadKernel<kRows, kStageBytes, kStages, kThreads>;
   constexpr int kSmem = kRows * kStageBytes * kStages;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -234,7 +319,7 @@ cudaGraphExec_t ChainGraph(const Buffers& b, const uint8_t* chain, int n,
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3((rows_each + kRows - 1) / kRows * ranks);
+  config.gridDim = dim3(grid);
   config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = kSmem;
   config.stream = stream;
@@ -255,31 +340,80 @@ cudaGraphExec_t ChainGraph(const Buffers& b, const uint8_t* chain, int n,
   return exec;
 }
 
-// n kernels of rows_each x kProjectionRowBytes in one graph, dependent and
-// plain: the graph's time and a kernel's share of it.
-template <int kRows, int kStageBytes, int kStages, int kThreads>
-void TimeChain(const Buffers& b, const uint8_t* chain, int n, int rows_each,
-               int ranks) {
-  const double bytes_each =
-      static_cast<double>(rows_each) * kProjectionRowBytes;
-  for (const bool dependent : {true, false}) {
-    cudaGraphExec_t exec = ChainGraph<kRows, kStageBytes, kStages, kThreads>(
-        b, chain, n, rows_each, ranks, dependent);
-    const float us = BestUs(b, [&] { cudaGraphLaunch(exec, nullptr); });
-    const cudaError_t error = cudaGetLastError();
-    std::printf(
-        "chain %3d x %6.2f MB (%3d rows-blocks x K/%d), %-9s %8.1f us  "
-        "%6.2f us a kernel  %6.0f GB/s%s%s\n",
-        n, bytes_each / 1e6, (rows_each + kRows - 1) / kRows, ranks,
-        dependent ? "dependent" : "plain", us, us / n,
-        n * bytes_each / (us * 1e3), error == cudaSuccess ? "" : "  ",
-        error == cudaSuccess ? "" : cudaGetErrorString(error));
-    cudaGraphExecDestroy(exec);
-  }
+// The grid of a chain's kernel (at least one block: a chain that reads
+// nothing is the link alone).
+template <int kRows>
+int ChainGrid(int rows_each, int ranks, int at_least) {
+  return std::max(at_least, (rows_each + kRows - 1) / kRows * ranks);
 }
 
-// The chains: what a kernel costs beyond its bytes, from nearly nothing
-// (one block, 98 KB) to the input projections' 34 MB.
+// Whether `blocks` blocks of kernel fit the GPU at once (a grid barrier
+// needs them all resident).
+template <typename Kernel>
+bool Resident(const Buffers& b, Kernel* kernel, int threads, int smem,
+              int blocks) {
+  int per_sm = 0;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
+  return int64_t{per_sm} * b.sm_count >= blocks;
+}
+
+void PrintChain(const char* how, int n, double bytes_each, int grid, float us) {
+  const cudaError_t error = cudaGetLastError();
+  std::printf(
+      "chain %3d x %6.2f MB, grid %4d, %-9s %8.1f us  %6.2f us a link  "
+      "%6.0f GB/s%s%s\n",
+      n, bytes_each / 1e6, grid, how, us, us / n,
+      bytes_each > 0 ? n * bytes_each / (us * 1e3) : 0.0,
+      error == cudaSuccess ? "" : "  ",
+      error == cudaSuccess ? "" : cudaGetErrorString(error));
+}
+
+// n reads of rows_each x kProjectionRowBytes, each its own slice: as n
+// kernels in one graph (dependent, as the step launches them, and plain),
+// and as the n phases of one resident launch with a grid barrier between
+// them (a persistent kernel's links); the time and a link's share of it.
+template <int kRows, int kStageBytes, int kStages, int kThreads>
+void TimeChain(const Buffers& b, const uint8_t* chain, int n, int rows_each,
+               int ranks, int at_least = 1) {
+  const double bytes_each =
+      static_cast<double>(rows_each) * kProjectionRowBytes;
+  const int grid = ChainGrid<kRows>(rows_each, ranks, at_least);
+  for (const bool dependent : {true, false}) {
+    cudaGraphExec_t exec = ChainGraph<kRows, kStageBytes, kStages, kThreads>(
+        b, chain, n, rows_each, ranks, grid, dependent);
+    const float us = BestUs(b, [&] { cudaGraphLaunch(exec, nullptr); });
+    PrintChain(dependent ? "dependent" : "plain", n, bytes_each, grid, us);
+    cudaGraphExecDestroy(exec);
+  }
+  auto* phased = &PhasedRingReadKernel<kRows, kStageBytes, kStages, kThreads>;
+  constexpr int kSmem = kRows * kStageBytes * kStages;
+  cudaFuncSetAttribute(phased, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       kSmem);
+  if (!Resident(b, phased, kThreads, kSmem, grid)) {
+    std::printf("chain %3d x %6.2f MB, grid %4d, barriers: not resident\n", n,
+                bytes_each / 1e6, grid);
+    return;
+  }
+  unsigned* counters = nullptr;  // arrived, go
+  cudaMalloc(&counters, 2 * sizeof(unsigned));
+  for (const bool flag : {false, true}) {
+    cudaMemset(counters, 0, 2 * sizeof(unsigned));
+    unsigned base = 0;
+    const float us = BestUs(b, [&] {
+      phased<<<grid, kThreads, kSmem>>>(
+          chain, static_cast<int64_t>(rows_each) * kProjectionRowBytes, n,
+          kProjectionRowBytes, rows_each, ranks, b.sink, counters, base,
+          flag ? counters + 1 : nullptr);
+      base += static_cast<unsigned>(n * grid);
+    });
+    PrintChain(flag ? "flag" : "barriers", n, bytes_each, grid, us);
+  }
+  cudaFree(counters);
+}
+
+// The chains: what a kernel costs beyond its bytes, from nothing read (the
+// link alone, over one SM's block and over every SM's) to the input
+// projections' 34 MB.
 void TimeChains(const Buffers& b) {
   const size_t bytes = size_t{512} << 20;
   uint8_t* chain = nullptr;
@@ -288,6 +422,9 @@ void TimeChains(const Buffers& b) {
     return;
   }
   cudaMemset(chain, 3, bytes);
+  TimeChain<32, 512, 5, 128>(b, chain, 64, 0, 1);  // nothing, 1 block
+  TimeChain<32, 512, 5, 128>(b, chain, 64, 0, 1, b.sm_count);
+  TimeChain<32, 512, 5, 128>(b, chain, 64, 0, 1, 2 * b.sm_count);
   TimeChain<8, 4096, 4, 128>(b, chain, 64, 8, 1);      // 98 KB, 1 block
   TimeChain<32, 512, 5, 128>(b, chain, 64, 64, 16);    // 0.8 MB
   TimeChain<32, 512, 5, 128>(b, chain, 32, 256, 16);   // 3.1 MB
