@@ -100,6 +100,18 @@ __global__ void __launch_bounds__(kThreads)
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
+// Polls *word (acquire) until it reaches target.
+__device__ __forceinline__ void WaitUntilAtLeast(const unsigned* word,
+                                                 unsigned target) {
+  unsigned seen = 0;
+  do {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n"
+                 : "=r"(seen)
+                 : "l"(word)
+                 : "memory");
+  } while (seen < target);
+}
+
 // Every block of the grid past this point before any goes on: thread 0 of
 // each adds itself to *arrived (release) and waits (acquire) until `target`
 // have; the grid must be resident at once. The link between the phases of
@@ -109,13 +121,7 @@ __device__ void GridBarrier(unsigned* arrived, unsigned target) {
   if (threadIdx.x == 0) {
     asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(arrived)
                  : "memory");
-    unsigned seen = 0;
-    do {
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n"
-                   : "=r"(seen)
-                   : "l"(arrived)
-                   : "memory");
-    } while (seen < target);
+    WaitUntilAtLeast(arrived, target);
   }
   __syncthreads();
 }
@@ -138,13 +144,7 @@ __device__ void GridBarrierFlag(unsigned* arrived, unsigned* go,
                    "r"(target)
                    : "memory");
     } else {
-      unsigned seen = 0;
-      do {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n"
-                     : "=r"(seen)
-                     : "l"(go)
-                     : "memory");
-      } while (seen < target);
+      WaitUntilAtLeast(go, target);
     }
   }
   __syncthreads();
