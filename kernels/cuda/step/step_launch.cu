@@ -399,6 +399,23 @@ AbsorbQuery AbsorbOf(const StepLaunch& s, const LayerParams& w) {
   return absorb;
 }
 
+// Forks the side stream from what `stream` has queued and runs
+// launch(side stream) there: its first kernel plainly (next_launch_plain
+// says why), and at the driver's carveout -- fitted, the SMs the indexer's
+// kernels had fitted before them kept the absorption off, and the side
+// stream ended 5.1 us after the top-k at 8 sequences, not 0.6 (device run
+// 203's timeline).
+template <typename Launch>
+GpuStatus LaunchBeside(const StepLaunch& s, cudaStream_t stream,
+                       Launch&& launch) {
+  MG_RETURN_IF_ERROR(s.side->Fork(stream));
+  const ScopedFitCarveouts driver_carveout(false);
+  next_launch_plain = true;
+  const GpuStatus launched = launch(s.side->stream());
+  next_launch_plain = false;  // not consumed where nothing was launched
+  return launched;
+}
+
 // The queries rotated, the indexer, and with a side stream beside them the
 // absorbed queries and then (where the attention takes them made before
 // its blocks) their fragments: neither waits for the indexer's choice, so
@@ -414,26 +431,13 @@ GpuStatus IndexerAndAbsorb(const StepLaunch& s, int layer, const LayerParams& w,
     STEP_LAUNCH("mla/absorb", LaunchAbsorbQuery(AbsorbOf(s, w), stream));
     return OkStatus();
   }
-  // The side stream's first kernel after a fork goes plainly
-  // (next_launch_plain says why). Its launches take the driver's carveout:
-  // fitted, the SMs the indexer's kernels had fitted before them kept the
-  // absorption off, and the side stream ended 5.1 us after the top-k at 8
-  // sequences, not 0.6 (device run 203's timeline).
-  MG_RETURN_IF_ERROR(s.side->Fork(stream));
-  next_launch_plain = true;
-  {
-    const ScopedFitCarveouts driver_carveout(false);
-    MG_RETURN_IF_ERROR(LaunchAbsorbQuery(AbsorbOf(s, w), s.side->stream()));
-  }
+  MG_RETURN_IF_ERROR(LaunchBeside(s, stream, [&](cudaStream_t side) {
+    return LaunchAbsorbQuery(AbsorbOf(s, w), side);
+  }));
   MG_RETURN_IF_ERROR(RotateQueries(s, stream));
-  MG_RETURN_IF_ERROR(s.side->Fork(stream));
-  next_launch_plain = true;
-  {
-    const ScopedFitCarveouts driver_carveout(false);
-    MG_RETURN_IF_ERROR(LaunchAttentionQueries(AttentionOf(s, layer), s.sm_count,
-                                              s.side->stream()));
-  }
-  next_launch_plain = false;  // not consumed where nothing was launched
+  MG_RETURN_IF_ERROR(LaunchBeside(s, stream, [&](cudaStream_t side) {
+    return LaunchAttentionQueries(AttentionOf(s, layer), s.sm_count, side);
+  }));
   MG_RETURN_IF_ERROR(Indexer(s, layer, stream));
   return s.side->Join(stream);
 }
