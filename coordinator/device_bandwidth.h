@@ -1,8 +1,8 @@
 // The roofline floor at the best read bandwidth recorded for the kind of
 // device a result came from. A worker measures its bandwidth once, when it
 // starts; started beside a busy job it reads low, its floors come out high
-// and its efficiencies flattering (a nightly run once showed efficiency
-// rising on a night that ran 35% slower). The idle figure is the highest
+// and its efficiencies flattering (a night that runs 35% slower can show its
+// efficiency rising). The idle figure is the highest
 // one measured on that kind of device, so the coordinator keeps the best
 // probe per kind and records every result's floor against it.
 // Thread-safe.

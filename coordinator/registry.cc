@@ -24,7 +24,7 @@ void WorkerRegistry::Restore(
     const std::vector<db::WorkerIdentity>& identities) {
   absl::MutexLock lock(&mu_);
   for (const db::WorkerIdentity& identity : identities) {
-    if (identity.token_sha256.empty()) continue;  // before tokens: re-register
+    if (identity.token_sha256.empty()) continue;  // no token: must re-register
     WorkerEntry& entry = workers_[identity.worker_id];
     entry.worker_id = identity.worker_id;
     entry.name = identity.name;

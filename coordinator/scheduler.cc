@@ -582,8 +582,8 @@ absl::Status Scheduler::ResumeSweeps() {
   ASSIGN_OR_RETURN(const std::vector<v1::Sweep> sweeps, store_->ListSweeps(0));
   absl::MutexLock lock(&mu_);
   for (const v1::Sweep& sweep : sweeps) {
-    // A database of an older coordinator may hold queued trials in a
-    // cancelled sweep: closed here, never handed to a worker.
+    // A database may hold queued trials in a cancelled sweep (a lease lost
+    // after the cancel, re-queued): closed here, never handed to a worker.
     if (sweep.state() == v1::ABORTED) {
       RETURN_IF_ERROR(
           store_->CancelSweep(sweep.sweep_id(), clock_->NowUnixMs()));

@@ -1,9 +1,11 @@
-// RULE: migrations are append-only. Never edit, reorder or delete a script
-// that has shipped: databases in the field have already applied it and will
-// never run it again. To change the schema, append a new script (ALTER TABLE,
-// CREATE INDEX, a table copy, ...). The same holds for the meaning of stored
+// RULE: migrations are append-only. Never reorder or delete a script that
+// has shipped, nor change the tables, columns or indexes it makes:
+// databases in the field have already applied it and will never run it
+// again. To change the schema, append a new script (ALTER TABLE, CREATE
+// INDEX, a table copy, ...). The same holds for the meaning of stored
 // numbers: enum columns hold moetune.v1 enum numbers, which the proto keeps
-// append-only too.
+// append-only too. Scripts make no views: views hold no data, and a writer
+// recreates them after migrating from their one definition (db/views.h).
 
 #include "db/migrations.h"
 
@@ -147,11 +149,12 @@ CREATE INDEX trials_by_sweep_update ON trials(sweep_id, updated_at);  -- watches
 )sql";
 
 // Version 4: the dimensions a chart groups by as plain columns, for people
-// who point Grafana (or sqlite3) at the file: until now batch, context, tile,
-// tp, ep and graph lived only inside the workload / config blobs, which SQL
-// cannot read. The store fills them on insert and, once, for rows written
-// before this version (FillTrialDimensions); NULL means "not filled yet".
-// Two views on top name every state and join the deciding result.
+// who point Grafana (or sqlite3) at the file: before this version batch,
+// context, tile, tp, ep and graph lived only inside the workload / config
+// blobs, which SQL cannot read. The store fills them on insert and, once,
+// for rows written before this version (FillTrialDimensions); NULL means
+// "not filled yet". The views of db/views.h show them with every state
+// named and the deciding result joined.
 constexpr std::string_view kV4Dimensions = R"sql(
 ALTER TABLE trials ADD COLUMN model_preset TEXT;        -- Workload.model_preset
 ALTER TABLE trials ADD COLUMN region INTEGER;           -- v1.Region
@@ -163,156 +166,51 @@ ALTER TABLE trials ADD COLUMN tile_k INTEGER;           -- TileShape.block_k; 0 
 ALTER TABLE trials ADD COLUMN tp INTEGER;               -- ranks
 ALTER TABLE trials ADD COLUMN ep INTEGER;               -- ranks
 ALTER TABLE trials ADD COLUMN cuda_graph INTEGER;       -- 0 or 1
-
--- One row per trial with its dimensions and names instead of numbers.
-CREATE VIEW trial_dimensions AS
-SELECT t.id AS trial_id, t.sweep_id, s.name AS sweep_name,
-       CASE t.state WHEN 1 THEN 'QUEUED' WHEN 2 THEN 'LEASED'
-         WHEN 3 THEN 'DONE' WHEN 4 THEN 'FAILED' WHEN 5 THEN 'INCORRECT'
-         WHEN 6 THEN 'UNAVAILABLE' WHEN 7 THEN 'CANCELLED'
-         WHEN 8 THEN 'TIMEOUT' ELSE 'UNSPECIFIED' END AS state,
-       t.moe_backend AS backend, t.model_preset,
-       CASE t.region WHEN 2 THEN 'MOE_LAYER' ELSE 'DECODE_STEP' END AS region,
-       t.batch_size AS batch, t.context_length AS context, t.chain_layers,
-       CASE WHEN t.tile_n > 0 THEN t.tile_n || 'x' || t.tile_k ELSE '-' END
-         AS tile,
-       t.tile_n, t.tile_k, t.tp, t.ep, t.cuda_graph AS graph,
-       t.rung, t.confirm_round, t.attempt, t.workload_hash, t.worker_id,
-       t.reason, t.updated_at
-FROM trials AS t JOIN sweeps AS s ON s.id = t.sweep_id;
-
--- Trials with the result of their deciding attempt (late reports of older
--- attempts stay in `results` only). Times in microseconds.
-CREATE VIEW trial_results AS
-SELECT d.*, r.outcome, r.median_us, r.mean_us, r.p90_us, r.p99_us,
-       r.stddev_us, r.ci_low_us, r.ci_high_us, r.floor_us, r.efficiency,
-       r.max_rel_error, r.fingerprint_hash, r.recorded_at
-FROM trial_dimensions AS d
-JOIN results AS r ON r.trial_id = d.trial_id AND r.attempt = d.attempt;
 )sql";
 
 // Version 5: the decode step's formats (Workload.quantization and
-// kv_cache_dtype) as columns, and in the views beside the other dimensions.
-// quantization holds the groups that differ from the default, e.g.
-// 'attention=NVFP4 lm_head=NVFP4' ('' = the default map); kv_cache_dtype the
-// v1.KvCacheDtype name. Rows written before this version were all the
-// default (the tuner did not carry the fields): NULL reads as it.
+// kv_cache_dtype) as columns, which the views show beside the other
+// dimensions. quantization holds the groups that differ from the default,
+// e.g. 'attention=NVFP4 lm_head=NVFP4' ('' = the default map);
+// kv_cache_dtype the v1.KvCacheDtype name. Rows written before this version
+// were all the default (the tuner did not carry the fields): NULL reads as
+// it.
 constexpr std::string_view kV5Formats = R"sql(
 ALTER TABLE trials ADD COLUMN quantization TEXT;    -- non-default groups
 ALTER TABLE trials ADD COLUMN kv_cache_dtype TEXT;  -- v1.KvCacheDtype name
-
-DROP VIEW trial_results;
-DROP VIEW trial_dimensions;
-
-CREATE VIEW trial_dimensions AS
-SELECT t.id AS trial_id, t.sweep_id, s.name AS sweep_name,
-       CASE t.state WHEN 1 THEN 'QUEUED' WHEN 2 THEN 'LEASED'
-         WHEN 3 THEN 'DONE' WHEN 4 THEN 'FAILED' WHEN 5 THEN 'INCORRECT'
-         WHEN 6 THEN 'UNAVAILABLE' WHEN 7 THEN 'CANCELLED'
-         WHEN 8 THEN 'TIMEOUT' ELSE 'UNSPECIFIED' END AS state,
-       t.moe_backend AS backend, t.model_preset,
-       CASE t.region WHEN 2 THEN 'MOE_LAYER' ELSE 'DECODE_STEP' END AS region,
-       t.batch_size AS batch, t.context_length AS context, t.chain_layers,
-       CASE WHEN t.tile_n > 0 THEN t.tile_n || 'x' || t.tile_k ELSE '-' END
-         AS tile,
-       t.tile_n, t.tile_k, t.tp, t.ep, t.cuda_graph AS graph,
-       t.rung, t.confirm_round, t.attempt, t.workload_hash, t.worker_id,
-       t.reason, t.updated_at,
-       CASE WHEN COALESCE(t.quantization, '') = '' THEN 'default'
-         ELSE t.quantization END AS quantization,
-       COALESCE(t.kv_cache_dtype, 'KV_BF16') AS kv_cache_dtype
-FROM trials AS t JOIN sweeps AS s ON s.id = t.sweep_id;
-
-CREATE VIEW trial_results AS
-SELECT d.*, r.outcome, r.median_us, r.mean_us, r.p90_us, r.p99_us,
-       r.stddev_us, r.ci_low_us, r.ci_high_us, r.floor_us, r.efficiency,
-       r.max_rel_error, r.fingerprint_hash, r.recorded_at
-FROM trial_dimensions AS d
-JOIN results AS r ON r.trial_id = d.trial_id AND r.attempt = d.attempt;
 )sql";
 
-// Version 6: the attention (TrialConfig.attention) as a column, and in the
-// views beside tp and ep: 'tp' or 'dp' (data-parallel attention). Rows
-// written before this version were all tp attention (the tuner did not
-// carry the field): NULL reads as it.
+// Version 6: the attention (TrialConfig.attention_split) as a column, which
+// the views show beside tp and ep: 'tp' or 'dp' (data-parallel attention).
+// Rows written before this version were all tp attention (the tuner did
+// not carry the field): NULL reads as it.
 constexpr std::string_view kV6Attention = R"sql(
 ALTER TABLE trials ADD COLUMN attention TEXT;  -- 'tp' or 'dp'
-
-DROP VIEW trial_results;
-DROP VIEW trial_dimensions;
-
-CREATE VIEW trial_dimensions AS
-SELECT t.id AS trial_id, t.sweep_id, s.name AS sweep_name,
-       CASE t.state WHEN 1 THEN 'QUEUED' WHEN 2 THEN 'LEASED'
-         WHEN 3 THEN 'DONE' WHEN 4 THEN 'FAILED' WHEN 5 THEN 'INCORRECT'
-         WHEN 6 THEN 'UNAVAILABLE' WHEN 7 THEN 'CANCELLED'
-         WHEN 8 THEN 'TIMEOUT' ELSE 'UNSPECIFIED' END AS state,
-       t.moe_backend AS backend, t.model_preset,
-       CASE t.region WHEN 2 THEN 'MOE_LAYER' ELSE 'DECODE_STEP' END AS region,
-       t.batch_size AS batch, t.context_length AS context, t.chain_layers,
-       CASE WHEN t.tile_n > 0 THEN t.tile_n || 'x' || t.tile_k ELSE '-' END
-         AS tile,
-       t.tile_n, t.tile_k, t.tp, t.ep, t.cuda_graph AS graph,
-       t.rung, t.confirm_round, t.attempt, t.workload_hash, t.worker_id,
-       t.reason, t.updated_at,
-       CASE WHEN COALESCE(t.quantization, '') = '' THEN 'default'
-         ELSE t.quantization END AS quantization,
-       COALESCE(t.kv_cache_dtype, 'KV_BF16') AS kv_cache_dtype,
-       COALESCE(t.attention, 'tp') AS attention
-FROM trials AS t JOIN sweeps AS s ON s.id = t.sweep_id;
-
-CREATE VIEW trial_results AS
-SELECT d.*, r.outcome, r.median_us, r.mean_us, r.p90_us, r.p99_us,
-       r.stddev_us, r.ci_low_us, r.ci_high_us, r.floor_us, r.efficiency,
-       r.max_rel_error, r.fingerprint_hash, r.recorded_at
-FROM trial_dimensions AS d
-JOIN results AS r ON r.trial_id = d.trial_id AND r.attempt = d.attempt;
 )sql";
 
-// Version 7: the tile's ring depth (TileShape.stages) as a column, and in
-// the views' tile text ('128x256s4'; without an 's' part for the kernel's
-// own depth). Rows written before this version had none: NULL reads as 0.
+// Version 7: the tile's ring depth (TileShape.stages) as a column, which
+// the views add to the tile text ('128x256s4'; without an 's' part for the
+// kernel's own depth). Rows written before this version had none: NULL
+// reads as 0.
 constexpr std::string_view kV7TileStages = R"sql(
 ALTER TABLE trials ADD COLUMN tile_stages INTEGER;  -- TileShape.stages; 0 = own
+)sql";
 
-DROP VIEW trial_results;
-DROP VIEW trial_dimensions;
-
-CREATE VIEW trial_dimensions AS
-SELECT t.id AS trial_id, t.sweep_id, s.name AS sweep_name,
-       CASE t.state WHEN 1 THEN 'QUEUED' WHEN 2 THEN 'LEASED'
-         WHEN 3 THEN 'DONE' WHEN 4 THEN 'FAILED' WHEN 5 THEN 'INCORRECT'
-         WHEN 6 THEN 'UNAVAILABLE' WHEN 7 THEN 'CANCELLED'
-         WHEN 8 THEN 'TIMEOUT' ELSE 'UNSPECIFIED' END AS state,
-       t.moe_backend AS backend, t.model_preset,
-       CASE t.region WHEN 2 THEN 'MOE_LAYER' ELSE 'DECODE_STEP' END AS region,
-       t.batch_size AS batch, t.context_length AS context, t.chain_layers,
-       CASE WHEN t.tile_n > 0 THEN t.tile_n || 'x' || t.tile_k ||
-         CASE WHEN COALESCE(t.tile_stages, 0) > 0 THEN 's' || t.tile_stages
-           ELSE '' END
-         ELSE '-' END AS tile,
-       t.tile_n, t.tile_k, t.tp, t.ep, t.cuda_graph AS graph,
-       t.rung, t.confirm_round, t.attempt, t.workload_hash, t.worker_id,
-       t.reason, t.updated_at,
-       CASE WHEN COALESCE(t.quantization, '') = '' THEN 'default'
-         ELSE t.quantization END AS quantization,
-       COALESCE(t.kv_cache_dtype, 'KV_BF16') AS kv_cache_dtype,
-       COALESCE(t.attention, 'tp') AS attention,
-       COALESCE(t.tile_stages, 0) AS tile_stages
-FROM trials AS t JOIN sweeps AS s ON s.id = t.sweep_id;
-
-CREATE VIEW trial_results AS
-SELECT d.*, r.outcome, r.median_us, r.mean_us, r.p90_us, r.p99_us,
-       r.stddev_us, r.ci_low_us, r.ci_high_us, r.floor_us, r.efficiency,
-       r.max_rel_error, r.fingerprint_hash, r.recorded_at
-FROM trial_dimensions AS d
-JOIN results AS r ON r.trial_id = d.trial_id AND r.attempt = d.attempt;
+// Version 8: no table changes. Trial configs and sweep specs written from
+// this version on hold the all-reduce and the attention split as enums
+// (TrialConfig.all_reduce_impl / attention_split, SearchSpace's lists),
+// which a build of an earlier version would read as NCCL and tp: the
+// version alone makes such builds refuse the file. Configs and specs
+// stored before it keep their strings, read as the enums
+// (ReadLegacyFields).
+constexpr std::string_view kV8LayoutEnums = R"sql(
+-- The schema is version 7's.
 )sql";
 
 // Append new scripts at the end; see the rule at the top of this file.
 constexpr std::string_view kMigrations[] = {
     kV1Schema,  kV2Strategies, kV3Identity,   kV4Dimensions,
-    kV5Formats, kV6Attention,  kV7TileStages,
+    kV5Formats, kV6Attention,  kV7TileStages, kV8LayoutEnums,
 };
 
 }  // namespace

@@ -2,7 +2,8 @@
 // code that brings a database up to date. PRAGMA user_version holds how many
 // scripts a database has applied; each script runs in its own write
 // transaction together with the user_version bump, so a crash leaves the
-// database at a whole version.
+// database at a whole version. The scripts make tables, columns and
+// indexes; the views are not migrated (db/views.h).
 //
 // Thread-safety: functions here use the Connection they are given and must not
 // run concurrently with other users of it.

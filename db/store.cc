@@ -13,6 +13,7 @@
 #include "db/sweep_rows.h"
 #include "db/trial_dimensions.h"
 #include "db/trial_rows.h"
+#include "db/views.h"
 
 namespace moetune::db {
 
@@ -136,6 +137,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
   }
   RETURN_IF_ERROR(Configure(*conn));
   ASSIGN_OR_RETURN(const int migrated, Migrate(*conn, ShippedMigrations()));
+  RETURN_IF_ERROR(RecreateViews(*conn));
   RETURN_IF_ERROR(FillTrialDimensions(*conn));
   return std::unique_ptr<Store>(
       new Store(*std::move(conn), migrated, std::move(lock)));

@@ -5,9 +5,10 @@
 //
 // The connection is opened with journal_mode=WAL, synchronous=FULL (a
 // committed result survives power loss), busy_timeout=5000 ms and
-// foreign_keys=ON; the schema is brought up to date by db/migrations.h. Every
-// write is one BEGIN IMMEDIATE ... COMMIT transaction, rolled back on any
-// error, so a failed call leaves nothing behind.
+// foreign_keys=ON; the schema is brought up to date by db/migrations.h and
+// the views are recreated from db/views.h. Every write is one BEGIN
+// IMMEDIATE ... COMMIT transaction, rolled back on any error, so a failed
+// call leaves nothing behind.
 //
 // Times are int64 ms since the Unix epoch supplied by the caller: the store
 // has no clock, which keeps it deterministic under test.
@@ -57,7 +58,7 @@ struct SweepPage {
 struct WorkerIdentity {
   std::string worker_id;
   std::string name;
-  std::string token_sha256;  // hex; "" for registrations before tokens
+  std::string token_sha256;  // hex; "" for one stored without a token
   int64_t last_heartbeat_ms = 0;
   v1::Probe probe;
 };
@@ -77,8 +78,9 @@ struct StoreSettings {
 struct OpenOptions {
   // The coordinator: the database's one writer. Takes the writer lock
   // (writer_lock.h), refuses a database it cannot write, creates a missing
-  // file and applies missing migrations. Otherwise (tools that read a
-  // recording) the file is opened read-only: no lock, no migration, no write.
+  // file, applies missing migrations and recreates the views. Otherwise
+  // (tools that read a recording) the file is opened read-only: no lock, no
+  // migration, no write.
   bool writer = true;
   // Recorded in the writer lock: who holds the database.
   std::string owner;

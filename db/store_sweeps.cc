@@ -123,8 +123,7 @@ absl::Status Store::CancelSweep(int64_t sweep_id, int64_t now_ms) {
                     static_cast<int>(v1::CANCELLED), now_ms, sweep_id,
                     static_cast<int>(v1::QUEUED)));
   // Already cancelled: the sweep keeps its finish time, but a trial still
-  // queued in it (a lease lost after the cancel re-queued it, before the
-  // scheduler ended such trials CANCELLED) is closed now.
+  // queued in it (a lease lost after the cancel, re-queued) is closed here.
   if (state == v1::ABORTED) return txn.Commit();
   RETURN_IF_ERROR(
       conn_.Execute("UPDATE sweeps SET state = ?, finished_at = ? WHERE id = ?",

@@ -37,9 +37,10 @@ absl::StatusOr<v1::Sweep> SweepFromRow(Connection& conn, const Statement& row) {
   v1::Sweep sweep;
   sweep.set_sweep_id(row.Int64(0));
   sweep.set_name(row.Text(1));
-  RETURN_IF_ERROR(ParseMessage(row.Blob(2),
-                               absl::StrCat("spec of sweep ", row.Int64(0)),
-                               sweep.mutable_spec()));
+  const std::string what = absl::StrCat("spec of sweep ", row.Int64(0));
+  RETURN_IF_ERROR(ParseMessage(row.Blob(2), what, sweep.mutable_spec()));
+  RETURN_IF_ERROR(
+      ReadLegacyFields(what, sweep.mutable_spec()->mutable_space()));
   sweep.set_state(static_cast<SweepState>(row.Int64(3)));
   sweep.set_created_at_unix_ms(row.Int64(4));
   sweep.set_finished_at_unix_ms(row.IsNull(5) ? 0 : row.Int64(5));

@@ -6,31 +6,39 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/legacy_spelling.h"
 #include "common/status_macros.h"
+#include "db/trial_rows.h"
+#include "kernels/reference/step_spec.h"
 
 namespace moetune::db {
+namespace {
+
+// The API's value of a reference precision.
+v1::Precision ApiPrecision(ref::Precision precision) {
+  return precision == ref::Precision::kNvfp4 ? v1::NVFP4 : v1::BF16;
+}
+
+}  // namespace
 
 std::string QuantizationText(const v1::QuantizationMap& q) {
   std::vector<std::string> groups;
-  auto add = [&groups](const char* name, v1::Precision p, v1::Precision def) {
-    if (p == v1::PRECISION_UNSPECIFIED || p == def) return;
+  auto add = [&groups](const char* name, v1::Precision p, ref::Precision def) {
+    if (p == v1::PRECISION_UNSPECIFIED || p == ApiPrecision(def)) return;
     groups.push_back(absl::StrCat(name, "=", v1::Precision_Name(p)));
   };
-  add("attention", q.attention(), v1::BF16);
-  add("dense_mlp", q.dense_mlp(), v1::NVFP4);
-  add("lm_head", q.lm_head(), v1::BF16);
-  add("routed_experts", q.routed_experts(), v1::NVFP4);
-  add("shared_expert", q.shared_expert(), v1::NVFP4);
+  const ref::Quantization defaults;
+  add("attention", q.attention(), defaults.attention);
+  add("dense_mlp", q.dense_mlp(), defaults.dense_mlp);
+  add("lm_head", q.lm_head(), defaults.lm_head);
+  add("routed_experts", q.routed_experts(), ref::kExpertPrecision);
+  add("shared_expert", q.shared_expert(), ref::kExpertPrecision);
   return absl::StrJoin(groups, " ");
 }
 
 std::string KvDtypeText(v1::KvCacheDtype dtype) {
   return dtype == v1::KV_CACHE_DTYPE_UNSPECIFIED ? "KV_BF16"
                                                  : v1::KvCacheDtype_Name(dtype);
-}
-
-std::string AttentionText(const v1::TrialConfig& config) {
-  return config.attention().empty() ? "tp" : config.attention();
 }
 
 absl::Status WriteTrialDimensions(Connection& conn, int64_t trial_id,
@@ -50,7 +58,8 @@ absl::Status WriteTrialDimensions(Connection& conn, int64_t trial_id,
       static_cast<int64_t>(config.tp()), static_cast<int64_t>(config.ep()),
       static_cast<int64_t>(config.cuda_graph() ? 1 : 0),
       QuantizationText(workload.quantization()),
-      KvDtypeText(workload.kv_cache_dtype()), AttentionText(config),
+      KvDtypeText(workload.kv_cache_dtype()),
+      AttentionSplitText(config.attention_split()),
       static_cast<int64_t>(config.tile().stages()), trial_id);
 }
 
@@ -72,6 +81,8 @@ absl::Status FillTrialDimensions(Connection& conn) {
       return absl::DataLossError(absl::StrCat(
           "trials.id ", id, ": stored workload or config does not parse"));
     }
+    RETURN_IF_ERROR(
+        ReadLegacyFields(absl::StrCat("config of trial ", id), &config));
   }
   for (const auto& [id, workload, config] : rows) {
     RETURN_IF_ERROR(WriteTrialDimensions(conn, id, workload, config));

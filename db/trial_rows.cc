@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/legacy_spelling.h"
 #include "common/status_macros.h"
 #include "db/codec.h"
 #include "db/trial_dimensions.h"
@@ -40,6 +41,26 @@ bool IsFinal(TrialState state) {
 std::string StateName(TrialState state) {
   const std::string& name = v1::TrialState_Name(state);
   return name.empty() ? absl::StrCat("state ", static_cast<int>(state)) : name;
+}
+
+namespace {
+
+template <typename Message>
+absl::Status MoveLegacyFields(std::string_view what, Message* message) {
+  const absl::Status status = NormalizeLegacyFields(*message);
+  if (status.ok()) return status;
+  return absl::DataLossError(absl::StrCat(
+      absl::string_view(what.data(), what.size()), ": ", status.message()));
+}
+
+}  // namespace
+
+absl::Status ReadLegacyFields(std::string_view what, v1::TrialConfig* config) {
+  return MoveLegacyFields(what, config);
+}
+
+absl::Status ReadLegacyFields(std::string_view what, v1::SearchSpace* space) {
+  return MoveLegacyFields(what, space);
 }
 
 absl::Status CheckNonEmpty(const std::string& value, std::string_view field) {
@@ -229,6 +250,8 @@ absl::StatusOr<v1::Trial> TrialFromRow(const Statement& row) {
                                trial.mutable_workload()));
   RETURN_IF_ERROR(ParseMessage(row.Blob(8), absl::StrCat("config", of),
                                trial.mutable_config()));
+  RETURN_IF_ERROR(
+      ReadLegacyFields(absl::StrCat("config", of), trial.mutable_config()));
   RETURN_IF_ERROR(ParseMessage(row.Blob(9), absl::StrCat("measurement", of),
                                trial.mutable_measurement()));
   trial.set_updated_at_unix_ms(row.Int64(10));

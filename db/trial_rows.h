@@ -70,6 +70,13 @@ absl::Status ResultFromRow(const Statement& row, int64_t trial_id,
 
 absl::StatusOr<v1::Trial> TrialFromRow(const Statement& row);
 
+// Moves a stored config's or spec space's legacy all-reduce and attention
+// strings into its enums (NormalizeLegacyFields), as every read of one
+// does. DATA_LOSS naming `what` ("config of trial 7") for a string that
+// names no value.
+absl::Status ReadLegacyFields(std::string_view what, v1::TrialConfig* config);
+absl::Status ReadLegacyFields(std::string_view what, v1::SearchSpace* space);
+
 using Param = std::variant<int64_t, std::string>;
 
 // Trials matching every condition (SQL over alias t, with ? placeholders

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Makes a relocatable bundle of the moetune binaries for GPU hosts that have
-# the CUDA driver and NCCL but no gRPC (docs/design.md §8): the binaries plus every
-# shared library they load that such a host may lack (gRPC, abseil, protobuf,
-# c-ares, re2, upb, OpenSSL, ...), all in one directory; the binaries find them
-# through their rpath ($ORIGIN). Never carried: the C/C++ runtime, the CUDA
-# driver and runtime, cuBLAS and NCCL, which the GPU host has.
+# the CUDA driver and NCCL but no gRPC (docs/building.md): the binaries plus
+# every shared library they load that such a host may lack (gRPC, abseil,
+# protobuf, c-ares, re2, upb, OpenSSL, ...), all in one directory; the
+# binaries find them through their rpath ($ORIGIN). Never carried: the C/C++
+# runtime, the CUDA driver and runtime, cuBLAS and NCCL, which the GPU host
+# has.
 #
 #   deploy/bundle.sh [BUILD_DIR] [OUT_DIR]     (defaults: build bundle)
+#   BUNDLE_GPU_TESTS=1 deploy/bundle.sh ...     (also kernels_cuda_test)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${1:-build}"
@@ -19,12 +21,18 @@ SKIP='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libgcc_s|
 
 rm -rf "$OUT_DIR"
 mkdir -p "$OUT_DIR"
-for binary in "${BINARIES[@]}"; do
-  [ -x "$BUILD_DIR/bin/$binary" ] || continue
-  cp "$BUILD_DIR/bin/$binary" "$OUT_DIR/"
+# With BUNDLE_GPU_TESTS=1 the GPU test binary travels too
+# (scripts/compare_on_gpu.sh runs it).
+PATHS=()
+for binary in "${BINARIES[@]}"; do PATHS+=("$BUILD_DIR/bin/$binary"); done
+[ "${BUNDLE_GPU_TESTS:-0}" = 1 ] && PATHS+=("$BUILD_DIR/tests/kernels_cuda_test")
+for path_in in "${PATHS[@]}"; do
+  [ -x "$path_in" ] || continue
+  binary=$(basename "$path_in")
+  cp "$path_in" "$OUT_DIR/"
   # Debug info stays in the build tree; the bundle travels.
   strip --strip-unneeded "$OUT_DIR/$binary" 2>/dev/null || true
-  ldd "$BUILD_DIR/bin/$binary" | awk '/=> \// {print $1, $3}' |
+  ldd "$path_in" | awk '/=> \// {print $1, $3}' |
     while read -r name path; do
       if [[ ! "$name" =~ $SKIP ]] && [ ! -e "$OUT_DIR/$name" ]; then
         cp -L "$path" "$OUT_DIR/$name"

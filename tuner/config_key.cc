@@ -1,6 +1,7 @@
 #include "tuner/config_key.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/legacy_spelling.h"
 #include "kernels/backends/tile_shape.h"
 
 namespace moetune::tuner {
@@ -15,7 +16,11 @@ std::string TileText(const v1::TrialConfig& config) {
 }
 
 std::string AllreduceName(const v1::TrialConfig& config) {
-  return config.allreduce().empty() ? "nccl" : config.allreduce();
+  return std::string(AllReduceImplText(config.all_reduce_impl()));
+}
+
+bool IsOneshotAllReduce(const v1::TrialConfig& config) {
+  return config.all_reduce_impl() == v1::ALL_REDUCE_ONESHOT;
 }
 
 bool IsMeasured(const v1::TrialConfig& config) {
@@ -23,22 +28,20 @@ bool IsMeasured(const v1::TrialConfig& config) {
 }
 
 std::string AttentionName(const v1::TrialConfig& config) {
-  return config.attention().empty() ? "tp" : config.attention();
+  return std::string(AttentionSplitText(config.attention_split()));
 }
 
 bool IsDpAttention(const v1::TrialConfig& config) {
-  return config.attention() == "dp";
+  return config.attention_split() == v1::ATTENTION_DP;
 }
 
-// The defaults (nccl, modelled, tp attention) add nothing, so every key made
-// before these dimensions existed, stored or recomputed, stays what it was.
+// The defaults (nccl, modelled, tp attention) add nothing, so a config at
+// the defaults keys as one without these dimensions: stored keys stay valid.
 std::string ConfigKey(const v1::TrialConfig& config) {
   std::string key = absl::StrCat(config.moe_backend(), "|", TileText(config),
                                  "|", config.tp(), "|", config.ep(), "|",
                                  config.cuda_graph() ? 1 : 0);
-  if (AllreduceName(config) != "nccl") {
-    absl::StrAppend(&key, "|", config.allreduce());
-  }
+  if (IsOneshotAllReduce(config)) absl::StrAppend(&key, "|oneshot");
   if (IsMeasured(config)) absl::StrAppend(&key, "|measured");
   if (IsDpAttention(config)) absl::StrAppend(&key, "|dp");
   return key;
@@ -48,7 +51,7 @@ std::string ConfigText(const v1::TrialConfig& c) {
   return absl::StrCat(c.moe_backend(), " ", TileText(c), " tp", c.tp(), " ep",
                       c.ep(), IsDpAttention(c) ? " dp-attn" : "",
                       c.cuda_graph() ? " graph" : "",
-                      AllreduceName(c) == "nccl" ? "" : " oneshot",
+                      IsOneshotAllReduce(c) ? " oneshot" : "",
                       IsMeasured(c) ? " measured" : "");
 }
 

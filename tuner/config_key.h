@@ -16,22 +16,27 @@ backends::Tile TileOf(const v1::TrialConfig& config);
 // backends::TileText of the config's tile: "16x256", or "-".
 std::string TileText(const v1::TrialConfig& config);
 
-// The config's all-reduce: "nccl" (also for "", its default) or "oneshot".
+// The config's all-reduce as text: "nccl" (also when unset, its default)
+// or "oneshot" (AllReduceImplText).
 std::string AllreduceName(const v1::TrialConfig& config);
+bool IsOneshotAllReduce(const v1::TrialConfig& config);
 // Whether the config's communication is MEASURED (on a gang of tp * ep
 // workers); unset and MODELLED are modelled.
 bool IsMeasured(const v1::TrialConfig& config);
 
-// The config's attention: "tp" (also for "", its default) or "dp"
-// (data-parallel attention, TrialConfig.attention).
+// The config's attention as text: "tp" (also when unset, its default) or
+// "dp" (data-parallel attention, ATTENTION_DP; AttentionSplitText).
 std::string AttentionName(const v1::TrialConfig& config);
 bool IsDpAttention(const v1::TrialConfig& config);
 
 // "backend|tile|tp|ep|graph" of a config, e.g. "cpu_blocked|4x64|2|4|0"
-// ("-" for an unset tile), then "|oneshot" for a non-default all-reduce,
+// ("-" for an unset tile), then "|oneshot" for the one-shot all-reduce,
 // "|measured" for MEASURED communication and "|dp" for data-parallel
 // attention: which configs are the same point of the space. The defaults
-// add nothing, so older keys are unchanged.
+// (set or unset) add nothing, so keys stored for configs without these
+// dimensions stay valid; the keys come from the enum fields only, and a
+// config in the legacy string spelling keys the same once normalised
+// (common/legacy_spelling.h).
 std::string ConfigKey(const v1::TrialConfig& config);
 
 // The config as people read it (the CLI's tables and progress lines, the

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/legacy_spelling.h"
 #include "common/stable_hash.h"
 #include "common/stats.h"
 #include "google/protobuf/util/json_util.h"
@@ -43,11 +44,11 @@ void AddTile(v1::SearchSpace& space, const v1::TileShape& tile) {
 }
 
 // The search space the recorded configs span, each list in the order first
-// seen. allreduce, communication and attention are listed only where
-// recorded: older recordings replay as they were.
+// seen. The all-reduce, communication and attention are listed only where
+// recorded: a recording without them replays with their defaults.
 v1::SearchSpace SpaceOf(const v1::QueryTrialsResponse& recorded) {
-  std::vector<int> tps, eps, communications;
-  std::vector<std::string> backends, allreduces, attentions;
+  std::vector<int> tps, eps, communications, impls, splits;
+  std::vector<std::string> backends;
   std::vector<bool> graphs;
   v1::SearchSpace s;
   for (const v1::Trial& t : recorded.trials()) {
@@ -56,22 +57,25 @@ v1::SearchSpace SpaceOf(const v1::QueryTrialsResponse& recorded) {
     AddUnique(tps, c.tp());
     AddUnique(eps, c.ep());
     AddUnique(graphs, c.cuda_graph());
-    if (!c.allreduce().empty()) AddUnique(allreduces, c.allreduce());
+    if (c.all_reduce_impl() != v1::ALL_REDUCE_IMPL_UNSPECIFIED) {
+      AddUnique(impls, static_cast<int>(c.all_reduce_impl()));
+    }
     if (c.communication() != v1::COMMUNICATION_UNSPECIFIED) {
       AddUnique(communications, static_cast<int>(c.communication()));
     }
-    if (!c.attention().empty()) AddUnique(attentions, c.attention());
+    if (c.attention_split() != v1::ATTENTION_SPLIT_UNSPECIFIED) {
+      AddUnique(splits, static_cast<int>(c.attention_split()));
+    }
     if (c.has_tile()) AddTile(s, c.tile());
   }
   for (const std::string& b : backends) s.add_moe_backends(b);
   s.mutable_tp()->Assign(tps.begin(), tps.end());
   s.mutable_ep()->Assign(eps.begin(), eps.end());
   for (bool g : graphs) s.add_cuda_graph(g);
-  for (const std::string& a : allreduces) s.add_allreduce(a);
-  for (int c : communications) {
-    s.add_communication(static_cast<v1::Communication>(c));
-  }
-  for (const std::string& a : attentions) s.add_attention(a);
+  s.mutable_all_reduce_impls()->Assign(impls.begin(), impls.end());
+  s.mutable_communication()->Assign(communications.begin(),
+                                    communications.end());
+  s.mutable_attention_splits()->Assign(splits.begin(), splits.end());
   return s;
 }
 
@@ -113,6 +117,14 @@ absl::StatusOr<ReplayOracle> ReplayOracle::FromJson(std::string_view json) {
         absl::StrCat("recorded sweep: not a QueryTrialsResponse in protobuf "
                      "JSON: ",
                      status.ToString()));
+  }
+  for (int i = 0; i < recorded.trials_size(); ++i) {
+    const absl::Status legacy =
+        NormalizeLegacyFields(*recorded.mutable_trials(i)->mutable_config());
+    if (!legacy.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("recorded sweep: trials[", i, "].", legacy.message()));
+    }
   }
   return ReplayOracle(recorded);
 }

@@ -26,7 +26,9 @@ class ReplayOracle {
  public:
   explicit ReplayOracle(const v1::QueryTrialsResponse& recorded);
   // From protobuf's JSON mapping of a QueryTrialsResponse (what `moetune
-  // results --format json` prints). INVALID_ARGUMENT naming the problem.
+  // results --format json` prints), each config's legacy all-reduce and
+  // attention strings moved into its enums (NormalizeLegacyFields).
+  // INVALID_ARGUMENT naming the problem.
   static absl::StatusOr<ReplayOracle> FromJson(std::string_view json);
   // NOT_FOUND when the file cannot be read; else as FromJson.
   static absl::StatusOr<ReplayOracle> FromJsonFile(const std::string& path);
@@ -63,7 +65,8 @@ class ReplayOracle {
 // A spec whose grid is the recording's: model preset, layers, routing, seed
 // and region of the first trial; batch sizes, context lengths, backends,
 // tiles, tp, ep and cuda_graph values in first-appearance order (and
-// allreduce, communication and attention where any trial set them);
+// all_reduce_impls, communication and attention_splits where any trial set
+// them);
 // measurement of the first trial; strategy GRID. INVALID_ARGUMENT when the
 // recording has no trials.
 absl::StatusOr<v1::SweepSpec> SpecFromRecording(

@@ -5,11 +5,13 @@
 #include <cstdint>
 
 #include "absl/strings/str_format.h"
+#include "common/legacy_spelling.h"
 #include "common/stable_hash.h"
 #include "common/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "kernels/model/model_config.h"
+#include "kernels/reference/step_spec.h"
 
 namespace moetune::tuner {
 namespace {
@@ -24,21 +26,18 @@ void CanonicaliseRouting(v1::Routing& routing) {
   }
 }
 
-// Clears each precision equal to its group's default (QuantizationMap), and
-// the map when nothing is left: an unset map and an explicit default are
-// the same work, and stay the same bytes (hashes of recorded workloads).
-void CanonicaliseQuantization(v1::QuantizationMap& q) {
-  if (q.attention() == v1::BF16) q.clear_attention();
-  if (q.dense_mlp() == v1::NVFP4) q.clear_dense_mlp();
-  if (q.lm_head() == v1::BF16) q.clear_lm_head();
-  if (q.routed_experts() == v1::NVFP4) q.clear_routed_experts();
-  if (q.shared_expert() == v1::NVFP4) q.clear_shared_expert();
+// The API's value of a reference precision.
+v1::Precision ApiPrecision(ref::Precision precision) {
+  return precision == ref::Precision::kNvfp4 ? v1::NVFP4 : v1::BF16;
 }
 
+// The map when nothing is left of it: an unset map and an explicit default
+// are the same work, and stay the same bytes (hashes of recorded workloads).
 template <typename Message>
 void CanonicaliseQuantizationOf(Message& message) {
   if (!message.has_quantization()) return;
-  CanonicaliseQuantization(*message.mutable_quantization());
+  *message.mutable_quantization() =
+      CanonicalQuantization(message.quantization());
   if (message.quantization().ByteSizeLong() == 0) {
     message.clear_quantization();
   }
@@ -77,8 +76,22 @@ std::string DeterministicBytes(const google::protobuf::MessageLite& message) {
 
 }  // namespace
 
+v1::QuantizationMap CanonicalQuantization(const v1::QuantizationMap& map) {
+  const ref::Quantization defaults;
+  const v1::Precision experts = ApiPrecision(ref::kExpertPrecision);
+  v1::QuantizationMap q = map;
+  if (q.attention() == ApiPrecision(defaults.attention)) q.clear_attention();
+  if (q.dense_mlp() == ApiPrecision(defaults.dense_mlp)) q.clear_dense_mlp();
+  if (q.lm_head() == ApiPrecision(defaults.lm_head)) q.clear_lm_head();
+  if (q.routed_experts() == experts) q.clear_routed_experts();
+  if (q.shared_expert() == experts) q.clear_shared_expert();
+  return q;
+}
+
 v1::SweepSpec WithDefaults(const v1::SweepSpec& spec) {
   v1::SweepSpec out = spec;
+  // A string it does not know stays for ValidateSweepSpec to refuse.
+  NormalizeLegacyFields(*out.mutable_space()).IgnoreError();
   v1::WorkloadSpace& workload = *out.mutable_workload();
   workload.set_layers(
       ResolveLayers(workload.model_preset(), workload.layers()));

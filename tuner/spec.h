@@ -40,7 +40,10 @@ inline constexpr int kDefaultMaxAttempts = 3;
 // must not repeat a value (a repeat would only duplicate trials). A `skew` or
 // `histogram` set for a distribution that does not use it is an error (it
 // usually means the distribution was forgotten). `layers` is checked against
-// the preset (0..78 for glm5, 0..4 for tiny).
+// the preset (0..78 for glm5, 0..4 for tiny). The all-reduce and attention
+// lists may be written in their legacy strings (space.allreduce,
+// space.attention): those are read as NormalizeLegacyFields reads them, and
+// messages name the list the spec wrote ("space.attention[1]: 'dp' ...").
 absl::Status ValidateSweepSpec(const v1::SweepSpec& spec);
 
 // Fills what the spec leaves zero/empty: measurement warmup 3, iterations 20,
@@ -49,7 +52,9 @@ absl::Status ValidateSweepSpec(const v1::SweepSpec& spec);
 // workload space like CanonicalWorkload (layers 0 -> the preset's count,
 // routing fields of other distributions cleared, chain_layers 1 -> 0,
 // precisions equal to their default cleared; kv_cache_dtypes is kept as
-// listed). Idempotent. Does not validate.
+// listed), and moves the space's legacy all-reduce and attention strings
+// into its enum lists (NormalizeLegacyFields; a string that names no value
+// is left for ValidateSweepSpec to refuse). Idempotent. Does not validate.
 v1::SweepSpec WithDefaults(const v1::SweepSpec& spec);
 
 // ValidateSweepSpec, then WithDefaults: the normalised spec a sweep is
@@ -65,8 +70,13 @@ absl::StatusOr<v1::SweepSpec> NormalizeSpec(const v1::SweepSpec& spec);
 // each quantization precision equal to its default cleared (and the map when
 // nothing is left), kv_cache_dtype KV_BF16 -> unset. The explicit default is
 // never written: a workload that does not use the options has the bytes, and
-// the hash, it had before they existed.
+// the hash, of one written without them (stored hashes stay valid).
 v1::Workload CanonicalWorkload(const v1::Workload& workload);
+
+// The map with each group equal to its default cleared. The defaults are
+// kernels/reference/step_spec.h's (ref::Quantization's members; the experts
+// ref::kExpertPrecision).
+v1::QuantizationMap CanonicalQuantization(const v1::QuantizationMap& map);
 
 // 16 lowercase hex chars: 64-bit FNV-1a over the deterministic serialization
 // of CanonicalWorkload(workload). Stable across runs and builds as long as

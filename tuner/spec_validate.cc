@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/legacy_spelling.h"
 #include "common/status_macros.h"
 #include "kernels/backends/limits.h"
 #include "kernels/backends/registry.h"
@@ -202,14 +203,13 @@ absl::Status CheckPrecision(v1::Precision precision, const std::string& field,
                                     " (", why_not_bf16, ")"));
 }
 
-// Whether a map differs from the default (unset fields and explicit
-// defaults are the default).
-bool NonDefaultQuantization(const v1::QuantizationMap& q) {
-  return (q.attention() != v1::PRECISION_UNSPECIFIED &&
-          q.attention() != v1::BF16) ||
-         (q.dense_mlp() != v1::PRECISION_UNSPECIFIED &&
-          q.dense_mlp() != v1::NVFP4) ||
-         (q.lm_head() != v1::PRECISION_UNSPECIFIED && q.lm_head() != v1::BF16);
+// Whether a map sets attention, the dense MLP or lm_head to other than its
+// default (unset fields and explicit defaults are the default).
+bool NonDefaultQuantization(const v1::QuantizationMap& map) {
+  const v1::QuantizationMap q = CanonicalQuantization(map);
+  return q.attention() != v1::PRECISION_UNSPECIFIED ||
+         q.dense_mlp() != v1::PRECISION_UNSPECIFIED ||
+         q.lm_head() != v1::PRECISION_UNSPECIFIED;
 }
 
 absl::Status CheckQuantization(const v1::WorkloadSpace& w) {
@@ -382,18 +382,49 @@ absl::Status CheckWorldSize(const v1::SearchSpace& space) {
                               absl::StrJoin(eps, ", "), "} (empty = {1})"));
 }
 
-absl::Status CheckAllreduce(const v1::SearchSpace& space) {
-  const std::string path = "space.allreduce";
-  for (int i = 0; i < space.allreduce().size(); ++i) {
-    const std::string& name = space.allreduce(i);
-    if (name == "nccl" || name == "oneshot") continue;
-    return Invalid(At(path, i), absl::StrCat("'", name,
-                                             "' is not allowed; allowed: "
-                                             "nccl, oneshot"));
+// How a dimension listed in either spelling is named in messages: its
+// legacy string list where the spec wrote that (the JSON spelling of
+// docs/specs.md, which NormalizeLegacyFields moved into the enum list value
+// by value), else its enum list.
+struct ListNaming {
+  std::string path;
+  bool legacy = false;
+};
+
+// A value as the spec wrote it: 'oneshot', or ALL_REDUCE_ONESHOT (its
+// number when it has no name).
+std::string ShowAllReduce(const ListNaming& list, int value) {
+  if (list.legacy) {
+    return absl::StrCat(
+        "'", AllReduceImplText(static_cast<v1::AllReduceImpl>(value)), "'");
   }
-  return CheckNoRepeat(space.allreduce(), path, [](const std::string& s) {
-    return absl::StrCat("'", s, "'");
-  });
+  return v1::AllReduceImpl_IsValid(value) ? v1::AllReduceImpl_Name(value)
+                                          : absl::StrCat(value);
+}
+
+std::string ShowAttention(const ListNaming& list, int value) {
+  if (list.legacy) {
+    return absl::StrCat(
+        "'", AttentionSplitText(static_cast<v1::AttentionSplit>(value)), "'");
+  }
+  return v1::AttentionSplit_IsValid(value) ? v1::AttentionSplit_Name(value)
+                                           : absl::StrCat(value);
+}
+
+absl::Status CheckAllReduce(const v1::SearchSpace& space,
+                            const ListNaming& list) {
+  const auto show = [&list](int value) { return ShowAllReduce(list, value); };
+  for (int i = 0; i < space.all_reduce_impls().size(); ++i) {
+    const int value = space.all_reduce_impls(i);
+    if (value == v1::ALL_REDUCE_NCCL || value == v1::ALL_REDUCE_ONESHOT) {
+      continue;
+    }
+    return Invalid(At(list.path, i),
+                   absl::StrCat(show(value),
+                                " is not allowed; allowed: ALL_REDUCE_NCCL, "
+                                "ALL_REDUCE_ONESHOT"));
+  }
+  return CheckNoRepeat(space.all_reduce_impls(), list.path, show);
 }
 
 absl::Status CheckCommunication(const v1::SearchSpace& space) {
@@ -414,26 +445,49 @@ absl::Status CheckCommunication(const v1::SearchSpace& space) {
 
 // Data-parallel attention splits a decode step's batch and leaves its
 // attention whole on every rank: an MoE layer timed alone has neither.
-absl::Status CheckAttention(const v1::SearchSpace& space, v1::Region region) {
-  const std::string path = "space.attention";
-  for (int i = 0; i < space.attention().size(); ++i) {
-    const std::string& name = space.attention(i);
-    if (name != "tp" && name != "dp") {
-      return Invalid(At(path, i), absl::StrCat("'", name,
-                                               "' is not allowed; allowed: "
-                                               "tp, dp"));
+absl::Status CheckAttention(const v1::SearchSpace& space,
+                            const ListNaming& list, v1::Region region) {
+  const auto show = [&list](int value) { return ShowAttention(list, value); };
+  for (int i = 0; i < space.attention_splits().size(); ++i) {
+    const int value = space.attention_splits(i);
+    if (value != v1::ATTENTION_TP && value != v1::ATTENTION_DP) {
+      return Invalid(At(list.path, i),
+                     absl::StrCat(show(value),
+                                  " is not allowed; allowed: ATTENTION_TP, "
+                                  "ATTENTION_DP"));
     }
-    if (name == "dp" && region == v1::MOE_LAYER) {
-      return Invalid(At(path, i),
-                     "'dp' splits a decode step's batch over the ranks with "
-                     "attention whole on each; an MoE layer has no "
-                     "attention: with region MOE_LAYER allowed: tp; set "
-                     "region: DECODE_STEP to time it");
+    if (value == v1::ATTENTION_DP && region == v1::MOE_LAYER) {
+      return Invalid(
+          At(list.path, i),
+          absl::StrCat(show(value),
+                       " splits a decode step's batch over the ranks with "
+                       "attention whole on each; an MoE layer has no "
+                       "attention: with region MOE_LAYER allowed: ",
+                       list.legacy ? AttentionSplitText(v1::ATTENTION_TP)
+                                   : v1::AttentionSplit_Name(v1::ATTENTION_TP),
+                       "; set region: DECODE_STEP to time it"));
     }
   }
-  return CheckNoRepeat(space.attention(), path, [](const std::string& s) {
-    return absl::StrCat("'", s, "'");
-  });
+  return CheckNoRepeat(space.attention_splits(), list.path, show);
+}
+
+// The all-reduce, communication and attention lists, the legacy strings
+// moved into the enum lists first (a string they do not know is refused
+// there, naming its field).
+absl::Status CheckCollectives(const v1::SearchSpace& written,
+                              v1::Region region) {
+  v1::SearchSpace space = written;
+  RETURN_IF_ERROR(NormalizeLegacyFields(space));
+  RETURN_IF_ERROR(
+      CheckAllReduce(space, written.allreduce().empty()
+                                ? ListNaming{"space.all_reduce_impls"}
+                                : ListNaming{"space.allreduce", true}));
+  RETURN_IF_ERROR(CheckCommunication(space));
+  return CheckAttention(space,
+                        written.attention().empty()
+                            ? ListNaming{"space.attention_splits"}
+                            : ListNaming{"space.attention", true},
+                        region);
 }
 
 absl::Status CheckSpace(const v1::SearchSpace& space, v1::Region region) {
@@ -444,9 +498,7 @@ absl::Status CheckSpace(const v1::SearchSpace& space, v1::Region region) {
   RETURN_IF_ERROR(CheckNoRepeat(space.cuda_graph(), "space.cuda_graph",
                                 [](bool b) { return b ? "true" : "false"; }));
   RETURN_IF_ERROR(CheckWorldSize(space));
-  RETURN_IF_ERROR(CheckAllreduce(space));
-  RETURN_IF_ERROR(CheckCommunication(space));
-  return CheckAttention(space, region);
+  return CheckCollectives(space, region);
 }
 
 // ------------------------------------------------- strategy, measurement --

@@ -14,8 +14,8 @@
 // Columns, mean over seeds (and workloads for the gap): trials, GPU-seconds, %
 // of the grid's GPU-seconds, gap of the pick's recorded median to the recorded
 // best (%), the worst gap, and how often the pick is inside the grid's tie
-// set (SelectBest over the recording). Target (issue 4): successive halving
-// and tpe within 2% of the best with <= 25% of the grid's GPU-seconds.
+// set (SelectBest over the recording). Target: successive halving and tpe
+// within 2% of the best with <= 25% of the grid's GPU-seconds.
 // Exit status: 0, or 1 when the recording cannot be read or a replay fails.
 #include <algorithm>
 #include <cmath>

@@ -40,23 +40,27 @@ std::vector<bool> GraphModesFor(const backends::BackendDescriptor& backend,
 // How the ranks of a (tp, ep) layout communicate: the all-reduce and
 // whether it is measured on a gang or modelled.
 struct CommChoice {
-  std::string allreduce;  // as listed; "" when the space lists none
+  // As listed; unset when the space lists none.
+  v1::AllReduceImpl all_reduce = v1::ALL_REDUCE_IMPL_UNSPECIFIED;
   v1::Communication communication = v1::COMMUNICATION_UNSPECIFIED;
 };
 
-// allreduce x communication, allreduce-major. A modelled world of one rank
-// has no collectives, so it gets one choice, the default (unset, as old
-// sweeps' configs are): listing the dimensions never duplicates such points.
+// all-reduce x communication, all-reduce-major. A modelled world of one rank
+// has no collectives, so it gets one choice, the default (unset, as in
+// configs stored without the fields): listing the dimensions never
+// duplicates such points.
 // A MEASURED world of one is a gang of one whose collectives run for real
 // (NCCL at world 1, the one-shot kernel): what one GPU can measure of the
-// gang's path, so each listed allreduce is a point. Unset lists give the
-// default too, so a space without them expands, keys and hashes exactly as
-// before these dimensions existed.
+// gang's path, so each listed all-reduce is a point. Unset lists give the
+// default too, so a space that lists neither keeps the configs, keys and
+// hashes of sweeps stored without these fields.
 std::vector<CommChoice> CommChoicesFor(const v1::SearchSpace& space, int tp,
                                        int ep) {
-  std::vector<std::string> allreduces(space.allreduce().begin(),
-                                      space.allreduce().end());
-  if (allreduces.empty()) allreduces.push_back("");
+  std::vector<v1::AllReduceImpl> impls;
+  for (int impl : space.all_reduce_impls()) {
+    impls.push_back(static_cast<v1::AllReduceImpl>(impl));
+  }
+  if (impls.empty()) impls.push_back(v1::ALL_REDUCE_IMPL_UNSPECIFIED);
   std::vector<v1::Communication> modes;
   for (int mode : space.communication()) {
     modes.push_back(static_cast<v1::Communication>(mode));
@@ -70,34 +74,38 @@ std::vector<CommChoice> CommChoicesFor(const v1::SearchSpace& space, int tp,
     }
     modes = {v1::MEASURED};
   }
-  for (const std::string& allreduce : allreduces) {
-    for (v1::Communication mode : modes) choices.push_back({allreduce, mode});
+  for (v1::AllReduceImpl impl : impls) {
+    for (v1::Communication mode : modes) choices.push_back({impl, mode});
   }
   return choices;
 }
 
-// The attentions of a (tp, ep) layout at a batch: each listed one, or one
-// unset ("tp") when the space lists none, so a space without the dimension
-// expands, keys and hashes as before it existed. At one rank dp is tp (the
-// whole batch, nothing to split): a world of one gets the unset choice
-// once. dp needs the batch to split evenly over the ranks (each decodes
-// batch / (tp * ep) sequences), so a batch that does not is left out.
-std::vector<std::string> AttentionsFor(const v1::SearchSpace& space, int tp,
-                                       int ep, int batch) {
-  if (tp * ep == 1 || space.attention().empty()) return {""};
-  std::vector<std::string> attentions;
-  for (const std::string& attention : space.attention()) {
-    if (attention == "dp" && batch % (tp * ep) != 0) continue;
-    attentions.push_back(attention);
+// The attention splits of a (tp, ep) layout at a batch: each listed one,
+// or one unset (tp) when the space lists none, so a space without the
+// dimension keeps the configs, keys and hashes of sweeps stored without it.
+// At one rank dp is tp (the whole batch, nothing to split): a world of one
+// gets the unset choice once. dp needs the batch to split evenly over the
+// ranks (each decodes batch / (tp * ep) sequences), so a batch that does
+// not is left out.
+std::vector<v1::AttentionSplit> AttentionsFor(const v1::SearchSpace& space,
+                                              int tp, int ep, int batch) {
+  if (tp * ep == 1 || space.attention_splits().empty()) {
+    return {v1::ATTENTION_SPLIT_UNSPECIFIED};
   }
-  return attentions;
+  std::vector<v1::AttentionSplit> splits;
+  for (int split : space.attention_splits()) {
+    if (split == v1::ATTENTION_DP && batch % (tp * ep) != 0) continue;
+    splits.push_back(static_cast<v1::AttentionSplit>(split));
+  }
+  return splits;
 }
 
 // The point of a layout's config: its (tp, ep) and attention.
 struct Layout {
   int tp = 1;
   int ep = 1;
-  std::string attention;  // as listed; "" when the space lists none
+  // As listed; unset when the space lists none.
+  v1::AttentionSplit attention = v1::ATTENTION_SPLIT_UNSPECIFIED;
 };
 
 v1::TrialConfig MakeConfig(const backends::BackendDescriptor& backend,
@@ -112,9 +120,9 @@ v1::TrialConfig MakeConfig(const backends::BackendDescriptor& backend,
   config.set_tp(layout.tp);
   config.set_ep(layout.ep);
   config.set_cuda_graph(graph);
-  config.set_allreduce(comm.allreduce);
+  config.set_all_reduce_impl(comm.all_reduce);
   config.set_communication(comm.communication);
-  config.set_attention(layout.attention);
+  config.set_attention_split(layout.attention);
   return config;
 }
 
@@ -122,13 +130,14 @@ v1::TrialConfig MakeConfig(const backends::BackendDescriptor& backend,
 // (attention heads, vocabulary, dense MLP split over the world, or whole
 // under dp attention: kernels/reference/step_spec.h).
 bool StepSplits(const model::ModelConfig& preset, const Layout& layout) {
-  const ref::Shard shard{layout.tp, layout.ep, 0, layout.attention == "dp"};
+  const ref::Shard shard{layout.tp, layout.ep, 0,
+                         layout.attention == v1::ATTENTION_DP};
   return ref::ValidateStepShard(preset, shard).ok();
 }
 
-// Appends tile x cuda_graph x allreduce x communication of one backend's
+// Appends tile x cuda_graph x all-reduce x communication of one backend's
 // layout, keeping what its descriptor can run at this batch. Under dp
-// attention the allreduce names the implementation of its all-gather and
+// attention the all-reduce names the implementation of its all-gather and
 // reduce-scatter (NCCL's or the one-shot kernel's).
 void AppendLayoutConfigs(const backends::BackendDescriptor& backend,
                          const v1::SearchSpace& space,
@@ -165,7 +174,7 @@ void AppendBackendConfigs(const backends::BackendDescriptor& backend,
   for (int tp : space.tp()) {
     for (int ep : space.ep()) {
       if (space.world_size() != 0 && tp * ep != space.world_size()) continue;
-      for (const std::string& attention : AttentionsFor(space, tp, ep, batch)) {
+      for (v1::AttentionSplit attention : AttentionsFor(space, tp, ep, batch)) {
         const Layout layout{tp, ep, attention};
         if (whole_step && !StepSplits(preset, layout)) continue;
         AppendLayoutConfigs(backend, space, preset, batch, layout, configs);

@@ -10,11 +10,12 @@
 //       x (tp, ep)  tp-major, kept when world_size == 0 or tp * ep ==
 //                   world_size (and, for a whole step, when the step can
 //                   be split so over the ranks)
-//         x attention  (list order; empty = one unset value, tp) where
-//                      tp * ep > 1, "dp" only where tp * ep divides the
-//                      batch; unset once at tp * ep == 1 (dp is tp there).
-//                      The layout varies slower than the tile: a warm trial
-//                      process keeps its shard while the layout stays
+//         x attention_splits  (list order; empty = one unset value, tp)
+//                      where tp * ep > 1, ATTENTION_DP only where tp * ep
+//                      divides the batch; unset once at tp * ep == 1 (dp
+//                      is tp there). The layout varies slower than the
+//                      tile: a warm trial process keeps its shard while
+//                      the layout stays
 //           x tile      backend without tiles: one config, tile unset;
 //                       with tiles: each space.tiles entry among ITS tiles
 //                       (spec order), or when space.tiles names none of
@@ -23,13 +24,15 @@
 //                       (BackendDescriptor::TileFor)
 //             x cuda_graph  the list for GPU backends whose region can be
 //                           captured; false once for the others
-//               x allreduce x communication  (list order; each list empty
-//                           = one unset value) where tp * ep > 1; at
-//                           tp * ep == 1 unset once (no collectives), but
-//                           a MEASURED world of one gets one point per
-//                           allreduce (under dp attention: the
-//                           implementation of its all-gather and
-//                           reduce-scatter)
+//               x all_reduce_impls x communication  (list order; each
+//                           list empty = one unset value) where tp * ep >
+//                           1; at tp * ep == 1 unset once (no
+//                           collectives), but a MEASURED world of one gets
+//                           one point per all-reduce implementation (under
+//                           dp attention: the implementation of its
+//                           all-gather and reduce-scatter)
+//   The space's legacy string lists (allreduce, attention) are read as
+//   NormalizeLegacyFields moves them into these (WithDefaults).
 //   where a config is kept for a workload only when its backend's
 //   descriptor can run it (BackendDescriptor::CanImplement on the preset's
 //   layer at that tp and the workload's batch: tile shape rules, batch

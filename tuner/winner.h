@@ -17,10 +17,9 @@ namespace moetune::tuner {
 // timings say.
 bool CanRank(const v1::Trial& trial);
 
-// Which rule decided a BestForWorkload. The proto has no field for it yet
-// (the lead is asked for `string decided_by = 9;` on BestForWorkload), so
-// SelectBest writes it at the start of best.reason, which is otherwise empty
-// for a DONE trial: "<rule>: <details>". These are the <rule> words.
+// Which rule decided a BestForWorkload. BestForWorkload has no field for it,
+// so SelectBest writes it at the start of best.reason, which is otherwise
+// empty for a DONE trial: "<rule>: <details>". These are the <rule> words.
 inline constexpr char kRuleFastest[] = "fastest";
 inline constexpr char kRuleScreeningOnly[] = "fastest-screening";
 inline constexpr char kRuleIncumbentKept[] = "incumbent-kept";

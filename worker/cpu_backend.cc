@@ -74,7 +74,7 @@ RegionFn MoeRegion(const TrialInputs& in, ref::MoeFn moe) {
 }
 
 // Under data-parallel attention a rank's MoE layers compute every rank's
-// tokens. With no peers, as on the GPU (kernels/cuda/step_gpu.h
+// tokens. With no peers, as on the GPU (kernels/cuda/step/step_gpu.h
 // StepProblem::peer_moe_input), the other ranks' rows are the synthetic MoE
 // input, the rank's own rows its tokens, and it keeps its own rows of the
 // output (its partial sums standing in for the reduce-scatter): the experts'

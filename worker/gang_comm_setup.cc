@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 
 namespace moetune::worker {
 namespace {
@@ -27,15 +28,28 @@ absl::StatusOr<std::string> RelayNcclId(GpuApi* gpu, const GangJoin& join,
   return (*all)[0];
 }
 
+// The GPU library's implementation of the config's all-reduce.
+absl::StatusOr<gpu::AllReduceImpl> ImplOf(v1::AllReduceImpl impl) {
+  switch (impl) {
+    case v1::ALL_REDUCE_IMPL_UNSPECIFIED:
+    case v1::ALL_REDUCE_NCCL:
+      return gpu::AllReduceImpl::kNccl;
+    case v1::ALL_REDUCE_ONESHOT:
+      return gpu::AllReduceImpl::kOneShot;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.all_reduce_impl: ", impl,
+                       " is not allowed; allowed: ALL_REDUCE_NCCL, "
+                       "ALL_REDUCE_ONESHOT"));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<gpu::GangComm>> JoinGang(
     GpuApi* gpu, const GangJoin& join, GangRendezvous* rendezvous) {
   gpu::GangCommSetup setup;
-  if (!gpu::ParseAllReduceImpl(join.allreduce, &setup.impl)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.allreduce: '", join.allreduce, "'; allowed: nccl, oneshot"));
-  }
+  ASSIGN_OR_RETURN(setup.impl, ImplOf(join.all_reduce));
   const absl::Time deadline = absl::Now() + join.timeout;
   setup.device = join.device;
   setup.rank = join.gang->rank();

@@ -2,12 +2,6 @@
 
 namespace moetune::worker {
 
-bool RealGpuApi::BuiltWithCuda() {
-#ifdef MOETUNE_WITH_CUDA
-  return true;
-#else
-  return false;
-#endif
-}
+bool RealGpuApi::BuiltWithCuda() { return gpu::BuiltWithCuda(); }
 
 }  // namespace moetune::worker

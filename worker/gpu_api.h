@@ -1,16 +1,16 @@
 // GpuApi: the worker's only door to the GPU. RealGpuApi forwards to
-// kernels/cuda/moe_gpu.h, step_gpu.h and comm_gpu.h (the CUDA library, or its
-// no-CUDA stand-in that answers "built without CUDA"); tests substitute a fake.
-// Implementations must be thread-safe.
+// kernels/cuda/moe/moe_gpu.h, step_gpu.h and comm_gpu.h (the CUDA library, or
+// its no-CUDA stand-in that answers "built without CUDA"); tests substitute a
+// fake. Implementations must be thread-safe.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/comm_gpu.h"
-#include "kernels/cuda/moe_gpu.h"
-#include "kernels/cuda/step_gpu.h"
+#include "kernels/cuda/comm/comm_gpu.h"
+#include "kernels/cuda/moe/moe_gpu.h"
+#include "kernels/cuda/step/step_gpu.h"
 
 namespace moetune::worker {
 
@@ -30,7 +30,7 @@ class GpuApi {
                                         const gpu::MoeRunOptions& options) = 0;
   virtual gpu::StepRunResult RunDecodeStep(
       const gpu::StepProblem& problem, const gpu::StepRunOptions& options) = 0;
-  // A gang's communication (kernels/cuda/comm_gpu.h).
+  // A gang's communication (kernels/cuda/comm/comm_gpu.h).
   virtual gpu::RunStatus NewNcclId(std::string* id, std::string* error) = 0;
   virtual std::unique_ptr<gpu::GangComm> CreateGangComm(
       const gpu::GangCommSetup& setup, const gpu::AllGatherBytes& exchange,

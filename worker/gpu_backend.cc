@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/backends/tile_shape.h"
-#include "kernels/cuda/step_problem.h"
+#include "kernels/cuda/step/step_problem.h"
 #include "kernels/reference/moe_reference.h"
 #include "kernels/reference/router.h"
 #include "kernels/reference/step_bytes.h"
@@ -81,7 +81,7 @@ gpu::StepRunOptions MakeStepOptions(const TrialInputs& in,
 GangJoin GangJoinOf(const TrialInputs& in) {
   GangJoin join;
   join.gang = in.gang;
-  join.allreduce = in.trial.config().allreduce();
+  join.all_reduce = in.trial.config().all_reduce_impl();
   join.device = in.target.ordinal;
   const int64_t world = in.gang->world_size();
   join.max_floats =

@@ -53,9 +53,9 @@ int64_t RealSystemInfo::MemoryBytes() {
 // passes: the bandwidth a single-threaded CPU backend can hope for, which is
 // what its roofline floor should use.
 // The buffer is mapped with transparent huge pages where the kernel allows
-// them and written once: a zero-filled std::vector wrote it twice and took a
-// page fault every 4 KB, 90 % of a CPU worker's 0.9 s probe on a VM (perf,
-// 2026-12-02). Every CPU worker and `moetune sweep` on a CPU paid it.
+// them and written once: a zero-filled std::vector writes it twice and takes
+// a page fault every 4 KB, measured at 90 % of a CPU worker's 0.9 s probe on
+// a VM, which every CPU worker and `moetune sweep` on a CPU would pay.
 double RealSystemInfo::MeasureCpuReadGBps() {
   constexpr size_t kBytes = size_t{256} << 20;  // past any L3 of these hosts
   constexpr size_t kWords = kBytes / sizeof(uint64_t);

@@ -47,9 +47,8 @@ v1::TrialState StateFor(const ChildOutcome& outcome) {
 // batch, context, routing and cache dtype. A trial of another batch or
 // context reuses the process, its CUDA context and (same shard) its
 // weights; the runtimes keep one set of caches and activations, made again
-// for the new sizes (the 100-trial step sweep paid a fresh process a batch
-// size: 4 processes, ~1.7 s of its 5.4 s outside the timed work, device
-// run 66).
+// for the new sizes (a fresh process a batch size costs a 100-trial step
+// sweep 4 processes, ~1.7 s of its 5.4 s outside the timed work).
 v1::Workload WeightsOf(v1::Workload workload) {
   workload.clear_batch_size();
   workload.clear_context_length();

@@ -6,6 +6,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/comm/comm_calibration.h"
+#include "common/comm/comm_model.h"
+#include "common/legacy_spelling.h"
 #include "common/roofline.h"
 #include "common/stats.h"
 #include "common/status_macros.h"
@@ -13,8 +16,6 @@
 #include "kernels/reference/decode_step.h"
 #include "kernels/reference/moe_reference.h"
 #include "kernels/reference/router.h"
-#include "worker/comm_calibration.h"
-#include "worker/comm_model.h"
 #include "worker/cpu_backend.h"
 
 namespace moetune::worker {
@@ -173,12 +174,12 @@ void Fail(v1::TrialResult* result, v1::TrialState outcome,
 }
 
 void AttachRoofline(const TrialInputs& in, const BackendRun& run,
-                    const CommModelParams& params, double read_gbps,
+                    const comm::CommModelParams& params, double read_gbps,
                     v1::TrialResult* result) {
   const double bytes = run.bytes;
   v1::Roofline* roofline = result->mutable_roofline();
   roofline->set_bytes(bytes);
-  CommShape shape;
+  comm::CommShape shape;
   shape.batch = in.step.batch;
   shape.hidden = in.step.config.hidden;
   shape.top_k = in.step.config.experts_per_token;
@@ -188,9 +189,9 @@ void AttachRoofline(const TrialInputs& in, const BackendRun& run,
       in.trial.workload().region() == v1::MOE_LAYER ? 1 : in.step.layers;
   shape.whole_step = in.trial.workload().region() == v1::DECODE_STEP;
   shape.dense_layers = in.step.config.num_dense_layers;
-  shape.allreduce = in.trial.config().allreduce();
+  shape.all_reduce = in.trial.config().all_reduce_impl();
   shape.dp_attention = in.step.shard.dp_attention;
-  const double model_us = ModelCommFloorUs(shape, params);
+  const double model_us = comm::ModelCommFloorUs(shape, params);
   const bool measured = run.comm_measured_us >= 0;
   // Measured: the gang's collectives timed alone are the communication's
   // floor, and the median holds them; the model's figure is kept beside.
@@ -207,22 +208,24 @@ void AttachRoofline(const TrialInputs& in, const BackendRun& run,
       RooflineEfficiency(*roofline, result->stats().median_us()));
 }
 
-// Whether the trial's attention is "dp" ("tp" and "" are not). dp splits a
-// whole step's batch, which an MoE layer timed alone does not have. The
-// tuner's validation refuses both before a trial exists; this is the
-// worker's own word on trials that reach it otherwise.
+// Whether the trial's attention is ATTENTION_DP (ATTENTION_TP and unset
+// are not). dp splits a whole step's batch, which an MoE layer timed alone
+// does not have. The tuner's validation refuses both before a trial
+// exists; this is the worker's own word on trials that reach it otherwise.
 absl::StatusOr<bool> ResolveDpAttention(const v1::Trial& trial) {
-  const v1::TrialConfig& config = trial.config();
-  const std::string& attention = config.attention();
-  if (attention.empty() || attention == "tp") return false;
-  if (attention != "dp") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config.attention: '", attention, "' is not allowed; allowed: tp, dp"));
+  const v1::AttentionSplit split = trial.config().attention_split();
+  if (split == v1::ATTENTION_SPLIT_UNSPECIFIED || split == v1::ATTENTION_TP) {
+    return false;
+  }
+  if (split != v1::ATTENTION_DP) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.attention_split: ", split,
+                     " is not allowed; allowed: ATTENTION_TP, ATTENTION_DP"));
   }
   if (trial.workload().region() == v1::MOE_LAYER) {
     return absl::InvalidArgumentError(
-        "config.attention: 'dp' splits a decode step's batch over the ranks; "
-        "with region MOE_LAYER allowed: tp");
+        "config.attention_split: ATTENTION_DP splits a decode step's batch "
+        "over the ranks; with region MOE_LAYER allowed: ATTENTION_TP");
   }
   return true;
 }
@@ -300,7 +303,7 @@ double WorstLayerError(const std::vector<float>& out,
 static void Judge(const TrialInputs& in,
                   const backends::BackendDescriptor& backend,
                   const BackendRun& run, const v1::Probe& probe,
-                  const CommModelParams& params, const Clock& clock,
+                  const comm::CommModelParams& params, const Clock& clock,
                   v1::TrialResult* result) {
   double check_s = run.check_s;
   std::vector<float> cpu_reference;  // when the backend brought none
@@ -342,6 +345,17 @@ static void Judge(const TrialInputs& in,
   result->set_outcome(v1::DONE);
 }
 
+namespace {
+
+// The trial's step, its config's legacy all-reduce and attention strings
+// (from a coordinator that still writes them) moved into the enums first.
+absl::StatusOr<ref::StepSpec> NormalizeAndResolve(v1::Trial& trial) {
+  RETURN_IF_ERROR(NormalizeLegacyFields(*trial.mutable_config()));
+  return ResolveStep(trial);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<GangRendezvous>> TrialRunner::RendezvousFor(
     const v1::TrialExecution& execution) const {
   if (!execution.has_gang()) return std::unique_ptr<GangRendezvous>();
@@ -354,7 +368,7 @@ absl::StatusOr<std::unique_ptr<GangRendezvous>> TrialRunner::RendezvousFor(
 
 v1::TrialResult TrialRunner::Run(const v1::TrialExecution& execution) {
   v1::TrialResult result;
-  const v1::Trial& trial = execution.trial();
+  v1::Trial trial = execution.trial();
   result.set_trial_id(trial.trial_id());
   result.set_attempt(trial.attempt());
   *result.mutable_fingerprint() = execution.probe().fingerprint();
@@ -364,7 +378,7 @@ v1::TrialResult TrialRunner::Run(const v1::TrialExecution& execution) {
          absl::StrCat("unknown backend '", trial.config().moe_backend(), "'"));
     return result;
   }
-  absl::StatusOr<ref::StepSpec> step = ResolveStep(trial);
+  absl::StatusOr<ref::StepSpec> step = NormalizeAndResolve(trial);
   if (!step.ok()) {
     Fail(&result, v1::FAILED, std::string(step.status().message()));
     return result;
@@ -387,7 +401,7 @@ v1::TrialResult TrialRunner::Run(const v1::TrialExecution& execution) {
     return result;
   }
   Judge(in, backend->descriptor(), *run, execution.probe(),
-        ParamsFrom(execution.comm_calibration()), *clock_, &result);
+        comm::ParamsFrom(execution.comm_calibration()), *clock_, &result);
   return result;
 }
 

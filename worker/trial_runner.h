@@ -17,9 +17,11 @@
 namespace moetune::worker {
 
 // The workload resolved against its preset (rank 0 of its tp x ep world,
-// with the config's attention); INVALID_ARGUMENT naming the config field
-// for an attention the step cannot run (config.attention: not tp or dp, or
-// dp on an MoE layer).
+// with the config's attention split); INVALID_ARGUMENT naming the config
+// field for an attention the step cannot run (config.attention_split:
+// neither ATTENTION_TP nor ATTENTION_DP, or ATTENTION_DP on an MoE layer).
+// Reads the config's enums only; TrialRunner::Run moves a config's legacy
+// strings into them first (NormalizeLegacyFields).
 absl::StatusOr<ref::StepSpec> ResolveStep(const v1::Trial& trial);
 
 // ||out - ref|| / ||ref||; +inf on a size mismatch or any non-finite value.

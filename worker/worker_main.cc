@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/comm/comm_calibration.h"
 #include "common/command_line.h"
 #include "common/log.h"
 #include "common/log_flags.h"
@@ -23,7 +24,6 @@
 #include "common/rpc/channel.h"
 #include "google/protobuf/util/json_util.h"
 #include "worker/agent.h"
-#include "worker/comm_calibration.h"
 #include "worker/grpc_gang_rendezvous.h"
 #include "worker/probe.h"
 
@@ -177,7 +177,7 @@ int ServeTrials(int ordinal, const v1::Probe& probe, SystemInfo& system) {
   options.coordinator_address = absl::GetFlag(FLAGS_coordinator);
   if (!absl::GetFlag(FLAGS_comm_calibration).empty()) {
     absl::StatusOr<v1::CommCalibration> calibration =
-        LoadCommCalibration(absl::GetFlag(FLAGS_comm_calibration));
+        comm::LoadCommCalibration(absl::GetFlag(FLAGS_comm_calibration));
     if (!calibration.ok()) {
       LogError("worker: ", calibration.status().message());
       return 2;

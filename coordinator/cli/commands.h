@@ -1,5 +1,5 @@
 // The CLI's subcommands over the public gRPC API (remote, or an embedded
-// coordinator). Each returns the process exit code (README.md, "Exit
+// coordinator). Each returns the process exit code (docs/cli.md, "Exit
 // codes"): 0 ok, 1 nothing succeeded or nothing found, 2 bad usage or a
 // rejected spec, 3 `compare` found a regression beyond --threshold, 130
 // interrupted.

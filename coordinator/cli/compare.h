@@ -7,9 +7,10 @@
 // build hash is left out of the match, never the GPU. Floors and
 // efficiencies on both sides use one bandwidth per device: the best read
 // bandwidth recorded for it (any worker probe, or any trial's floor), so
-// that a probe measured under load cannot flatter the efficiency (results
-// recorded since the coordinator does the same carry it already; older ones
-// and the baseline are brought to the same bandwidth here). Pure.
+// that a probe measured under load cannot flatter the efficiency (the
+// coordinator re-floors each result it records the same way; results
+// recorded without that, and the baseline, are brought to the same
+// bandwidth here). Pure.
 #pragma once
 
 #include <map>

@@ -175,7 +175,8 @@ void LocalCluster::StopWorkers() {
 // The coordinator stops with the cluster, so no lease a stopped worker held
 // would ever lapse, and no other worker could ever take it up: without this
 // a trial a worker was running when the sweep was cancelled (at Ctrl-C, or
-// one that died just before the last worker exited) stayed LEASED for good.
+// one that died just before the last worker exited) would stay LEASED for
+// good.
 void LocalCluster::ReleaseLeases() {
   if (server_ == nullptr) return;
   absl::MutexLock lock(&mu_);

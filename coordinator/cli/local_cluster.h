@@ -72,8 +72,8 @@ class LocalCluster {
   // Once every started worker is registered, it also tells the scheduler
   // that no other worker will come (nothing else can reach this
   // coordinator): trials none of them can run need not wait its
-  // unavailable grace (the quick start's GPU-backend trials on a CPU
-  // machine waited ~1 s of a 2 s sweep for it).
+  // unavailable grace (on a CPU machine the quick start's GPU-backend
+  // trials would wait ~1 s of a 2 s sweep for it).
   absl::Status CheckWorkers(std::vector<std::string>* exited_now);
   // Whether CheckWorkers has seen every started worker registered.
   bool all_workers_registered();

@@ -17,8 +17,8 @@ struct TimeAccount {
   double check_s = 0, timed_s = 0;
   // 1 - (check_s + timed_s) / (wall_s * workers), in [0, 1].
   double OutsideShare() const;
-  // False when no trial recorded its phases (results from before those
-  // fields, or none finished).
+  // False when no trial recorded its phases (results recorded without
+  // those fields, or none finished).
   bool recorded() const { return check_s + timed_s > 0; }
 };
 

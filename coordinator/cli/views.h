@@ -3,7 +3,7 @@
 // rounded figures, percentages, "-" for what was not measured. CSV is for
 // programs: raw numbers, the interval as ci_low_us / ci_high_us, efficiency
 // as a fraction, empty cells for what was not measured. The columns are
-// documented in README.md. Pure functions.
+// documented in docs/cli.md. Pure functions.
 #pragma once
 
 #include <ostream>

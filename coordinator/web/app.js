@@ -91,10 +91,10 @@ function renderProgress(sweep) {
       `${done} of ${sweep.total_trials} trials finished — ${counts.join(', ')}`;
 }
 
-// Whether the trial's attention is data-parallel (TrialConfig.attention;
-// absent means "tp").
+// Whether the trial's attention is data-parallel (TrialConfig.
+// attention_split ATTENTION_DP; unset means ATTENTION_TP).
 function dpAttention(trial) {
-  return trial.config.attention === 'dp';
+  return trial.config.attention_split === 'ATTENTION_DP';
 }
 
 // The fastest full-fidelity DONE trial per (backend, attention, context,

@@ -3,7 +3,7 @@
 //   CPU(name)      a CPU backend: namespace moetune::backends::name defines
 //                  Descriptor() (always built) and MakeMoe() (cpu_registry.h)
 //   GPU(name)      a GPU backend: Descriptor() (always built) and, in CUDA
-//                  builds, Launcher() (kernels/cuda/launcher.cuh)
+//                  builds, Launcher() (kernels/cuda/moe/launcher.cuh)
 //   PLANNED(name)  listed with its descriptor only: its probe says why it is
 //                  unavailable (GpuNeeds::not_implemented)
 // The registries (registry.cc, cpu/cpu_registry.cc, cuda/launcher.cu) expand

@@ -1,5 +1,6 @@
 // BackendDescriptor: everything the rest of moetune knows about one MoE
-// backend, declared once beside its launcher (kernels/backends/<family>/).
+// backend, declared once under kernels/backends/<family>/ (beside a CPU
+// backend's launcher; a GPU backend's is under kernels/cuda/experts/).
 // The tuner builds its search space from it, the worker probes and runs by
 // it, the GPU runtime checks shapes with it and the CLI prints it; no other
 // file lists backends or restates their rules (backend_list.h is the one
@@ -77,6 +78,13 @@ struct BackendDescriptor {
   // float32 CPU backends differ from it only in summation order; GPU
   // backends carry BF16 activations between stages.
   double error_bound = 1e-4;
+  // Whether a run of it may host the trusted GPU path, and in which order:
+  // with compute_reference set, its run also runs the trusted path
+  // (kernels/cuda/moe/trusted.cuh) on that run's routing, the reference
+  // moetune-kernel-bench checks every backend against. 0: it may not;
+  // 1, 2, ...: tools try such backends in this order and take the first
+  // that runs the batch (TrustedPathBackends in registry.h).
+  int trusted_path_order = 0;
   // Its own shape rules: "" when `tile` (already one of `tiles`) runs
   // `shape`, else why, naming the dims. Null: no rules beyond CanImplement's.
   std::string (*shape_rules)(const LayerShape& shape,

@@ -1,5 +1,6 @@
 #include "kernels/backends/registry.h"
 
+#include <algorithm>
 #include <array>
 
 namespace moetune::backends {
@@ -28,6 +29,18 @@ std::string KnownBackendNames() {
     names += backend->name;
   }
   return names;
+}
+
+std::vector<const BackendDescriptor*> TrustedPathBackends() {
+  std::vector<const BackendDescriptor*> hosts;
+  for (const BackendDescriptor* backend : kBackends) {
+    if (backend->trusted_path_order > 0) hosts.push_back(backend);
+  }
+  std::stable_sort(hosts.begin(), hosts.end(),
+                   [](const BackendDescriptor* a, const BackendDescriptor* b) {
+                     return a->trusted_path_order < b->trusted_path_order;
+                   });
+  return hosts;
 }
 
 }  // namespace moetune::backends

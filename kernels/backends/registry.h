@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kernels/backends/backend_list.h"
 #include "kernels/backends/descriptor.h"
@@ -22,5 +23,8 @@ std::span<const BackendDescriptor* const> AllBackends();
 const BackendDescriptor* FindBackend(std::string_view name);
 // "a, b, c": for error messages that list the allowed values.
 std::string KnownBackendNames();
+// The backends that may host the trusted GPU path, in their
+// BackendDescriptor::trusted_path_order.
+std::vector<const BackendDescriptor*> TrustedPathBackends();
 
 }  // namespace moetune::backends

@@ -1,5 +1,5 @@
 // The shape rules of the tiled NVFP4 weight layout that every GPU backend
-// reads (kernels/cuda/tiled_nvfp4.h): K in 64-element chunks, rows in units
+// reads (kernels/cuda/moe/tiled_nvfp4.h): K in 64-element chunks, rows in units
 // of the tile's block_n. Shared by the GPU backends' descriptors. Pure
 // functions; thread-safe.
 #pragma once

@@ -2,11 +2,11 @@
 // sum a token's logits in different orders (the backends' shared router on
 // BF16 inputs and tensor cores, the trusted path one thread a product) may
 // break a near-tie between two experts differently, and the MoE outputs then
-// differ by a whole expert's contribution (a step check said WRONG at 9e-2
-// against 2e-4 on other layers, kernels/cuda/step/PERF.md v9, v17, v20). The
-// trusted path accepts the backend's selection when it is a top-k of its own
-// scores to within a tolerance far below the scores' typical gaps and far
-// above a float sum's reordering error, and keeps its own otherwise.
+// differ by a whole expert's contribution (one such flip makes a step check
+// read 9e-2 on its layer against 2e-4 on the others). The trusted path
+// accepts the backend's selection when it is a top-k of its own scores to
+// within a tolerance far below the scores' typical gaps and far above a
+// float sum's reordering error, and keeps its own otherwise.
 // Shared by the trusted GPU path and its host test. Pure; thread-safe.
 #pragma once
 

@@ -1,9 +1,10 @@
 // The GPU's kernel timeline, measured: which kernels ran when, and how much
-// of each graph launch was spent between kernels. Issue 19's targets ("with
-// the graph on, time between kernels under 5 % of the step", each
-// category's share of the measured time) need the device's own timestamps;
-// the GPU machine has CUPTI but no nsys, so the CUPTI injection library
-// (cupti_injection.cc) records KernelSpans and this file summarises them.
+// of each graph launch was spent between kernels. The figures it serves
+// (with the graph on, the time between kernels, to stay under 5 % of the
+// step; each category's share of the measured time) need the device's own
+// timestamps; the GPU machine has CUPTI but no nsys, so the CUPTI injection
+// library (cupti_injection.cc) records KernelSpans and this file summarises
+// them.
 //
 // Plain C++ with no abseil, CUDA or CUPTI: the injection library is built on
 // the GPU machine with g++ alone (scripts/build_cupti_injection.sh), where no

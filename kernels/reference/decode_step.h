@@ -47,9 +47,8 @@ MoeFn Bf16InputReferenceMoe(const StepSpec& spec,
 
 // How far from the reference's own top-k an implementation that carries its
 // activations in BF16 may break a routing near-tie and still be followed:
-// flips at score gaps of 2.5e-3 to 3.4e-3 were seen on the GPU's step
-// (device run 134); a choice further off is the reference's own again, so a
-// wrong router still shows.
+// flips at score gaps of 2.5e-3 to 3.4e-3 occur on the GPU's step; a choice
+// further off is the reference's own again, so a wrong router still shows.
 inline constexpr float kCarriedBf16RouteTolerance = 5e-3f;
 
 // The routes a run lists flat, [MoE layer][token][experts_per_token] over
@@ -110,7 +109,7 @@ using ProposedKept = std::vector<std::vector<std::vector<int>>>;
 // How far below the k-th indexer score, as a share of the sequence's
 // largest score magnitude, a kept token of an implementation that carries
 // its activations in BF16 may score and still be followed (tiny's scores
-// tie at zero where ReLU removes every head's term: device run 152).
+// tie at zero where ReLU removes every head's term).
 inline constexpr float kCarriedBf16KeptTolerance = 5e-3f;
 
 // DecodeStep attending, at each layer and sequence, to the proposed kept

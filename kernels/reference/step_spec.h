@@ -34,9 +34,9 @@ struct RoutingSpec {
 // partial sum (a vocabulary slice for lm_head) standing in for the
 // collective after it.
 //
-// With dp_attention (data-parallel attention, TrialConfig.attention "dp")
-// the rest of the step is whole on every rank instead, and rank r decodes
-// its own batch / (tp * ep) sequences (OwnBatch, FirstOwnSequence); the MoE
+// With dp_attention (data-parallel attention, the API's ATTENTION_DP) the
+// rest of the step is whole on every rank instead, and rank r decodes its
+// own batch / (tp * ep) sequences (OwnBatch, FirstOwnSequence); the MoE
 // layers still run the tp x ep split above, over every rank's tokens: an
 // all-gather of the ranks' MoE inputs before, a reduce-scatter of the
 // partial outputs after (each rank its own tokens' sums). Without peers the
@@ -62,14 +62,21 @@ struct Generated {
 };
 
 // The number format of a group of weights (the workload's QuantizationMap;
-// docs/design.md §2). The MoE experts are NVFP4 always.
+// docs/design.md §2).
 enum class Precision { kNvfp4, kBf16 };
+// The step's formats. The member defaults are the one definition of the
+// defaults: a QuantizationMap's unset groups take them (the worker resolves
+// a map with them, the tuner clears groups equal to them, the store's
+// quantization column names the groups that differ from them).
 struct Quantization {
   Precision attention = Precision::kBf16;  // MLA and indexer projections
   Precision dense_mlp = Precision::kNvfp4;
   Precision lm_head = Precision::kBf16;
   bool operator==(const Quantization&) const = default;
 };
+// The routed experts' and the shared expert's format, the only one they
+// take: the MoE backends are NVFP4 kernels.
+inline constexpr Precision kExpertPrecision = Precision::kNvfp4;
 
 // The latent cache's format (kernels/model/kv_fp8_format.h for FP8). The
 // indexer keys are FP8 E4M3 either way.

@@ -9,7 +9,7 @@ namespace moetune::ref {
 namespace {
 
 // nvfp4::E2M1ToFloat by table, for DequantRange: random codes make its
-// branches unpredictable, which made row dequantization 10x slower.
+// branches unpredictable, which makes row dequantization 10x slower.
 struct E2M1Table {
   float values[16];
   E2M1Table() {

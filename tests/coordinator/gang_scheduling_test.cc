@@ -1,8 +1,8 @@
-// Gang scheduling (issue 20) against the Scheduler with fake workers and a
-// fake clock: a MEASURED trial of world W is granted to W idle GPU workers
-// of one host at once, never in part; a lost member tears the gang down and
-// re-queues the trial whole; ranks' reports decide it together; a restart
-// re-runs it whole; trials no host can serve are UNAVAILABLE with why.
+// Gang scheduling against the Scheduler with fake workers and a fake clock:
+// a MEASURED trial of world W is granted to W idle GPU workers of one host
+// at once, never in part; a lost member tears the gang down and re-queues
+// the trial whole; ranks' reports decide it together; a restart re-runs it
+// whole; trials no host can serve are UNAVAILABLE with why.
 #include <algorithm>
 #include <memory>
 #include <set>

@@ -1,6 +1,6 @@
-// The gang's rendezvous (issue 20) in process: W threads as the ranks of a
-// gang the Scheduler formed, posting under a key and getting every rank's
-// payload; a gang torn down mid-way; the refusals.
+// The gang's rendezvous in process: W threads as the ranks of a gang the
+// Scheduler formed, posting under a key and getting every rank's payload; a
+// gang torn down mid-way; the refusals.
 #include <algorithm>
 #include <memory>
 #include <string>

@@ -276,7 +276,7 @@ TEST_F(SchedulerTest, ALeaseLostAfterCancelEndsCancelledNotQueued) {
   EXPECT_FALSE(Acquire(b)->granted());
 }
 
-// A database written by an older coordinator, which re-queued such a trial:
+// A database holding such a trial re-queued (a lease lost after the cancel):
 // a restart closes it instead of handing it to the next worker.
 TEST_F(SchedulerTest, ARestartClosesATrialLeftQueuedInACancelledSweep) {
   const Registered a = RegisterCpuWorker("host-a:cpu");
@@ -348,7 +348,7 @@ TEST_F(SchedulerTest, UnknownWorkerMustRegisterAndBadOutcomesAreRefused) {
               HasSubstr("result.outcome: QUEUED is not allowed"));
 }
 
-// Issue 18.3: results only from the lease holder, with its token.
+// Results count only from the lease holder, with its token.
 TEST_F(SchedulerTest, OnlyTheLeaseHolderWithItsTokenIsHeard) {
   const Registered holder = RegisterCpuWorker("host-a:cpu");
   const Registered other = RegisterCpuWorker("host-b:cpu");
@@ -424,8 +424,8 @@ TEST_F(SchedulerTest, NamingAnotherWorkersIdDoesNotReleaseItsLeases) {
   EXPECT_TRUE(scheduler_->Heartbeat(Beat(victim, 0)).known());
 }
 
-// Issue 18.4: a worker that gave up delivering a result keeps beating, but
-// names no trial; the lease is released and the trial retried.
+// A worker that gave up delivering a result keeps beating, but names no
+// trial; the lease is released and the trial retried.
 TEST_F(SchedulerTest, AResultTheWorkerGaveUpOnIsRetried) {
   const Registered worker = RegisterCpuWorker("host:cpu");
   ASSERT_TRUE(scheduler_->Submit(Spec({"cpu_reference"})).ok());
@@ -452,7 +452,7 @@ TEST_F(SchedulerTest, AResultTheWorkerGaveUpOnIsRetried) {
       scheduler_->Report(Done(retried->trial(), worker, 3))->accepted());
 }
 
-// Issue 18.6: a retried submit (its first reply lost) makes no second sweep.
+// A retried submit (its first reply lost) makes no second sweep.
 TEST_F(SchedulerTest, SubmitIsIdempotentOnItsRequestId) {
   const auto first = scheduler_->Submit(Spec({"cpu_reference"}), "req-1");
   ASSERT_TRUE(first.ok()) << first.status();
@@ -471,8 +471,8 @@ TEST_F(SchedulerTest, SubmitIsIdempotentOnItsRequestId) {
               HasSubstr("request_id: 200 characters"));
 }
 
-// Issue 18.5: a space past the cap is refused with its count, before any
-// expansion; no sweep is recorded.
+// A space past the cap is refused with its count, before any expansion; no
+// sweep is recorded.
 TEST_F(SchedulerTest, AHugeSpaceIsRefusedWithItsSize) {
   v1::SweepSpec spec = Spec({"cpu_reference", "cpu_blocked"});
   for (int b = 2; b <= 1000; ++b) spec.mutable_workload()->add_batch_sizes(b);

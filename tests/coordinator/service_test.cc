@@ -165,7 +165,7 @@ TEST_F(ServiceTest, HealthServiceAnswers) {
   EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
 }
 
-// Issue 18.7: WorkerControl lives on its own listener only.
+// WorkerControl lives on its own listener only.
 TEST_F(ServiceTest, WorkerControlIsNotServedOnThePublicPort) {
   auto on_public = v1::WorkerControl::NewStub(channel_);
   grpc::ClientContext context;
@@ -178,7 +178,7 @@ TEST_F(ServiceTest, WorkerControlIsNotServedOnThePublicPort) {
   EXPECT_NE(server_->address(), server_->worker_address());
 }
 
-// Issue 18.5: list RPCs page; raw samples only when asked for.
+// List RPCs page; raw samples only when asked for.
 TEST_F(ServiceTest, TrialsAndSweepsComeInPages) {
   for (int i = 0; i < 3; ++i) {
     grpc::ClientContext context;
@@ -224,7 +224,7 @@ TEST_F(ServiceTest, TrialsAndSweepsComeInPages) {
   EXPECT_THAT(status.error_message(), HasSubstr("filter.page_size"));
 }
 
-// Issue 18.7: bearer tokens with roles guard both listeners.
+// Bearer tokens with roles guard both listeners.
 class AuthTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -45,7 +45,7 @@ TEST(TrialLogTest, TheConfigNamesDataParallelAttention) {
   trial.mutable_config()->set_tp(8);
   trial.mutable_config()->set_ep(1);
   trial.mutable_config()->set_cuda_graph(true);
-  trial.mutable_config()->set_attention("dp");
+  trial.mutable_config()->set_attention_split(v1::ATTENTION_DP);
   const std::string line =
       FormatLogLine(LogLevel::kInfo, LogFormat::kText, 0, "trial finished",
                     TrialOutcomeFields(trial, v1::DONE, nullptr, ""));

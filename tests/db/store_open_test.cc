@@ -1,6 +1,6 @@
-// Opening the database (issue 18.1 and 18.2): every refusal is one line that
-// names the path and the cause, comes before anything is written, and
-// leaves the file byte for byte as it was; the database has one writer.
+// Opening the database: every refusal is one line that names the path and
+// the cause, comes before anything is written, and leaves the file byte for
+// byte as it was; the database has one writer.
 #include <sys/mount.h>
 #include <unistd.h>
 

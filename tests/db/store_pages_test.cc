@@ -1,5 +1,4 @@
-// Listings in pages, submit request ids and stored worker identities
-// (issue 18.3, 18.5, 18.6).
+// Listings in pages, submit request ids and stored worker identities.
 #include <set>
 #include <string>
 #include <vector>

@@ -260,8 +260,8 @@ TEST_F(StoreTest, CancelSweepCancelsQueuedAndLeavesLeased) {
   EXPECT_EQ(store_->CancelSweep(77, kT0).code(), absl::StatusCode::kNotFound);
 }
 
-// Older coordinators re-queued a trial whose lease was lost after its sweep
-// was cancelled; cancelling again closes it and keeps the sweep's end.
+// A trial re-queued after its sweep was cancelled (its lease lost after the
+// cancel) is closed by cancelling again, which keeps the sweep's end.
 TEST_F(StoreTest, CancellingACancelledSweepClosesATrialLeftQueued) {
   std::vector<v1::Trial> trials = {MakeTrial("a", "h"), MakeTrial("a", "h")};
   const int64_t id = Create(&trials);

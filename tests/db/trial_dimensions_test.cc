@@ -120,8 +120,9 @@ TEST_F(TrialDimensionsTest, FormatsAreShownBesideTheOtherDimensions) {
   EXPECT_EQ(Row("trial_dimensions", kFormats), "default KV_BF16");
 }
 
-// The attention beside tp and ep: 'tp' for unset and "tp", 'dp' for
-// data-parallel attention, and 'tp' for rows from before version 6 (NULL).
+// The attention beside tp and ep: 'tp' for unset and ATTENTION_TP, 'dp'
+// for data-parallel attention, and 'tp' for rows from before version 6
+// (NULL).
 TEST_F(TrialDimensionsTest, AttentionIsShownBesideTheLayout) {
   constexpr char kLayout[] = "tp || ' ' || ep || ' ' || attention";
   const int64_t id = AddTrial();
@@ -130,9 +131,12 @@ TEST_F(TrialDimensionsTest, AttentionIsShownBesideTheLayout) {
   v1::TrialConfig config;
   config.set_tp(2);
   config.set_ep(4);
-  config.set_attention("dp");
+  config.set_attention_split(v1::ATTENTION_DP);
   WriteDimensions(id, v1::Workload(), config);
   EXPECT_EQ(Row("trial_dimensions", kLayout), "2 4 dp");
+  config.set_attention_split(v1::ATTENTION_TP);
+  WriteDimensions(id, v1::Workload(), config);
+  EXPECT_EQ(Row("trial_dimensions", kLayout), "2 4 tp");
   Exec("UPDATE trials SET attention = NULL");
   EXPECT_EQ(Row("trial_dimensions", kLayout), "2 4 tp");
 }
@@ -154,19 +158,10 @@ TEST_F(TrialDimensionsTest, TileStagesAreShownInTheTile) {
   EXPECT_EQ(Row("trial_dimensions", kTile), "128x256 0");
 }
 
-TEST(AttentionTextTest, UnsetIsTp) {
-  v1::TrialConfig config;
-  EXPECT_EQ(AttentionText(config), "tp");
-  config.set_attention("tp");
-  EXPECT_EQ(AttentionText(config), "tp");
-  config.set_attention("dp");
-  EXPECT_EQ(AttentionText(config), "dp");
-}
-
-// A database a version-5 coordinator wrote (no attention column; its rows'
-// dimensions filled) opens with today's store: it is migrated, its trial
-// reads back whole, and the views show the trial as tp attention, the only
-// one there was.
+// A database at schema version 5 (no attention column; its rows'
+// dimensions filled) opens with the store: it is migrated, its trial reads
+// back whole, and the views show the trial as tp attention, the only one a
+// version-5 row can hold.
 TEST(TrialDimensionsOldSchemaTest, AVersion5DatabaseOpensAndReadsAsTp) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() /
@@ -204,7 +199,8 @@ TEST(TrialDimensionsOldSchemaTest, AVersion5DatabaseOpensAndReadsAsTp) {
     absl::StatusOr<v1::Trial> read = (*store)->GetTrial(1);
     ASSERT_TRUE(read.ok()) << read.status();
     EXPECT_EQ(read->config().tp(), 2);
-    EXPECT_EQ(read->config().attention(), "");
+    EXPECT_EQ(read->config().attention_split(),
+              v1::ATTENTION_SPLIT_UNSPECIFIED);
   }
   absl::StatusOr<Connection> conn = Connection::Open(path, true);
   ASSERT_TRUE(conn.ok());

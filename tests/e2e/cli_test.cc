@@ -152,9 +152,9 @@ TEST(CliTest, SweepRefusesACalibrationItCannotHandOn) {
 }
 
 // A calibration whose value the worker refuses stops it at its start. With
-// no worker left the sweep stops too (it used to wait until killed): exit
-// 1 within seconds, the worker's exit and reason, its log kept, and the
-// sweep cancelled in the database like an interrupted one.
+// no worker left the sweep stops too, rather than wait until killed: exit 1
+// within seconds, the worker's exit and reason, its log kept, and the sweep
+// cancelled in the database like an interrupted one.
 TEST(CliTest, SweepStopsWhenEveryWorkerRefusesItsCalibration) {
   const fs::path dir = TempDir("cli-calibration-bad");
   std::ofstream(dir / "ring.json") << R"({"gpus": 2, "fits": [{

@@ -228,7 +228,7 @@ absl::StatusOr<int64_t> WriteSweepWithDpTrials(const std::string& db) {
   for (int i = 0; i < recorded; ++i) {
     if (trials.trials(i).config().moe_backend() != "fused_gemv") continue;
     v1::Trial dp = trials.trials(i);
-    dp.mutable_config()->set_attention("dp");
+    dp.mutable_config()->set_attention_split(v1::ATTENTION_DP);
     ScaleTiming(1.3, &dp);
     *trials.add_trials() = dp;
   }
@@ -255,10 +255,10 @@ TEST_F(DashboardDpTest, DataParallelAttentionGetsItsOwnLine) {
   EXPECT_THAT(dom, HasSubstr("data-datasets=\"29\""));
 }
 
-// The recorded ring-depth sweep (kernels/PERF.md "Pipeline depth as a tile
-// parameter", device run 149) with grouped_wgmma 128x256s2 made twice as
-// fast at batch 256: made-up figures, so that a tile with its own ring depth
-// wins somewhere and the page must name it.
+// The recorded ring-depth sweep (kernels/cuda/moe/PERF.md "Pipeline depth
+// as a tile parameter") with grouped_wgmma 128x256s2 made twice as fast at
+// batch 256: made-up figures, so that a tile with its own ring depth wins
+// somewhere and the page must name it.
 absl::StatusOr<int64_t> WriteStagesSweepWithADepthWinning(
     const std::string& db) {
   ASSIGN_OR_RETURN(

@@ -1,7 +1,7 @@
-// Faults an operator of a shared cluster meets (issue 18.4, 18.6), with the
-// real binaries on loopback: a coordinator killed mid-sweep and restarted, a
-// worker killed mid-trial, a full disk, Ctrl-C on an embedded sweep or its
-// worker killed, and SIGTERM under load.
+// Faults an operator of a shared cluster meets, with the real binaries on
+// loopback: a coordinator killed mid-sweep and restarted, a worker killed
+// mid-trial, a full disk, Ctrl-C on an embedded sweep or its worker killed,
+// and SIGTERM under load.
 #include <signal.h>
 #include <sys/mount.h>
 

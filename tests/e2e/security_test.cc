@@ -1,6 +1,6 @@
-// A protected coordinator (issue 18.7), with the real binaries: TLS on both
-// listeners, mutual TLS for workers, and bearer tokens with roles. The
-// certificates are made here with the openssl command line tool.
+// A protected coordinator, with the real binaries: TLS on both listeners,
+// mutual TLS for workers, and bearer tokens with roles. The certificates
+// are made here with the openssl command line tool.
 #include <chrono>
 #include <filesystem>
 #include <fstream>

@@ -1,6 +1,6 @@
-// Start-up against a bad database, a taken database or a taken port (issue
-// 18.1, 18.2), with the real binaries: a one-line error naming the path or
-// flag and the cause, a non-zero exit (never a signal), the file untouched.
+// Start-up against a bad database, a taken database or a taken port, with
+// the real binaries: a one-line error naming the path or flag and the
+// cause, a non-zero exit (never a signal), the file untouched.
 #include <sys/mount.h>
 
 #include <filesystem>

@@ -1,8 +1,8 @@
-// The attention dimension (data-parallel attention, TrialConfig.attention):
-// validated with the field and the allowed values, expanded where the
-// batch splits over more than one rank, proposed by every strategy, keyed
-// so that sweeps that do not list it keep their keys, and rebuilt from a
-// recording.
+// The attention dimension (data-parallel attention,
+// TrialConfig.attention_split): validated with the field and the allowed
+// values (in either spelling of the list), expanded where the batch splits
+// over more than one rank, proposed by every strategy, keyed so that sweeps
+// that do not list it keep their keys, and rebuilt from a recording.
 #include <set>
 #include <string>
 #include <vector>
@@ -34,7 +34,8 @@ v1::SweepSpec TinyStepSpec(const std::string& batches,
                batches + "}\n" + rest);
 }
 
-// cpu_reference over tp {1, 2}, both attentions, at `batches`.
+// cpu_reference over tp {1, 2}, both attentions (in their legacy spelling,
+// as spec files write them), at `batches`.
 v1::SweepSpec AttentionSpec(const std::string& batches,
                             const std::string& rest = "") {
   return TinyStepSpec(batches, R"pb(
@@ -75,6 +76,29 @@ TEST(AttentionDimensionTest, BadAttentionNamesTheFieldAndTheAllowedValues) {
               HasSubstr("space.attention[1]: 'tp' is repeated (first at [0])"));
 }
 
+TEST(AttentionDimensionTest, TheEnumListIsValidatedInItsOwnNames) {
+  v1::SweepSpec spec = AttentionSpec("batch_sizes: 4");
+  spec.mutable_space()->clear_attention();
+  spec.mutable_space()->add_attention_splits(v1::ATTENTION_TP);
+  spec.mutable_space()->add_attention_splits(v1::ATTENTION_DP);
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok()) << ValidateSweepSpec(spec);
+  spec.mutable_space()->set_attention_splits(1, v1::ATTENTION_TP);
+  EXPECT_THAT(ErrorOf(spec), HasSubstr("space.attention_splits[1]: "
+                                       "ATTENTION_TP is repeated"));
+  spec.mutable_space()->set_attention_splits(
+      1, static_cast<v1::AttentionSplit>(9));
+  EXPECT_EQ(ErrorOf(spec),
+            "space.attention_splits[1]: 9 is not allowed; allowed: "
+            "ATTENTION_TP, ATTENTION_DP");
+  spec.mutable_space()->set_attention_splits(1, v1::ATTENTION_DP);
+  spec.mutable_workload()->set_region(v1::MOE_LAYER);
+  EXPECT_THAT(ErrorOf(spec),
+              HasSubstr("space.attention_splits[1]: ATTENTION_DP splits a "
+                        "decode step's batch"));
+  EXPECT_THAT(ErrorOf(spec),
+              HasSubstr("with region MOE_LAYER allowed: ATTENTION_TP;"));
+}
+
 TEST(AttentionDimensionTest, DpNeedsAWholeDecodeStep) {
   v1::SweepSpec spec = AttentionSpec("batch_sizes: 4");
   spec.mutable_workload()->set_region(v1::MOE_LAYER);
@@ -97,8 +121,8 @@ TEST(AttentionDimensionTest, DpNeedsAWholeDecodeStep) {
 // is tp: one unset point.
 TEST(AttentionDimensionTest, DpWhereTheBatchSplitsOverMoreThanOneRank) {
   v1::SweepSpec spec = AttentionSpec("batch_sizes: 1 batch_sizes: 4");
-  spec.mutable_space()->add_allreduce("nccl");
-  spec.mutable_space()->add_allreduce("oneshot");
+  spec.mutable_space()->add_all_reduce_impls(v1::ALL_REDUCE_NCCL);
+  spec.mutable_space()->add_all_reduce_impls(v1::ALL_REDUCE_ONESHOT);
   const absl::StatusOr<std::vector<v1::Trial>> trials = testing::Expand(spec);
   ASSERT_TRUE(trials.ok()) << trials.status();
   EXPECT_THAT(ConfigKeys(*trials),
@@ -110,14 +134,19 @@ TEST(AttentionDimensionTest, DpWhereTheBatchSplitsOverMoreThanOneRank) {
                   "cpu_reference|-|1|1|0", "cpu_reference|-|2|1|0",
                   "cpu_reference|-|2|1|0|oneshot", "cpu_reference|-|2|1|0|dp",
                   "cpu_reference|-|2|1|0|oneshot|dp"));
-  EXPECT_EQ((*trials)[0].config().attention(), "");
-  EXPECT_EQ((*trials)[1].config().attention(), "tp");
-  EXPECT_EQ((*trials)[3].config().attention(), "");
-  EXPECT_EQ((*trials)[6].config().attention(), "dp");
-  EXPECT_EQ((*trials)[6].config().allreduce(), "nccl");
+  EXPECT_EQ((*trials)[0].config().attention_split(),
+            v1::ATTENTION_SPLIT_UNSPECIFIED);
+  EXPECT_EQ((*trials)[1].config().attention_split(), v1::ATTENTION_TP);
+  EXPECT_EQ((*trials)[3].config().attention_split(),
+            v1::ATTENTION_SPLIT_UNSPECIFIED);
+  EXPECT_EQ((*trials)[6].config().attention_split(), v1::ATTENTION_DP);
+  EXPECT_EQ((*trials)[6].config().all_reduce_impl(), v1::ALL_REDUCE_NCCL);
   EXPECT_EQ((*trials)[6].workload().batch_size(), 4);
-  EXPECT_EQ((*trials)[7].config().attention(), "dp");
-  EXPECT_EQ((*trials)[7].config().allreduce(), "oneshot");
+  EXPECT_EQ((*trials)[7].config().attention_split(), v1::ATTENTION_DP);
+  EXPECT_EQ((*trials)[7].config().all_reduce_impl(), v1::ALL_REDUCE_ONESHOT);
+  for (const v1::Trial& t : *trials) {
+    EXPECT_TRUE(t.config().attention().empty());  // never the legacy field
+  }
 }
 
 // tiny's 4 heads do not split over 8 ranks, so tp attention has no step at
@@ -170,7 +199,7 @@ TEST(AttentionDimensionTest, UnlistedAttentionKeepsOldConfigsAndKeys) {
   ASSERT_TRUE(trials.ok()) << trials.status();
   ASSERT_EQ(trials->size(), 1u);
   const v1::TrialConfig& config = (*trials)[0].config();
-  EXPECT_EQ(config.attention(), "");
+  EXPECT_EQ(config.attention_split(), v1::ATTENTION_SPLIT_UNSPECIFIED);
   EXPECT_EQ(ConfigKey(config), "cpu_blocked|4x64|2|2|0");
   EXPECT_EQ(AttentionName(config), "tp");
   EXPECT_FALSE(IsDpAttention(config));
@@ -186,10 +215,10 @@ TEST(AttentionDimensionTest, TpSpelledOutKeysAsUnsetAndDpAddsToTheKey) {
   config.set_cuda_graph(true);
   const std::string unset = ConfigKey(config);
   EXPECT_EQ(ConfigText(config), "fused_gemv 32x256 tp8 ep1 graph");
-  config.set_attention("tp");
+  config.set_attention_split(v1::ATTENTION_TP);
   EXPECT_EQ(ConfigKey(config), unset);
   EXPECT_EQ(ConfigText(config), "fused_gemv 32x256 tp8 ep1 graph");
-  config.set_attention("dp");
+  config.set_attention_split(v1::ATTENTION_DP);
   config.set_communication(v1::MEASURED);
   EXPECT_EQ(ConfigKey(config), "fused_gemv|32x256|8|1|1|measured|dp");
   EXPECT_EQ(ConfigText(config),
@@ -248,7 +277,8 @@ TEST(AttentionDimensionTest, ReplayRebuildsTheAttentionList) {
   for (const v1::Trial& t : *recorded_trials) *recorded.add_trials() = t;
   absl::StatusOr<v1::SweepSpec> replayed = SpecFromRecording(recorded);
   ASSERT_TRUE(replayed.ok()) << replayed.status();
-  EXPECT_THAT(replayed->space().attention(), ElementsAre("tp", "dp"));
+  EXPECT_THAT(replayed->space().attention_splits(),
+              ElementsAre(v1::ATTENTION_TP, v1::ATTENTION_DP));
   EXPECT_EQ(replayed->workload().region(), v1::DECODE_STEP);
   const absl::StatusOr<std::vector<v1::Trial>> grid =
       testing::Expand(*replayed);
@@ -256,11 +286,31 @@ TEST(AttentionDimensionTest, ReplayRebuildsTheAttentionList) {
   EXPECT_EQ(ConfigKeys(*grid), ConfigKeys(*recorded_trials));
 
   for (v1::Trial& t : *recorded.mutable_trials()) {
-    t.mutable_config()->clear_attention();
+    t.mutable_config()->clear_attention_split();
   }
   replayed = SpecFromRecording(recorded);
   ASSERT_TRUE(replayed.ok()) << replayed.status();
-  EXPECT_TRUE(replayed->space().attention().empty());
+  EXPECT_TRUE(replayed->space().attention_splits().empty());
+}
+
+// A recording in the legacy spelling (protobuf JSON of a results file)
+// reads as the enums: the same oracle, the same grid.
+TEST(AttentionDimensionTest, ARecordingInTheLegacySpellingReplays) {
+  const absl::StatusOr<ReplayOracle> oracle = ReplayOracle::FromJson(R"({
+    "trials": [{"trialId": "1", "state": "DONE", "workloadHash": "w",
+                "config": {"moeBackend": "cpu_reference", "tp": 2, "ep": 1,
+                           "allreduce": "oneshot", "attention": "dp"}}]})");
+  ASSERT_TRUE(oracle.ok()) << oracle.status();
+  const v1::TrialConfig& config = oracle->recorded().trials(0).config();
+  EXPECT_EQ(config.all_reduce_impl(), v1::ALL_REDUCE_ONESHOT);
+  EXPECT_EQ(config.attention_split(), v1::ATTENTION_DP);
+  EXPECT_EQ(ConfigKey(config), "cpu_reference|-|2|1|0|oneshot|dp");
+  EXPECT_EQ(ReplayOracle::FromJson(R"({"trials": [{"config":
+                {"attention": "sp"}}]})")
+                .status()
+                .message(),
+            "recorded sweep: trials[0].config.attention: 'sp' is not "
+            "allowed; allowed: tp, dp");
 }
 
 }  // namespace

@@ -42,13 +42,13 @@ class ReplayTest : public ::testing::Test {
   std::unique_ptr<ReplayOracle> oracle_;
 };
 
-// The recording was taken before the space dropped tiles that cannot run:
+// The recording holds tiles that cannot run, which the space leaves out:
 // per workload (tiny, hidden 256, moe_intermediate 128) it holds
 // cpu_reference x tp {1, 2, 4} x ep {1, 2, 4, 8} (12), and cpu_blocked 4x64
 // and 8x128 x the same 12 (tp, ep). moe_intermediate / tp is 128, 64, 32, so
 // 4x64 cannot run at tp 4 and 8x128 only runs at tp 1: 4 + 8 = 12 FAILED
-// per workload. Today's grid is the 24 others (in its own order: since the
-// recording, a backend's layouts vary slower than its tiles).
+// per workload. The grid is the 24 others, in its own order (a backend's
+// layouts vary slower than its tiles; the recording's order differs).
 TEST_F(ReplayTest, TheRecordingIsAGridOfTwoWorkloads) {
   EXPECT_EQ(oracle_->recorded().trials_size(), 72);
   std::vector<const v1::Trial*> runnable;
@@ -182,9 +182,9 @@ std::map<int, std::string> GridReplayWinners(const std::string& file) {
 }
 
 // tests/data/recorded_h200_serving_sweep.json: deploy/h200_serving_sweep.json
-// on the H200 (kernels/PERF.md "Serving batches", device run 112, `moetune
-// results --sweep 1 --format json`; glm5 MoE layer, batches 1-512, graph
-// on; fused_gemv planned at every batch since it walks 64-token tiles). The
+// on the H200 (kernels/cuda/moe/PERF.md "Serving batches", `moetune results
+// --sweep 1 --format json`; glm5 MoE layer, batches 1-512, graph on;
+// fused_gemv planned at every batch since it walks 64-token tiles). The
 // grid picks the crossovers the sweep found: fused_gemv_fp8 at 1 token,
 // fused_gemv at 8 to 64, grouped_wgmma 128x256 from 128 on (fused_gemv
 // second at 128).
@@ -200,13 +200,13 @@ TEST(ServingReplayTest, TheGridPicksTheRecordedCrossovers) {
 }
 
 // tests/data/recorded_h200_serving_skewed_sweep.json: deploy/
-// h200_serving_skewed_sweep.json on the H200 (kernels/PERF.md
-// "fused_gemv_wgmma", device run 133, `moetune results --sweep 2 --format
-// json`; glm5 MoE layer, Zipf-skewed routing, batches 1-512 with 96 and
-// 192, graph on). The grid picks the crossovers the sweep found:
-// fused_gemv_fp8 at 1 token, fused_gemv at 8, fused_gemv_wgmma (the hot
-// experts by grouped_wgmma's kernel, the rest by fused_gemv's) from 32 to
-// 128, grouped_wgmma from 192 on.
+// h200_serving_skewed_sweep.json on the H200 (kernels/cuda/moe/PERF.md
+// "fused_gemv_wgmma", `moetune results --sweep 2 --format json`; glm5 MoE
+// layer, Zipf-skewed routing, batches 1-512 with 96 and 192, graph on). The
+// grid picks the crossovers the sweep found: fused_gemv_fp8 at 1 token,
+// fused_gemv at 8, fused_gemv_wgmma (the hot experts by grouped_wgmma's
+// kernel, the rest by fused_gemv's) from 32 to 128, grouped_wgmma from 192
+// on.
 TEST(ServingReplayTest, TheGridPicksTheSkewedCrossovers) {
   EXPECT_EQ(GridReplayWinners("recorded_h200_serving_skewed_sweep.json"),
             (std::map<int, std::string>{{1, "fused_gemv_fp8|128x512"},
@@ -221,12 +221,12 @@ TEST(ServingReplayTest, TheGridPicksTheSkewedCrossovers) {
 }
 
 // tests/data/recorded_h200_serving_stages_sweep.json: deploy/
-// h200_serving_stages_sweep.json on the H200 (kernels/PERF.md "Pipeline
-// depth as a tile parameter", device run 149, `moetune results --format
-// json`; glm5 MoE layer, batches 64-512, grouped_wgmma at six tiles, three
-// of them with their own ring depth). The recording's space keeps the
-// depths apart (every recorded trial proposed again, 28), and the grid picks
-// the recorded winners: the budget's depth at 128-512, none of the others.
+// h200_serving_stages_sweep.json on the H200 (kernels/cuda/moe/PERF.md
+// "Pipeline depth as a tile parameter", `moetune results --format json`;
+// glm5 MoE layer, batches 64-512, grouped_wgmma at six tiles, three of them
+// with their own ring depth). The recording's space keeps the depths apart
+// (every recorded trial proposed again, 28), and the grid picks the
+// recorded winners: the budget's depth at 128-512, none of the others.
 TEST(ServingReplayTest, TheGridKeepsRingDepthsApart) {
   EXPECT_EQ(GridReplayWinners("recorded_h200_serving_stages_sweep.json"),
             (std::map<int, std::string>{{64, "fused_gemv_wgmma|16x512"},

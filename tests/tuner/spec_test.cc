@@ -188,8 +188,9 @@ TEST(WorkloadHashTest, EqualWorkHashesEqual) {
   EXPECT_EQ(WorkloadHash(chain_of_one), base);
 }
 
-// The new options at their defaults, explicit or unset, are the workload of
-// before they existed: the golden hash holds; a non-default value changes it.
+// The workload options at their defaults, explicit or unset, hash as a
+// workload without them: the golden hash holds; a non-default value changes
+// it.
 TEST(WorkloadHashTest, QuantizationAndKvDefaultsKeepTheHash) {
   const std::string base = WorkloadHash(TinyWorkload());
   EXPECT_EQ(base, "90d306c702e9773b");
@@ -247,8 +248,8 @@ v1::SweepSpec ReadDeploySpec(const std::string& name) {
   return spec;
 }
 
-// The H200 sessions' specs (scripts/gpu_session.sh): valid, and the chained
-// one's trials all chain 8 layers.
+// The H200 specs scripts/gpu_session.sh runs: valid, and the chained one's
+// trials all chain 8 layers.
 TEST(DeploySpecsTest, H200SpecsValidateAndExpand) {
   for (const std::string name : {"h200_sweep.json", "h200_chain_sweep.json"}) {
     const v1::SweepSpec spec = ReadDeploySpec(name);
@@ -263,8 +264,8 @@ TEST(DeploySpecsTest, H200SpecsValidateAndExpand) {
   }
 }
 
-// The serving-batch specs (issue 23: batches 1 to 512, uniform and skewed
-// routing): valid, and each batch plans only the backends that take it
+// The serving-batch specs (batches 1 to 512, uniform and skewed routing):
+// valid, and each batch plans only the backends that take it
 // (fused_gemv_fp8 stops at 1; fused_gemv_wgmma starts at 17).
 TEST(DeploySpecsTest, ServingSpecsPlanTheLargeBatchesOnTheirBackends) {
   for (const std::string name :
@@ -288,9 +289,8 @@ TEST(DeploySpecsTest, ServingSpecsPlanTheLargeBatchesOnTheirBackends) {
   }
 }
 
-// The GPU correctness check of whole tiny steps (README "Measuring"):
-// valid, every trial a 4-layer DECODE_STEP with NVFP4 attention (the map of
-// device runs 152 and 154), the CPU
+// The GPU correctness check of whole tiny steps (docs/design.md §3): valid,
+// every trial a 4-layer DECODE_STEP with NVFP4 attention, the CPU
 // reference's oracle; 40 trials (dequant_cublas is not graph-capturable).
 TEST(DeploySpecsTest, GpuTinyStepCheckPlansEveryBatchAndContext) {
   const v1::SweepSpec spec = ReadDeploySpec("gpu_tiny_step_check.json");
@@ -305,9 +305,9 @@ TEST(DeploySpecsTest, GpuTinyStepCheckPlansEveryBatchAndContext) {
   }
 }
 
-// The ring-depth spec (issue 23: pipeline depth in the tuner's space):
-// every batch plans grouped_wgmma at each of its six tiles, its depths
-// included, and fused_gemv_wgmma at 16x512.
+// The ring-depth spec (pipeline depth in the tuner's space): every batch
+// plans grouped_wgmma at each of its six tiles, its depths included, and
+// fused_gemv_wgmma at 16x512.
 TEST(DeploySpecsTest, StagesSpecPlansEveryRingDepth) {
   const v1::SweepSpec spec = ReadDeploySpec("h200_serving_stages_sweep.json");
   ASSERT_TRUE(ValidateSweepSpec(spec).ok()) << ValidateSweepSpec(spec);
@@ -325,37 +325,38 @@ TEST(DeploySpecsTest, StagesSpecPlansEveryRingDepth) {
                         "grouped_wgmma 128x256s6"}));
 }
 
-// The decode-step specs of the gang and dp issues: valid; the dp sweep
+// The decode-step specs of the gang and dp sweeps: valid; the dp sweep
 // plans tp and dp attention for each world-8 layout; the 8-GPU gang sweep
-// (issue 21) plans every trial MEASURED over 8 ranks, the four layouts of
-// the issue (TP8, EP8, TP4 x EP2, TP2 x EP4) with both all-reduces, and dp
-// attention only at the batches that split over 8 ranks.
+// plans every trial MEASURED over 8 ranks, the four layouts of world 8
+// (TP8, EP8, TP4 x EP2, TP2 x EP4) with both all-reduces, and dp attention
+// only at the batches that split over 8 ranks.
 TEST(DeploySpecsTest, StepGangSpecsPlanTheirLayouts) {
   const v1::SweepSpec dp = ReadDeploySpec("h200_dp_sweep.json");
   ASSERT_TRUE(ValidateSweepSpec(dp).ok()) << ValidateSweepSpec(dp);
   int dp_trials = 0;
   const std::vector<v1::Trial> dp_plan = *testing::Expand(dp);
   for (const v1::Trial& t : dp_plan) {
-    dp_trials += t.config().attention() == "dp";
+    dp_trials += t.config().attention_split() == v1::ATTENTION_DP;
   }
   EXPECT_GT(dp_trials, 0);
   const v1::SweepSpec gang = ReadDeploySpec("h200x8_gang_sweep.json");
   ASSERT_TRUE(ValidateSweepSpec(gang).ok()) << ValidateSweepSpec(gang);
   std::set<std::pair<int, int>> layouts;
-  std::set<std::string> allreduces;
+  std::set<int> impls;
   const std::vector<v1::Trial> gang_plan = *testing::Expand(gang);
   for (const v1::Trial& t : gang_plan) {
     EXPECT_EQ(t.config().communication(), v1::MEASURED);
     EXPECT_EQ(t.config().tp() * t.config().ep(), 8);
     layouts.insert({t.config().tp(), t.config().ep()});
-    allreduces.insert(t.config().allreduce());
-    if (t.config().attention() == "dp") {
+    impls.insert(t.config().all_reduce_impl());
+    if (t.config().attention_split() == v1::ATTENTION_DP) {
       EXPECT_EQ(t.workload().batch_size() % 8, 0);
     }
   }
   EXPECT_EQ(layouts,
             (std::set<std::pair<int, int>>{{8, 1}, {4, 2}, {2, 4}, {1, 8}}));
-  EXPECT_EQ(allreduces, (std::set<std::string>{"nccl", "oneshot"}));
+  EXPECT_EQ(impls,
+            (std::set<int>{v1::ALL_REDUCE_NCCL, v1::ALL_REDUCE_ONESHOT}));
 }
 
 // The scheduled sweep (deploy/moetune-sweep.service installs

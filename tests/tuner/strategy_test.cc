@@ -362,7 +362,7 @@ TEST_P(RecordedTest, GpuSecondBudget) {
     spent.clear();
   }
   // The grid is 48 points: the recording's 72 trials less its 24 FAILED
-  // tiles, which the space no longer holds. The budget stops short of timing
+  // tiles, which the space leaves out. The budget stops short of timing
   // all of them in full. Halving screens the whole grid; TPE's cheap screens
   // (3 iterations) may outnumber the grid, so count the full-length trials.
   size_t full_length = 0;

@@ -249,9 +249,9 @@ class TpeRecordedTest : public ::testing::TestWithParam<std::string> {
   std::map<std::string, double> best_us_;
 };
 
-// Issue 4's target: within 2% of the grid's best with at most 25% of the
-// grid's GPU-seconds, on average over seeds; with no budget (TPE's own
-// stopping rule) and with max_gpu_seconds = 25% of the grid's.
+// The target: within 2% of the grid's best with at most 25% of the grid's
+// GPU-seconds, on average over seeds; with no budget (TPE's own stopping
+// rule) and with max_gpu_seconds = 25% of the grid's.
 // Measured (10 seeds): h200 no budget 13.3% / 0.03%, 25% budget 11.8% /
 // 0.09%; cpu no budget 5.0% / 0.00%, 25% budget 13.7% / 0.00%.
 TEST_P(TpeRecordedTest, MeetsTheTargetOnAverage) {

@@ -295,8 +295,8 @@ TEST(SelectBestIncumbentTest, IncumbentKeptUnlessBeatenBeyondTheInterval) {
   EXPECT_EQ(DecidedBy(other.workloads(0)), kRuleFastest);
 }
 
-// The nightly job's fault: tonight re-measured the incumbent's config 35%
-// slower, and `best` showed last night's figure. The new figure stands.
+// A nightly sweep that re-measures the incumbent's config 35% slower:
+// `best` shows the new figure, never the previous night's.
 TEST(SelectBestIncumbentTest, ARemeasuredIncumbentShowsTheNewFigure) {
   const std::vector<v1::Trial> incumbent = {WithCi(100, 7, 10.0, 9.5, 10.5)};
   const v1::GetBestResponse slower = SelectBest(

@@ -259,42 +259,47 @@ TEST(TrialRunnerTest, ShardedTrialsCarryAModelledCommFloor) {
                        r.stats().median_us());
 }
 
-// The config's attention reaches the rank's shard: "dp" sets
-// dp_attention, "tp" and unset do not.
+// The config's attention reaches the rank's shard: ATTENTION_DP sets
+// dp_attention, ATTENTION_TP and unset do not.
 TEST(TrialRunnerTest, ResolveStepMapsTheAttention) {
   v1::Trial trial = Execution("fused_gemv", v1::DECODE_STEP, 4).trial();
   trial.mutable_config()->set_tp(2);
   EXPECT_FALSE(ResolveStep(trial)->shard.dp_attention);
-  trial.mutable_config()->set_attention("tp");
+  trial.mutable_config()->set_attention_split(v1::ATTENTION_TP);
   EXPECT_FALSE(ResolveStep(trial)->shard.dp_attention);
-  trial.mutable_config()->set_attention("dp");
-  trial.mutable_config()->set_allreduce("nccl");
+  trial.mutable_config()->set_attention_split(v1::ATTENTION_DP);
+  trial.mutable_config()->set_all_reduce_impl(v1::ALL_REDUCE_NCCL);
   const absl::StatusOr<ref::StepSpec> step = ResolveStep(trial);
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_TRUE(step->shard.dp_attention);
   EXPECT_EQ(step->shard.tp, 2);
   EXPECT_EQ(step->batch, 4);
   // The one-shot kernel does dp's all-gather and reduce-scatter too.
-  trial.mutable_config()->set_allreduce("oneshot");
+  trial.mutable_config()->set_all_reduce_impl(v1::ALL_REDUCE_ONESHOT);
   EXPECT_TRUE(ResolveStep(trial)->shard.dp_attention);
 }
 
 TEST(TrialRunnerTest, ResolveStepRefusesAnAttentionItCannotRun) {
   v1::Trial trial = Execution("fused_gemv", v1::DECODE_STEP, 4).trial();
   trial.mutable_config()->set_tp(2);
-  trial.mutable_config()->set_attention("sp");
+  trial.mutable_config()->set_attention_split(
+      static_cast<v1::AttentionSplit>(7));
   absl::Status status = ResolveStep(trial).status();
   EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
   EXPECT_EQ(status.message(),
-            "config.attention: 'sp' is not allowed; allowed: tp, dp");
-  trial.mutable_config()->set_attention("dp");
+            "config.attention_split: 7 is not allowed; allowed: ATTENTION_TP, "
+            "ATTENTION_DP");
+  trial.mutable_config()->set_attention_split(v1::ATTENTION_DP);
   trial.mutable_workload()->set_region(v1::MOE_LAYER);
   status = ResolveStep(trial).status();
   EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
   EXPECT_THAT(status.message(),
-              HasSubstr("config.attention: 'dp' splits a decode step's batch "
-                        "over the ranks; with region MOE_LAYER allowed: tp"));
-  // A trial with such a config fails with the reason, never runs.
+              HasSubstr("config.attention_split: ATTENTION_DP splits a decode "
+                        "step's batch over the ranks; with region MOE_LAYER "
+                        "allowed: ATTENTION_TP"));
+  // A trial with such a config fails with the reason, never runs; so does
+  // one whose legacy string (from a coordinator that writes them) names no
+  // value.
   BackendRegistry registry;
   registry.Register(
       std::make_unique<ScriptedBackend>(Scripted({1, 2, 3}, {1, 2, 3})));
@@ -309,7 +314,9 @@ TEST(TrialRunnerTest, ResolveStepRefusesAnAttentionItCannotRun) {
 // tiny's step (4 layers, 1 dense, hidden 256) at batch 4 over tp 2 with dp
 // attention: 3 MoE layers, each an all-gather of the BF16 input and a
 // reduce-scatter of the FP32 output, [4][256], half of each over the link,
-// at the assumed NCCL latency (17 us) and bus bandwidth (360 GB/s).
+// at the assumed NCCL latency (17 us) and bus bandwidth (360 GB/s). The
+// attention in its legacy spelling, as a coordinator that writes it sends
+// it: the runner reads it as the enum.
 TEST(TrialRunnerTest, DpAttentionTrialsModelItsGathersAndScatters) {
   BackendRegistry registry;
   registry.Register(
@@ -347,7 +354,8 @@ TEST(TrialRunnerTest, CpuBackendsRunDataParallelAttention) {
     execution.mutable_trial()->mutable_config()->set_ep(2);  // 8x128 at tp 1
     const v1::TrialResult tp = runner.Run(execution);
     ASSERT_EQ(tp.outcome(), v1::DONE) << backend << " " << tp.reason();
-    execution.mutable_trial()->mutable_config()->set_attention("dp");
+    execution.mutable_trial()->mutable_config()->set_attention_split(
+        v1::ATTENTION_DP);
     const ref::StepSpec step = *ResolveStep(execution.trial());
     const v1::TrialResult dp = runner.Run(execution);
     ASSERT_EQ(dp.outcome(), v1::DONE) << backend << " " << dp.reason();
@@ -390,7 +398,8 @@ TEST(TrialRunnerTest, CpuDataParallelMoeLayersComputeTheWholeBatch) {
   TrialRunner runner(&registry);
   v1::TrialExecution execution = Execution("cpu_reference", v1::DECODE_STEP, 4);
   execution.mutable_trial()->mutable_config()->set_ep(2);
-  execution.mutable_trial()->mutable_config()->set_attention("dp");
+  execution.mutable_trial()->mutable_config()->set_attention_split(
+      v1::ATTENTION_DP);
   MoeBatches().clear();
   const v1::TrialResult dp = runner.Run(execution);
   ASSERT_EQ(dp.outcome(), v1::DONE) << dp.reason();
@@ -398,7 +407,8 @@ TEST(TrialRunnerTest, CpuDataParallelMoeLayersComputeTheWholeBatch) {
   ASSERT_FALSE(MoeBatches().empty());
   for (int batch : MoeBatches()) EXPECT_EQ(batch, 4);
   MoeBatches().clear();
-  execution.mutable_trial()->mutable_config()->set_attention("tp");
+  execution.mutable_trial()->mutable_config()->set_attention_split(
+      v1::ATTENTION_TP);
   ASSERT_EQ(runner.Run(execution).outcome(), v1::DONE);
   for (int batch : MoeBatches()) EXPECT_EQ(batch, 4);
 }
@@ -549,7 +559,8 @@ TEST(TrialRunnerTest, GpuDataParallelStepsFollowTheirOwnTokensChoices) {
   v1::TrialExecution execution = Execution("fused_gemv", v1::DECODE_STEP, 4);
   execution.set_device_ordinal(0);
   execution.mutable_trial()->mutable_config()->set_ep(2);
-  execution.mutable_trial()->mutable_config()->set_attention("dp");
+  execution.mutable_trial()->mutable_config()->set_attention_split(
+      v1::ATTENTION_DP);
   const ref::StepSpec spec = *ResolveStep(execution.trial());
   const int own = ref::OwnBatch(spec.shard, spec.batch);  // 2 sequences
   const int k = spec.config.experts_per_token;

@@ -1,5 +1,5 @@
 // dequant_cublas's descriptor (kernels/backends/descriptor.h); its launcher
-// is dequant_cublas.cu beside it.
+// is kernels/cuda/experts/cublas/dequant_cublas.cu.
 #include "kernels/backends/registry.h"
 #include "kernels/backends/tiled_layout_rules.h"
 
@@ -24,6 +24,7 @@ const BackendDescriptor& Descriptor() {
       .times_decode_step = true,
       .gpu = {.min_sm = 90, .cublas = true, .feature = "Hopper"},
       .error_bound = 2e-2,
+      .trusted_path_order = 3,
       .shape_rules = &Rules,
   };
   return descriptor;

@@ -1,5 +1,5 @@
-// fused_gemv_fp8's descriptor (kernels/backends/descriptor.h); its launcher
-// is fused_gemv_fp8.cu beside it.
+// fused_gemv_fp8's descriptor (kernels/backends/descriptor.h); its launcher is
+// kernels/cuda/experts/expert_mma/fused_gemv_fp8.cu.
 #include "kernels/backends/expert_mma/tiles.h"
 #include "kernels/backends/registry.h"
 #include "kernels/backends/tiled_layout_rules.h"

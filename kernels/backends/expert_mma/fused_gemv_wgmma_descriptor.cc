@@ -1,5 +1,5 @@
-// fused_gemv_wgmma's descriptor (kernels/backends/descriptor.h); its
-// launcher is fused_gemv_wgmma.cu beside it.
+// fused_gemv_wgmma's descriptor (kernels/backends/descriptor.h); its launcher
+// is kernels/cuda/experts/expert_mma/fused_gemv_wgmma.cu.
 #include "kernels/backends/expert_mma/tiles.h"
 #include "kernels/backends/registry.h"
 #include "kernels/backends/tiled_layout_rules.h"
@@ -10,7 +10,7 @@ namespace {
 constexpr Tile kTiles[] = {MOETUNE_FUSED_GEMV_TILES(MOETUNE_TILE_ELEMENT)};
 
 // The router splits the slots into wide and narrow above 16 tokens
-// (kernels/cuda/layer.cuh's kWideSplitBatch; a layer.cuh constant cannot be
+// (kernels/cuda/moe/layer.cuh's kWideSplitBatch; a layer.cuh constant cannot be
 // read here, plain C++); at 16 and fewer every slot is narrow and the
 // backend would be fused_gemv under another name.
 constexpr int kMinTokens = 17;
@@ -52,8 +52,8 @@ const BackendDescriptor& Descriptor() {
       .error_bound = 2e-2,
       .shape_rules = &Rules,
       // Its tile is its narrow kernel's, fused_gemv's own, so fused_gemv's
-      // measurements pick it (run 132 agrees on whole experts: 16x512
-      // faster than 32x256 at every batch but 512 uniform).
+      // measurements pick it (on whole experts it too runs 16x512 faster
+      // than 32x256 at every batch but 512 uniform).
       .measured_best = fused_gemv::Descriptor().measured_best,
   };
   return descriptor;

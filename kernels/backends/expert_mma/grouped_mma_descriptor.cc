@@ -1,5 +1,5 @@
 // grouped_mma's descriptor (kernels/backends/descriptor.h); its launcher is
-// grouped_mma.cu beside it.
+// kernels/cuda/experts/expert_mma/grouped_mma.cu.
 #include "kernels/backends/expert_mma/tiles.h"
 #include "kernels/backends/registry.h"
 #include "kernels/backends/tiled_layout_rules.h"
@@ -27,6 +27,7 @@ const BackendDescriptor& Descriptor() {
       .times_decode_step = true,
       .gpu = {.min_sm = 90, .feature = "Hopper"},
       .error_bound = 2e-2,
+      .trusted_path_order = 2,
       .shape_rules = &Rules,
   };
   return descriptor;

@@ -1,5 +1,5 @@
 // grouped_wgmma's descriptor (kernels/backends/descriptor.h); its launcher is
-// grouped_wgmma.cu beside it.
+// kernels/cuda/experts/expert_mma/grouped_wgmma.cu.
 #include "kernels/backends/expert_mma/tiles.h"
 #include "kernels/backends/registry.h"
 #include "kernels/backends/tiled_layout_rules.h"

@@ -24,7 +24,7 @@
 
 // fused_gemv_wgmma's tiles are fused_gemv's (its narrow kernels'); its wide
 // slots run grouped_wgmma's kernel at this one tile, grouped_wgmma's fastest
-// at every serving batch measured (kernels/PERF.md).
+// at every serving batch measured (kernels/cuda/moe/PERF.md).
 namespace moetune::backends {
 inline constexpr int kWideWgmmaBlockN = 128, kWideWgmmaBlockK = 256;
 }  // namespace moetune::backends

@@ -30,7 +30,7 @@
 #include "kernels/backends/registry.h"
 #include "kernels/cuda/bench/bench_flags.h"
 #include "kernels/cuda/bench/cpu_check.h"
-#include "kernels/cuda/moe_gpu.h"
+#include "kernels/cuda/moe/moe_gpu.h"
 #include "kernels/model/model_config.h"
 #include "kernels/model/weight_gen.h"
 #include "kernels/reference/router.h"
@@ -268,11 +268,13 @@ bool TakesBatch(const std::string& name, int batch) {
 }
 
 // The trusted path's output for p (every layer of the chain), from a run of
-// the first backend that can take the batch.
+// the first backend that may host it (backends::TrustedPathBackends) and
+// can take the batch.
 bool TrustedOutput(const Flags& f, const MoeProblem& p, std::vector<float>* ref,
                    int* distinct) {
-  for (const std::string backend :
-       {"fused_gemv", "grouped_mma", "dequant_cublas"}) {
+  for (const backends::BackendDescriptor* host :
+       backends::TrustedPathBackends()) {
+    const std::string backend(host->name);
     if (!TakesBatch(backend, p.batch)) continue;
     MoeRunOptions o;
     o.backend = backend;

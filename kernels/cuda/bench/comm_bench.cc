@@ -1,10 +1,10 @@
 // moetune-comm-bench: both all-reduce implementations of
-// kernels/cuda/comm_gpu.h in the style of nccl-tests: for each message size,
-// the time of one sum (each rank on a thread of its own, the slowest rank's
-// figure), algbw = bytes / time, busbw = algbw * 2 (W - 1) / W, and #wrong
-// (elements that differ from the exact sum of rank-dependent data). --ops
-// adds data-parallel attention's all-gather and reduce-scatter (size = all
-// ranks' parts, as nccl-tests counts them; busbw = algbw * (W - 1) / W;
+// kernels/cuda/comm/comm_gpu.h in the style of nccl-tests: for each message
+// size, the time of one sum (each rank on a thread of its own, the slowest
+// rank's figure), algbw = bytes / time, busbw = algbw * 2 (W - 1) / W, and
+// #wrong (elements that differ from the exact sum of rank-dependent data).
+// --ops adds data-parallel attention's all-gather and reduce-scatter (size =
+// all ranks' parts, as nccl-tests counts them; busbw = algbw * (W - 1) / W;
 // #wrong against the exact gather and sums). Then the
 // same sums replayed from one CUDA graph at --graph_bytes (a decode step's
 // all-reduce: 6144 BF16 activations are 12 KB). Exits 1 on a wrong result,
@@ -20,7 +20,7 @@
 // latency (the median time of messages up to 32 KB) and the bus bandwidth
 // (busbw of the largest message), and the fit's worst error over the sizes;
 // a graph fit per --graph_bytes run (latency only); for each collective of
-// --ops its own (worker/comm_fit.h, whose fits the model prices each by).
+// --ops its own (common/comm/comm_fit.h, whose fits the model prices each by).
 // Several ranks a GPU run the one-shot path only (NCCL refuses them): on one
 // GPU they exercise its synchronisation where NCCL can only run world 1.
 #include <algorithm>
@@ -35,12 +35,12 @@
 #include <thread>
 #include <vector>
 
+#include "common/comm/comm_fit.h"
 #include "google/protobuf/util/json_util.h"
 #include "kernels/cuda/bench/bench_flags.h"
-#include "kernels/cuda/comm_gpu.h"
-#include "kernels/cuda/moe_gpu.h"
+#include "kernels/cuda/comm/comm_gpu.h"
+#include "kernels/cuda/moe/moe_gpu.h"
 #include "proto/moetune.pb.h"
-#include "worker/comm_fit.h"
 
 namespace moetune::gpu {
 namespace {
@@ -214,12 +214,12 @@ bool WriteCalibration(const std::vector<Row>& rows, int gpus,
       std::chrono::duration_cast<std::chrono::milliseconds>(
           std::chrono::system_clock::now().time_since_epoch())
           .count());
-  std::vector<worker::CollectiveSample> samples;
+  std::vector<comm::CollectiveSample> samples;
   for (const Row& r : rows) {
     if (r.wrong != 0 || !r.error.empty()) continue;  // not a measurement
     samples.push_back({r.impl, r.op, r.world, r.bytes, r.in_graph, r.time_us});
   }
-  for (v1::CollectiveFit& fit : worker::FitCalibration(samples)) {
+  for (v1::CollectiveFit& fit : comm::FitCalibration(samples)) {
     *cal.add_fits() = std::move(fit);
   }
   std::string text;
@@ -256,7 +256,8 @@ int Main(int argc, char** argv) {
   const int gpus = f.gpus > 0 ? f.gpus : DeviceCount();
   if (f.ranks_per_gpu > 2) {
     // Threads of one process: their spinning kernels need to run at once,
-    // which CUDA does not promise; at 4 a GPU they starved (PERF.md).
+    // which CUDA does not promise; at 4 a GPU they starve
+    // (kernels/cuda/comm/PERF.md).
     std::fprintf(stderr,
                  "--ranks_per_gpu=%d: at most 2 (ranks sharing a GPU in one "
                  "process need their kernels to run at once)\n",

@@ -25,11 +25,11 @@
 #include <cstring>
 #include <string>
 
-#include "kernels/backends/expert_mma/expert_mma.cuh"
-#include "kernels/backends/expert_mma/hopper_async.cuh"
-#include "kernels/cuda/cuda_util.cuh"
-#include "kernels/cuda/device_probe.cuh"
-#include "kernels/cuda/tensor_map.cuh"
+#include "kernels/cuda/base/cuda_util.cuh"
+#include "kernels/cuda/base/device.cuh"
+#include "kernels/cuda/base/hopper_async.cuh"
+#include "kernels/cuda/base/tensor_map.cuh"
+#include "kernels/cuda/experts/expert_mma/expert_mma.cuh"
 
 namespace moetune::gpu {
 namespace {

@@ -1,5 +1,5 @@
 // moetune-step-bench: rank r's whole GLM-5 decode step on the GPU
-// (kernels/cuda/step_gpu.h), side by side over layouts, batches, contexts
+// (kernels/cuda/step/step_gpu.h), side by side over layouts, batches, contexts
 // and CUDA graph on/off: time, the roofline floor (the rank's bytes by
 // category over the measured read bandwidth), efficiency, the graph's
 // kernels, and where the time goes (an eager pass timed part by part).
@@ -40,8 +40,8 @@
 
 #include "kernels/backends/descriptor.h"
 #include "kernels/cuda/bench/bench_flags.h"
-#include "kernels/cuda/step_gpu.h"
-#include "kernels/cuda/step_problem.h"
+#include "kernels/cuda/step/step_gpu.h"
+#include "kernels/cuda/step/step_problem.h"
 #include "kernels/reference/step_bytes.h"
 #include "kernels/reference/step_spec.h"
 

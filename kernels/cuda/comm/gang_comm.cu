@@ -1,4 +1,4 @@
-// GangComm (kernels/cuda/comm_gpu.h): NCCL's communicator, created
+// GangComm (kernels/cuda/comm/comm_gpu.h): NCCL's communicator, created
 // non-blocking under a deadline, and the one-shot all-reduce's peer buffers.
 #include <nccl.h>
 
@@ -8,9 +8,9 @@
 #include <cstring>
 #include <thread>
 
+#include "kernels/cuda/base/cuda_util.cuh"
+#include "kernels/cuda/comm/comm_gpu.h"
 #include "kernels/cuda/comm/oneshot.cuh"
-#include "kernels/cuda/comm_gpu.h"
-#include "kernels/cuda/cuda_util.cuh"
 
 namespace moetune::gpu {
 namespace {
@@ -18,7 +18,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // NVLink multicast can take a shared host's GPUs out of service: never on,
-// whatever the environment says (docs/design.md §8).
+// whatever the environment says (docs/building.md).
 void KeepMulticastOff() { setenv("NCCL_NVLS_ENABLE", "0", 1); }
 
 std::string NcclError(const char* what, ncclResult_t result) {
@@ -265,6 +265,14 @@ GpuStatus InitNccl(RankComm* comm, const GangCommSetup& setup) {
 }
 
 }  // namespace
+
+std::string NcclVersion() {
+  int code = 0;
+  if (ncclGetVersion(&code) != ncclSuccess || code <= 0) return "";
+  // NCCL_VERSION(X, Y, Z) = X * 10000 + Y * 100 + Z from NCCL 2.9 on.
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) +
+         "." + std::to_string(code % 100);
+}
 
 RunStatus NewNcclId(std::string* id, std::string* error) {
   KeepMulticastOff();

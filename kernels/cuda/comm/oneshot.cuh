@@ -63,7 +63,7 @@ cudaError_t LaunchOneShot(const OneShotArgs& args, OneShotOp op, const void* in,
 // first launch, and a load can wait for the context's running kernels:
 // ranks sharing a device whose first launch came while a peer's kernel
 // spun waiting for them would each wait on the other (a one-shot test
-// timed out so after an unrelated kernel was added to the binary).
+// can time out so whenever an unrelated kernel is added to the binary).
 cudaError_t LoadOneShotKernel();
 
 // Bytes of one rank's peer-visible allocation for max_floats, and where its

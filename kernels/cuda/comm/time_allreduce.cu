@@ -1,4 +1,4 @@
-// TimeCollective (kernels/cuda/comm_gpu.h): one rank's timing and check of
+// TimeCollective (kernels/cuda/comm/comm_gpu.h): one rank's timing and check of
 // the gang's all-reduce, all-gather or reduce-scatter, as nccl-tests
 // measures them.
 #include <cmath>
@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/comm_gpu.h"
-#include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/base/cuda_util.cuh"
+#include "kernels/cuda/comm/comm_gpu.h"
 
 namespace moetune::gpu {
 namespace {

@@ -12,7 +12,8 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/base/cuda_util.cuh"
+#include "kernels/cuda/base/launch_policy.h"
 
 namespace moetune::gpu {
 
@@ -48,7 +49,8 @@ struct Bf16Gemv {
 };
 // Appends a segment of `rows` rows written to y (rows y_stride apart).
 void AddGemvSegment(Bf16Gemv* g, int rows, float* y, int64_t y_stride);
-GpuStatus LaunchGemvBf16(const Bf16Gemv& g, cudaStream_t stream);
+GpuStatus LaunchGemvBf16(const Bf16Gemv& g, cudaStream_t stream,
+                         const LaunchPolicy& policy);
 
 // y[b][r] = tensor_scale * sum_c E2M1(code) * E4M3(scale) * x_r[b][c]:
 // codes [rows][k / 2] (low nibble = even column), block scales
@@ -72,7 +74,8 @@ struct Nvfp4Gemv {
   // (gemv_nvfp4_mma.cuh), rather than splitting them in every warp.
   uint2* x_parts = nullptr;
 };
-GpuStatus LaunchGemvNvfp4(const Nvfp4Gemv& g, cudaStream_t stream);
+GpuStatus LaunchGemvNvfp4(const Nvfp4Gemv& g, cudaStream_t stream,
+                          const LaunchPolicy& policy);
 
 // q_lat[b][h][j] = sum_i q[b][h][i] * kv_b[h * (nope + v) + i][j]: the query
 // absorbed into the latent space (W_UK of this rank's heads), j < kv_lora.
@@ -90,6 +93,7 @@ struct AbsorbQuery {
   const uint8_t* scales = nullptr;
   float tensor_scale = 0;
 };
-GpuStatus LaunchAbsorbQuery(const AbsorbQuery& a, cudaStream_t stream);
+GpuStatus LaunchAbsorbQuery(const AbsorbQuery& a, cudaStream_t stream,
+                            const LaunchPolicy& policy);
 
 }  // namespace moetune::gpu

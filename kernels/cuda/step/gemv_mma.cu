@@ -1,6 +1,6 @@
 #include <cstdint>
 
-#include "kernels/cuda/overlap_launch.cuh"
+#include "kernels/cuda/base/launch.cuh"
 #include "kernels/cuda/step/gemv_mma.cuh"
 #include "kernels/cuda/step/gemv_mma_tiles.cuh"
 #include "kernels/cuda/step/gemv_rows.cuh"
@@ -24,9 +24,9 @@ constexpr int kMmaUnroll = 4;  // chunks of weights in flight a warp
 // of sequence g of each n-tile: mma 1 takes K 8c+0..3, mma 2 K 8c+4..7.
 // The chunk's products go to a fresh accumulator that is then added in
 // float: accumulated in the tensor cores over a whole row (~400 mma at K =
-// 6144) the sums were off by enough to fail three tiny-model step tests,
-// which the CUDA-core GEMV's outputs perturbed by 1e-5 also failed and by
-// 1e-6 did not (device run 55); the GEMV test bounds the error.
+// 6144) the sums are off by enough to fail three tiny-model step tests,
+// which the CUDA-core GEMV's outputs perturbed by 1e-5 also fail and by
+// 1e-6 do not; the GEMV test bounds the error.
 template <int NT>
 __device__ __forceinline__ void MmaChunk(const uint4& wa, const uint4& wb,
                                          const float* const (&xb)[NT],
@@ -88,8 +88,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const GemvRow rb = RowOf(g, min(r0 + gq + 8, last));
   const int chunks = g.k / kChunkK;
   // The first round of weights before the wait (no kernel writes them):
-  // device run 127, the step at batch 4 -4 % (the CUDA-core kernel of one
-  // and two sequences lost with the same).
+  // the step at batch 4 -4 % (the CUDA-core kernel of one and two
+  // sequences loses with the same).
   uint4 wa[kMmaUnroll], wb[kMmaUnroll];
   if (live) LoadChunks(ra, rb, part, ks, chunks, c, wa, wb);
   EnterAfterPriorKernels();
@@ -123,11 +123,13 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 
 bool GemvBf16MmaFits(const Bf16Gemv& g) { return gemv_mma::Fits(g, kChunkK); }
 
-GpuStatus LaunchGemvBf16Mma(const Bf16Gemv& g, cudaStream_t stream) {
+GpuStatus LaunchGemvBf16Mma(const Bf16Gemv& g, cudaStream_t stream,
+                            const LaunchPolicy& policy) {
   // A part keeps at least 16 chunks (2 x 8) of 32 K.
   return gemv_mma::LaunchTiles(
       g, kChunkK, 8,
-      [](auto nt) { return &GemvBf16MmaKernel<decltype(nt)::value>; }, stream);
+      [](auto nt) { return &GemvBf16MmaKernel<decltype(nt)::value>; }, stream,
+      policy);
 }
 
 }  // namespace moetune::gpu

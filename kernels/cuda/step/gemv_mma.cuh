@@ -10,14 +10,15 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/base/cuda_util.cuh"
+#include "kernels/cuda/base/launch_policy.h"
 #include "kernels/cuda/step/gemv.cuh"
 
 namespace moetune::gpu {
 
 // The batch from which LaunchGemvBf16 uses the tensor-core GEMV (where it
-// fits). Device run 55, TP8 step at context 4096: batch 2 13.02 ms on CUDA
-// cores against 13.58 on tensor cores; batch 3 17.15 against 15.02.
+// fits). The TP8 step at context 4096: batch 2 13.02 ms on CUDA cores
+// against 13.58 on tensor cores; batch 3 17.15 against 15.02.
 inline constexpr int kGemvMmaMinBatch = 3;
 
 // Whether g's shape suits the tensor-core GEMV: k a multiple of 32, every
@@ -25,6 +26,7 @@ inline constexpr int kGemvMmaMinBatch = 3;
 bool GemvBf16MmaFits(const Bf16Gemv& g);
 
 // g with rows_per_x set (LaunchGemvBf16 does), GemvBf16MmaFits(g).
-GpuStatus LaunchGemvBf16Mma(const Bf16Gemv& g, cudaStream_t stream);
+GpuStatus LaunchGemvBf16Mma(const Bf16Gemv& g, cudaStream_t stream,
+                            const LaunchPolicy& policy);
 
 }  // namespace moetune::gpu

@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/cuda/cuda_util.cuh"
-#include "kernels/cuda/overlap_launch.cuh"
+#include "kernels/cuda/base/cuda_util.cuh"
+#include "kernels/cuda/base/launch.cuh"
 
 namespace moetune::gpu::gemv_mma {
 
@@ -99,12 +99,13 @@ __device__ void StoreTiles(int rows, int batch, const Partials<NT>& partial,
 // tiles, ks K parts a tile, each part at least 2 * unroll chunks of chunk_k.
 template <class Gemv, class KernelOf>
 GpuStatus LaunchTiles(const Gemv& g, int chunk_k, int unroll,
-                      KernelOf kernel_of, cudaStream_t stream) {
+                      KernelOf kernel_of, cudaStream_t stream,
+                      const LaunchPolicy& policy) {
   const int tiles = Tiles(g.rows);
   const int ks = KParts(tiles, g.k / chunk_k, unroll);
   const auto launch = [&](auto kernel) {
     return LaunchOverlapped(kernel, Blocks(tiles, ks), 32 * kWarps, 0, stream,
-                            g, ks);
+                            policy, g, ks);
   };
   switch (NTiles(g.batch)) {
     case 1:

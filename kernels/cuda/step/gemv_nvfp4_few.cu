@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/overlap_launch.cuh"
+#include "kernels/cuda/base/launch.cuh"
 #include "kernels/cuda/step/gemv_nvfp4_few.cuh"
 #include "kernels/cuda/step/gemv_rows.cuh"
 
@@ -74,9 +74,9 @@ struct ChunkLoader {
 // i and scale byte i (i < 16) but multiplies K 4i..4i+3 and 128+4i..+3,
 // taking their codes and scales from lanes i/2, 16 + i/2, i/4 and 8 + i/4
 // by shuffles, so that a warp's float4 loads of x are lane-contiguous (4
-// L1 wavefronts each). With a 32-K unit a lane (v27) each of a lane's eight
-// float4 loads of x touched a line per lane: 256 wavefronts a 4 KB of x,
-// the bound at 7 % of DRAM (ncu, device run 123: the dense gate_up at TP8
+// L1 wavefronts each). With a 32-K unit a lane instead, each of a lane's
+// eight float4 loads of x would touch a line per lane: 256 wavefronts a
+// 4 KB of x, the bound at 7 % of DRAM (ncu: the dense gate_up at TP8
 // 30.1 us; this way 19.3).
 template <int NB, int U>
 __global__ void __launch_bounds__(32 * kWarps, NB == 1 ? kBlocksPerSmOfOne
@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(32 * kWarps, NB == 1 ? kBlocksPerSmOfOne
   const ChunkLoader loader{codes,     scales,     chunks,     ks,
                            lane < 16, codes_left, scales_left};
   // The first round of weights before the wait (no kernel writes them):
-  // device run 127, every projection NVFP4, the step at batch 2 -2.3 %.
+  // with every projection NVFP4, the step at batch 2 -2.3 %.
   uint32_t word[U], scale[U];
   if (live) loader.Load<U>(part, word, scale);
   EnterAfterPriorKernels();
@@ -157,29 +157,32 @@ int BlocksOf(const Nvfp4Gemv& g, int ks) {
 }
 
 template <int NB>
-GpuStatus Launch(const Nvfp4Gemv& g, cudaStream_t stream) {
+GpuStatus Launch(const Nvfp4Gemv& g, cudaStream_t stream,
+                 const LaunchPolicy& policy) {
   const int ks = PartsOf(g);
-  // Chunks in flight a warp: 2 for one sequence a pass (4 spilled 32 bytes
-  // at its 40 registers and were no faster), 4 for two (batch 2 with every
-  // projection NVFP4: 12.29 -> 11.98 ms; device run 124).
+  // Chunks in flight a warp: 2 for one sequence a pass (4 spill 32 bytes
+  // at its 40 registers and are no faster), 4 for two (batch 2 with every
+  // projection NVFP4: 11.98 ms against 12.29 at 2).
   constexpr int kChunksInFlight = NB == 1 ? 2 : 4;
   return LaunchOverlapped(GemvNvfp4FewKernel<NB, kChunksInFlight>,
-                          BlocksOf(g, ks), 32 * kWarps, 0, stream, g, ks);
+                          BlocksOf(g, ks), 32 * kWarps, 0, stream, policy, g,
+                          ks);
 }
 
 }  // namespace
 
-GpuStatus LaunchGemvNvfp4Few(const Nvfp4Gemv& g, cudaStream_t stream) {
+GpuStatus LaunchGemvNvfp4Few(const Nvfp4Gemv& g, cudaStream_t stream,
+                             const LaunchPolicy& policy) {
   // Two sequences a pass fit five blocks an SM, one six. Where the grid is
   // more than five blocks an SM (rows many, K short: the dense MLP's down
-  // at TP8 made 768 blocks, 1.16 waves, and its step was 45 us slower than
-  // with the general kernel; device run 122), one sequence a pass keeps the
-  // grid in one wave, and a warp reads its row again for the second from L1.
+  // at TP8 makes 768 blocks, 1.16 waves, and its step is 45 us slower than
+  // with the general kernel), one sequence a pass keeps the grid in one wave,
+  // and a warp reads its row again for the second from L1.
   if (g.batch == 2 &&
       BlocksOf(g, PartsOf(g)) <= kBlocksPerSmOfTwo * CurrentDeviceSmCount()) {
-    return Launch<2>(g, stream);
+    return Launch<2>(g, stream, policy);
   }
-  return Launch<1>(g, stream);
+  return Launch<1>(g, stream, policy);
 }
 
 }  // namespace moetune::gpu

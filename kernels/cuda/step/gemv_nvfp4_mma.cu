@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/overlap_launch.cuh"
+#include "kernels/cuda/base/launch.cuh"
 #include "kernels/cuda/step/gemv_mma_tiles.cuh"
 #include "kernels/cuda/step/gemv_nvfp4_mma.cuh"
 #include "kernels/cuda/step/mma_parts.cuh"
@@ -41,7 +41,7 @@ __device__ __forceinline__ int64_t PartsIndex(int group, int tiles, int st,
 
 // The pass before the kernel: every input float split into its three BF16
 // parts once, a thread a (group, tile, chunk, i, lane); sequences past the
-// batch repeat the last, as the kernel's clamped loads did.
+// batch repeat the last, as the kernel's own clamped loads do.
 __global__ void __launch_bounds__(256)
     SplitInputsKernel(Nvfp4Gemv g, int tiles) {
   EnterAfterPriorKernels();
@@ -124,10 +124,9 @@ __device__ __forceinline__ void DecodeFour(const uint4& codes, int i,
 // as in gemv_mma.cu. The tensor cores align a 16-K group's products to the
 // largest and truncate below it, and NVFP4's block scales spread a group's
 // products far more than BF16 weights do: the worst error is 1.6e-7 of the
-// products' magnitude on 6144-K rows and 3.8e-7 on 512-K ones (device run
-// 64; the CUDA-core kernel's float sums 0.7e-7 and 1.2e-7). A fresh
-// accumulator a 16 K measured the same (4.0e-7, run 65), one over 128 K
-// 2.5e-7 on 6144-K rows (run 63).
+// products' magnitude on 6144-K rows and 3.8e-7 on 512-K ones (the
+// CUDA-core kernel's float sums 0.7e-7 and 1.2e-7). A fresh accumulator a
+// 16 K measures the same (4.0e-7), one over 128 K 2.5e-7 on 6144-K rows.
 // kSplit: B's parts come split before (xp[nt]: the lane's fragments of its
 // 8-sequence tile, kParts a (chunk, i)), not from floats at xb[nt] + k_off.
 template <int NT, bool kSplit>
@@ -234,24 +233,25 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 
 bool GemvNvfp4MmaFits(const Nvfp4Gemv& g) { return gemv_mma::Fits(g, kChunkK); }
 
-GpuStatus LaunchGemvNvfp4Mma(const Nvfp4Gemv& g, cudaStream_t stream) {
+GpuStatus LaunchGemvNvfp4Mma(const Nvfp4Gemv& g, cudaStream_t stream,
+                             const LaunchPolicy& policy) {
   // A part keeps at least 8 chunks (2 x 4) of 128 K.
   if (g.x_parts == nullptr || g.batch < kNvfp4SplitOnceFromBatch) {
     return gemv_mma::LaunchTiles(
         g, kChunkK, 4,
         [](auto nt) { return &GemvNvfp4MmaKernel<decltype(nt)::value, false>; },
-        stream);
+        stream, policy);
   }
   const int tiles = SequenceTiles(g.batch, gemv_mma::NTiles(g.batch));
   const int64_t threads =
       int64_t{InputGroups(g)} * tiles * (g.k / kChunkK) * 256;
   MG_RETURN_IF_ERROR(LaunchOverlapped(SplitInputsKernel,
                                       static_cast<int>((threads + 255) / 256),
-                                      256, 0, stream, g, tiles));
+                                      256, 0, stream, policy, g, tiles));
   return gemv_mma::LaunchTiles(
       g, kChunkK, 4,
       [](auto nt) { return &GemvNvfp4MmaKernel<decltype(nt)::value, true>; },
-      stream);
+      stream, policy.Then());
 }
 
 size_t Nvfp4GemvInputParts(int batch, int64_t inputs) {

@@ -5,14 +5,14 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/backends/expert_mma/hopper_async.cuh"
-#include "kernels/cuda/overlap_launch.cuh"
+#include "kernels/cuda/base/hopper_async.cuh"
+#include "kernels/cuda/base/launch.cuh"
+#include "kernels/cuda/base/tensor_map.cuh"
 #include "kernels/cuda/step/gemv_mma_tiles.cuh"
 #include "kernels/cuda/step/gemv_rows.cuh"
 #include "kernels/cuda/step/gemv_wgmma.cuh"
 #include "kernels/cuda/step/mma_parts.cuh"
 #include "kernels/cuda/step/shared_memory_limit.cuh"
-#include "kernels/cuda/tensor_map.cuh"
 
 namespace moetune::gpu {
 namespace {
@@ -60,10 +60,9 @@ constexpr int kMaxCluster = 8;           // the portable cluster size
 // sequences, zeros past the batch) and their split (wgmma's B, no swizzle:
 // hi, mid and lo rows of every sequence; core matrices of 8 rows x 16 bytes,
 // (row block, k8 group) at (block * 8 + group) * 128 bytes; the 128-byte
-// swizzle here instead measured no faster, device run 145). The A slots
-// first (1024-aligned), then the inputs', the splits', and three mbarriers
-// a stage: loaded (the copies' bytes), full (the split written), empty (the
-// consumers done).
+// swizzle here instead measures no faster). The A slots first (1024-aligned),
+// then the inputs', the splits', and three mbarriers a stage: loaded (the
+// copies' bytes), full (the split written), empty (the consumers done).
 template <int NT, int WG>
 struct Smem {
   static constexpr int kSeqs = 8 * NT;
@@ -142,11 +141,10 @@ struct BlockPlan {
 
 // The copy thread (the copy warp's first): each stage's two tensor copies
 // into its slot once the consumers have emptied it (the inputs' as one box:
-// a bulk copy a sequence, tried first, cost the batch-32 input projections
-// 3.02 against 2.20 ms a step, device runs 139-140; the weights by cp.async
-// from 128 copier threads instead of a box: 3.01, run 141). The first
-// stages' weights go out before the wait for the kernels before (weights are
-// no kernel's output); every input after it.
+// a bulk copy a sequence costs the batch-32 input projections 3.02 against
+// 2.20 ms a step; the weights by cp.async from 128 copier threads instead of
+// a box: 3.01). The first stages' weights go out before the wait for the
+// kernels before (weights are no kernel's output); every input after it.
 template <int NT, int WG>
 __device__ void IssueCopies(const CUtensorMap* w_map, const CUtensorMap* x_map,
                             const BlockPlan& p, const Ring<NT, WG>& ring) {
@@ -333,12 +331,12 @@ __device__ __forceinline__ void IssueStage(uint32_t a_addr, uint32_t b_addr,
 
 // The consumers: a fresh accumulator a stage (64 K), its products waited
 // for and folded into the totals before the next stage's are issued; the
-// block's other warpgroups multiply meanwhile. (v35-v43 kept two
-// accumulators, folding one stage's while the next stage's products ran:
-// ptxas serialized those wgmmas anyway (C7514), and the 2 x 48 floats a
-// thread at 32 sequences left three warpgroups a block 632 bytes of
-// spills. With the three-warpgroup blocks below: -0.2-0.3 % of the step
-// at 6-32 sequences, device run 172.)
+// block's other warpgroups multiply meanwhile. (Not two accumulators,
+// folding one stage's while the next stage's products run: ptxas
+// serializes those wgmmas anyway (C7514), and the 2 x 48 floats a thread at
+// 32 sequences leave three warpgroups a block 632 bytes of spills. One
+// accumulator with the three-warpgroup blocks below: -0.2-0.3 % of the step
+// at 6-32 sequences.)
 template <int NT, int WG>
 __device__ void MultiplyStages(const BlockPlan& p, const Ring<NT, WG>& ring,
                                float (&total)[4 * NT]) {
@@ -388,10 +386,9 @@ __device__ __forceinline__ Share ShareOf(int q, int ranks) {
 }
 
 // Every other rank's rows of this block's partial sums pushed into that
-// rank's slot for this rank, one bulk copy each (the owner adds them from
-// its own shared memory: remote loads a sum, generic ones, took 4-6 us a
-// block, device run 147), after this block's arrival announcing the bytes
-// it takes in. One thread.
+// rank's slot for this rank, one bulk copy each (the owner adds them from its
+// own shared memory: remote loads a sum, generic ones, take 4-6 us a block),
+// after this block's arrival announcing the bytes it takes in. One thread.
 template <int NT, int WG>
 __device__ void PushPartials(const float* partial, float* recv,
                              uint64_t* sums_in, int rank, int ranks) {
@@ -482,7 +479,7 @@ __global__ void __launch_bounds__(kThreads<WG>, 1)
   extern __shared__ uint8_t smem_raw[];
   // The swizzled A slots want 1024-byte alignment (kBytes has the room);
   // an offset from the shared array, so accesses stay shared ones, not
-  // generic (an address rounded through an integer lost that).
+  // generic (an address rounded through an integer loses that).
   uint8_t* smem = smem_raw + ((1024 - (SmemAddr(smem_raw) & 1023)) & 1023);
   const Ring<NT, WG> ring{smem};
   const int rank = blockIdx.x % ranks, r0 = (blockIdx.x / ranks) * kRows<WG>;
@@ -618,7 +615,7 @@ GpuStatus PlanShape(const Bf16Gemv& g, ShapePlan* p) {
 // p from PlanShape<NT, WG>(g).
 template <int NT, int WG>
 GpuStatus LaunchShape(const Bf16Gemv& g, const ShapePlan& p,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, const LaunchPolicy& policy) {
   using S = Smem<NT, WG>;
   auto* kernel = &GemvBf16WgmmaKernel<NT, WG>;
   CUtensorMap w_map, x_map;
@@ -626,10 +623,11 @@ GpuStatus LaunchShape(const Bf16Gemv& g, const ShapePlan& p,
   const dim3 grid(p.blocks);
   if (p.ranks == 1) {
     return LaunchOverlapped(kernel, grid, dim3(kThreads<WG>), S::kBytes, stream,
-                            w_map, x_map, g, p.ranks);
+                            policy, w_map, x_map, g, p.ranks);
   }
   return LaunchOverlappedInClusters(kernel, grid, dim3(kThreads<WG>), S::kBytes,
-                                    stream, p.ranks, w_map, x_map, g, p.ranks);
+                                    stream, policy, p.ranks, w_map, x_map, g,
+                                    p.ranks);
 }
 
 // Whether blocks of WG warpgroups (64 WG rows) stay inside g's input groups.
@@ -665,17 +663,18 @@ GpuStatus ChooseShape(const Bf16Gemv& g, int* warpgroups, ShapePlan* plan) {
 }
 
 template <int NT>
-GpuStatus LaunchNt(const Bf16Gemv& g, cudaStream_t stream) {
+GpuStatus LaunchNt(const Bf16Gemv& g, cudaStream_t stream,
+                   const LaunchPolicy& policy) {
   int warpgroups = 0;
   ShapePlan p;
   MG_RETURN_IF_ERROR(ChooseShape<NT>(g, &warpgroups, &p));
   switch (warpgroups) {
     case 1:
-      return LaunchShape<NT, 1>(g, p, stream);
+      return LaunchShape<NT, 1>(g, p, stream, policy);
     case 2:
-      return LaunchShape<NT, 2>(g, p, stream);
+      return LaunchShape<NT, 2>(g, p, stream, policy);
   }
-  return LaunchShape<NT, 3>(g, p, stream);
+  return LaunchShape<NT, 3>(g, p, stream, policy);
 }
 
 bool DeviceHasWgmma() {
@@ -705,9 +704,11 @@ bool GemvBf16WgmmaFits(const Bf16Gemv& g) {
          reinterpret_cast<uintptr_t>(g.w) % 16 == 0 && DeviceHasWgmma();
 }
 
-GpuStatus LaunchGemvBf16Wgmma(const Bf16Gemv& g, cudaStream_t stream) {
-  return WithNTiles(
-      g, [&](auto nt) { return LaunchNt<decltype(nt)::value>(g, stream); });
+GpuStatus LaunchGemvBf16Wgmma(const Bf16Gemv& g, cudaStream_t stream,
+                              const LaunchPolicy& policy) {
+  return WithNTiles(g, [&](auto nt) {
+    return LaunchNt<decltype(nt)::value>(g, stream, policy);
+  });
 }
 
 int GemvBf16WgmmaWarpgroups(const Bf16Gemv& g) {

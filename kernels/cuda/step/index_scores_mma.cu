@@ -2,7 +2,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda/overlap_launch.cuh"
+#include "kernels/cuda/base/launch.cuh"
 #include "kernels/cuda/step/index_scores_mma.cuh"
 #include "kernels/cuda/step/mma_parts.cuh"
 #include "kernels/cuda/step/reduce.cuh"
@@ -69,8 +69,8 @@ __device__ void StageQueryFragments(const IndexerScores& s, int b, uint4* qf,
 // The new token's score in float, by the whole block: warp w takes heads w,
 // w + kWarps, ..., a lane every 32nd dim, every load of a warp's heads
 // issued before any is summed, so the block makes one trip to L2 for it.
-// (It was one warp, a lane a head walking its dims: 8 dependent trips in
-// block 0 alone, ~4 us on the kernel's critical path at batch 1.)
+// (One warp, a lane a head walking its dims, would make 8 dependent trips
+// in block 0 alone, ~4 us on the kernel's critical path at batch 1.)
 template <int D>
 __device__ void FreshScore(const IndexerScores& s, int b, const float* w,
                            int warp, int lane, float* warp_sum) {
@@ -208,11 +208,10 @@ __device__ void StoreRoundScores(const IndexerScores& s, int b, int t0,
 // Block (R rounds of TT token tiles of 16 past tokens, sequence): its 4
 // warps are TT tiles x 4 / TT parts of the 32 heads. Fewer tokens a block
 // where the batch and context make too few blocks to fill the GPU (batch 1
-// at 4096 tokens: 64 blocks of 64 tokens took 10 us for 0.5 MB; device run
-// 73); several rounds where they make many, so that a block stages the
-// queries (16 KB from L2 at GLM-5's dims, twice a round's keys) once for
-// more keys; the next round's keys are loaded while this one's are summed.
-// Block 0 also scores the new token.
+// at 4096 tokens: 64 blocks of 64 tokens take 10 us for 0.5 MB); several rounds
+// where they make many, so that a block stages the queries (16 KB from L2 at
+// GLM-5's dims, twice a round's keys) once for more keys; the next round's keys
+// are loaded while this one's are summed. Block 0 also scores the new token.
 template <int D, int TT, int R>
 __global__ void __launch_bounds__(kWarps * 32)
     IndexerScoresMmaKernel(IndexerScores s) {
@@ -283,29 +282,31 @@ int SmCountOf(const IndexerScores& s) {
 }
 
 template <int D, int TT, int R>
-GpuStatus Launch(const IndexerScores& s, int tiles, cudaStream_t stream) {
+GpuStatus Launch(const IndexerScores& s, int tiles, cudaStream_t stream,
+                 const LaunchPolicy& policy) {
   const dim3 grid((tiles + TT * R - 1) / (TT * R), s.batch);
   return LaunchOverlapped(IndexerScoresMmaKernel<D, TT, R>, grid, kWarps * 32,
-                          0, stream, s);
+                          0, stream, policy, s);
 }
 
 template <int D>
-GpuStatus LaunchForDim(const IndexerScores& s, cudaStream_t stream) {
+GpuStatus LaunchForDim(const IndexerScores& s, cudaStream_t stream,
+                       const LaunchPolicy& policy) {
   const ScoreBlocks p = BlocksFor(s, SmCountOf(s));
   const int tiles = std::max(1, (s.context + kWarpTokens - 1) / kWarpTokens);
   if (p.tiles == 4) {
     switch (p.rounds) {
       case 8:
-        return Launch<D, 4, 8>(s, tiles, stream);
+        return Launch<D, 4, 8>(s, tiles, stream, policy);
       case 4:
-        return Launch<D, 4, 4>(s, tiles, stream);
+        return Launch<D, 4, 4>(s, tiles, stream, policy);
       case 2:
-        return Launch<D, 4, 2>(s, tiles, stream);
+        return Launch<D, 4, 2>(s, tiles, stream, policy);
     }
-    return Launch<D, 4, 1>(s, tiles, stream);
+    return Launch<D, 4, 1>(s, tiles, stream, policy);
   }
-  if (p.tiles == 2) return Launch<D, 2, 1>(s, tiles, stream);
-  return Launch<D, 1, 1>(s, tiles, stream);
+  if (p.tiles == 2) return Launch<D, 2, 1>(s, tiles, stream, policy);
+  return Launch<D, 1, 1>(s, tiles, stream, policy);
 }
 
 }  // namespace
@@ -318,14 +319,15 @@ bool IndexerScoresMmaFits(const IndexerScores& s) {
          s.heads <= kMaxIndexHeads && aligned(s.q) && aligned(s.keys);
 }
 
-GpuStatus LaunchIndexerScoresMma(const IndexerScores& s, cudaStream_t stream) {
+GpuStatus LaunchIndexerScoresMma(const IndexerScores& s, cudaStream_t stream,
+                                 const LaunchPolicy& policy) {
   switch (s.dim) {
     case 64:
-      return LaunchForDim<64>(s, stream);
+      return LaunchForDim<64>(s, stream, policy);
     case 128:
-      return LaunchForDim<128>(s, stream);
+      return LaunchForDim<128>(s, stream, policy);
     case 256:
-      return LaunchForDim<256>(s, stream);
+      return LaunchForDim<256>(s, stream, policy);
   }
   return Fail(RunStatus::kCannotImplement,
               "the tensor-core indexer takes head dims 64, 128 or 256, got " +

@@ -1,11 +1,13 @@
+// LaunchSparseAttention and LaunchAttentionQueries (mla.cuh): absorbed MLA
+// over the kept tokens, split over them and combined.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include <atomic>
 #include <string>
 
-#include "kernels/cuda/overlap_launch.cuh"
-#include "kernels/cuda/step/index_scores_mma.cuh"
+#include "kernels/cuda/base/launch.cuh"
+#include "kernels/cuda/step/fp8_decode.cuh"
 #include "kernels/cuda/step/mla.cuh"
 #include "kernels/cuda/step/mla_mma.cuh"
 #include "kernels/cuda/step/reduce.cuh"
@@ -18,116 +20,17 @@ namespace {
 
 constexpr int kAttentionThreads = 256;
 
-// Four FP8 E4M3 values (a little-endian word) to floats with the
-// hardware's conversion (E4M3 -> FP16 is exact, as is FP16 -> float).
-__device__ __forceinline__ void DecodeE4M3x4(uint32_t word, float* out) {
-  const __half2 lo(__nv_cvt_fp8x2_to_halfraw2(
-      static_cast<__nv_fp8x2_storage_t>(word & 0xffffu), __NV_E4M3));
-  const __half2 hi(__nv_cvt_fp8x2_to_halfraw2(
-      static_cast<__nv_fp8x2_storage_t>(word >> 16), __NV_E4M3));
-  const float2 a = __half22float2(lo), b = __half22float2(hi);
-  out[0] = a.x;
-  out[1] = a.y;
-  out[2] = b.x;
-  out[3] = b.y;
-}
-
-// kScoreLanes lanes a token, lane g of them the heads h = kScoreLanes j + g:
-// the token's key is read 16 FP8 values at a time and each head's query
-// comes from shared memory, so a 16-byte shared load feeds 4 FMAs; the
-// accumulators are independent chains (no branch between heads: the
-// queries are padded to 32 heads with zero rows and weights). The partial
-// sums meet by shuffles. Query rows are dim + 4 floats apart, so the lanes
-// of a token read different banks.
-constexpr int kScoreLanes = 8;
-constexpr int kScoreHeadsPerLane = kMaxIndexHeads / kScoreLanes;
-constexpr int kScoreBlock = 128;
-
-// The sequence's queries (zero rows past `heads`) and scaled weights, with
-// 16-byte loads all in flight at once.
-__device__ void StageIndexQueries(const IndexerScores& s, int b, int qrow,
-                                  float* q, float* w) {
-  const int quads = s.dim / 4, total = kMaxIndexHeads * quads;
-  const float4* src =
-      reinterpret_cast<const float4*>(s.q + int64_t{b} * s.heads * s.dim);
-#pragma unroll 8
-  for (int i = threadIdx.x; i < total; i += blockDim.x) {
-    const int h = i / quads, d4 = i % quads;
-    reinterpret_cast<float4*>(q + h * qrow)[d4] =
-        h < s.heads ? src[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  }
-  for (int h = threadIdx.x; h < kMaxIndexHeads; h += blockDim.x) {
-    w[h] = h < s.heads ? s.w[b * s.heads + h] * s.w_scale : 0.0f;
-  }
-}
-
-__global__ void __launch_bounds__(kScoreBlock)
-    IndexerScoresKernel(IndexerScores s) {
-  EnterAfterPriorKernels();
-  extern __shared__ float4 shared4[];
-  const int qrow = s.dim + 4;
-  float* q = reinterpret_cast<float*>(shared4);  // [32][qrow]
-  float* w = q + kMaxIndexHeads * qrow;          // [32], scaled
-  const int b = blockIdx.y;
-  StageIndexQueries(s, b, qrow, q, w);
-  __syncthreads();
-  const int g = threadIdx.x % kScoreLanes;
-  const int t =
-      blockIdx.x * (kScoreBlock / kScoreLanes) + threadIdx.x / kScoreLanes;
-  const int tc = min(t, s.context);  // lanes past the end compute a copy
-  float acc[kScoreHeadsPerLane] = {};
-  const uint8_t* past =
-      s.keys + (static_cast<int64_t>(b) * s.key_stride + tc) * s.dim;
-  const float* fresh = s.new_key + static_cast<int64_t>(b) * s.dim;
-  for (int d0 = 0; d0 < s.dim; d0 += 16) {
-    float k[16];
-    if (tc < s.context) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(past + d0);
-      DecodeE4M3x4(raw.x, k);
-      DecodeE4M3x4(raw.y, k + 4);
-      DecodeE4M3x4(raw.z, k + 8);
-      DecodeE4M3x4(raw.w, k + 12);
-    } else {
-#pragma unroll
-      for (int i = 0; i < 16; ++i) k[i] = fresh[d0 + i];
-    }
-#pragma unroll
-    for (int j = 0; j < kScoreHeadsPerLane; ++j) {
-      const float4* qh = reinterpret_cast<const float4*>(
-          q + (j * kScoreLanes + g) * qrow + d0);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float4 v = qh[i];
-        acc[j] += v.x * k[4 * i] + v.y * k[4 * i + 1] + v.z * k[4 * i + 2] +
-                  v.w * k[4 * i + 3];
-      }
-    }
-  }
-  float score = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kScoreHeadsPerLane; ++j) {
-    score += w[j * kScoreLanes + g] * fmaxf(acc[j] * s.dot_scale, 0.0f);
-  }
-#pragma unroll
-  for (int o = 1; o < kScoreLanes; o <<= 1) {
-    score += __shfl_xor_sync(0xffffffffu, score, o);
-  }
-  if (g == 0 && t <= s.context) {
-    s.scores[static_cast<int64_t>(b) * (s.context + 1) + t] = score;
-  }
-}
-
 // Heads of one block: the largest divisor of `heads` up to kAttentionHeads
 // (down to 2) whose blocks still number at least 3/4 of the SMs, counted in
 // kAttentionHeads-head groups (under data-parallel attention a rank's 64
-// heads make 8 of them; pairs of heads staged each entry 32 times, device
-// run 64: 25 ms of a 61 ms step at batch 32). A block stages its split's
-// entries once for all its heads. At TP8 (8 heads), 64 splits: batch 1
-// takes 4 (128 blocks), batch 2 and up 8. Device run 122, tp8, context
-// 4096, graph on, against 2 heads a block where splits x batch made fewer
-// than 2 blocks an SM: batch 2 with 4 or 8 heads 10.22 -> 9.47-9.48 ms
-// (2 heads made 512 blocks: 1.3 waves of three an SM), batch 1 with 4
-// heads 7.07 -> 7.04, with 8 (64 blocks) 7.12.
+// heads make 8 of them; pairs of heads stage each entry 32 times: 25 ms of
+// a 61 ms step at batch 32). A block stages its split's entries once for
+// all its heads. At TP8 (8 heads), 64 splits: batch 1 takes 4 (128
+// blocks), batch 2 and up 8. TP8, context 4096, graph on, against 2 heads
+// a block where splits x batch make fewer than 2 blocks an SM: batch 2
+// with 4 or 8 heads 9.47-9.48 ms against 10.22 (2 heads make 512 blocks:
+// 1.3 waves of three an SM), batch 1 with 4 heads 7.04 against 7.07, with
+// 8 (64 blocks) 7.12.
 inline int HeadsPerBlock(int heads, int splits_x_batch, int sm_count) {
   const int groups = (heads + kAttentionHeads - 1) / kAttentionHeads;
   int most = kAttentionHeads;
@@ -467,22 +370,6 @@ GpuStatus AllowSplitSharedMemory(size_t smem) {
 
 }  // namespace
 
-GpuStatus LaunchIndexerScores(const IndexerScores& s, cudaStream_t stream) {
-  if (s.heads > kMaxIndexHeads || s.dim % 16 != 0) {
-    return Fail(RunStatus::kCannotImplement,
-                "the indexer kernel takes at most 32 heads and a head dim "
-                "that is a multiple of 16, got " +
-                    std::to_string(s.heads) + " x " + std::to_string(s.dim));
-  }
-  if (IndexerScoresMmaFits(s)) return LaunchIndexerScoresMma(s, stream);
-  const int per_block = kScoreBlock / kScoreLanes;
-  const int blocks = (s.context + 1 + per_block - 1) / per_block;
-  const size_t smem =
-      sizeof(float) * kMaxIndexHeads * (static_cast<size_t>(s.dim) + 5);
-  return LaunchOverlapped(IndexerScoresKernel, dim3(blocks, s.batch),
-                          kScoreBlock, smem, stream, s);
-}
-
 namespace {
 
 // How the split kernels cover a launch: splits of kAttentionTokens kept
@@ -509,14 +396,16 @@ int SparseAttentionBlockTiles(const SparseAttention& a, int sm_count) {
 }
 
 GpuStatus LaunchAttentionQueries(const SparseAttention& a, int sm_count,
-                                 cudaStream_t stream) {
+                                 cudaStream_t stream,
+                                 const LaunchPolicy& policy) {
   const SplitPlan plan = PlanSplits(a, sm_count);
   if (!plan.mma) return OkStatus();
-  return LaunchMlaQueries(a, plan.hg, stream);
+  return LaunchMlaQueries(a, plan.hg, stream, policy);
 }
 
 GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
-                                cudaStream_t stream) {
+                                cudaStream_t stream,
+                                const LaunchPolicy& policy) {
   const SplitPlan plan = PlanSplits(a, sm_count);
   const int dim = a.kv_lora + a.rope, hg = plan.hg, tiles = plan.tiles;
   if (dim % 8 != 0 || a.kv_lora % 4 != 0) {
@@ -539,21 +428,22 @@ GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
   if (a.latent_fp8 != nullptr) {
     MG_RETURN_IF_ERROR(AllowSplitSharedMemory<true>(smem));
     MG_RETURN_IF_ERROR(LaunchOverlapped(SparseAttentionSplitKernel<true>, grid,
-                                        kAttentionThreads, smem, stream, a,
-                                        hg));
+                                        kAttentionThreads, smem, stream, policy,
+                                        a, hg));
   } else if (plan.mma) {
     MG_RETURN_IF_ERROR(
-        LaunchSparseAttentionSplitMma(a, hg, tiles, grid, stream));
+        LaunchSparseAttentionSplitMma(a, hg, tiles, grid, stream, policy));
   } else {
     MG_RETURN_IF_ERROR(AllowSplitSharedMemory<false>(smem));
     MG_RETURN_IF_ERROR(LaunchOverlapped(SparseAttentionSplitKernel<false>, grid,
-                                        kAttentionThreads, smem, stream, a,
-                                        hg));
+                                        kAttentionThreads, smem, stream, policy,
+                                        a, hg));
   }
   const int column_blocks = (a.kv_lora + kCombineColumns - 1) / kCombineColumns;
-  return LaunchOverlapped(
-      SparseAttentionCombineKernel, dim3(a.heads, a.batch, column_blocks),
-      kAttentionThreads, parts * sizeof(float), stream, a, parts);
+  return LaunchOverlapped(SparseAttentionCombineKernel,
+                          dim3(a.heads, a.batch, column_blocks),
+                          kAttentionThreads, parts * sizeof(float), stream,
+                          policy.Then(), a, parts);
 }
 
 }  // namespace moetune::gpu

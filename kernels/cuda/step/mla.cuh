@@ -1,16 +1,18 @@
 // The decode step's attention kernels (docs/design.md §2): the DSA
-// indexer's scores over the FP8 key cache, the top-k choice of the tokens to
-// attend to, and absorbed MLA over the chosen tokens of the BF16 latent
-// cache. The new token (position `context`) is never read from a cache: its
-// key and latent entry come from this step's float buffers, as the
-// reference has them. Launch-only; not thread-safe.
+// indexer's scores over the FP8 key cache (indexer_scores.cu), the top-k
+// choice of the tokens to attend to (topk.cu), and absorbed MLA over the
+// chosen tokens of the latent cache (mla.cu, mla_mma.cu). The new token
+// (position `context`) is never read from a cache: its key and latent entry
+// come from this step's float buffers, as the reference has them. Launch-only;
+// not thread-safe.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/base/cuda_util.cuh"
+#include "kernels/cuda/base/launch_policy.h"
 
 namespace moetune::gpu {
 
@@ -30,13 +32,15 @@ struct IndexerScores {
   float* scores = nullptr;  // [batch][context + 1]
   int sm_count = 0;         // 0: the current device's
 };
-GpuStatus LaunchIndexerScores(const IndexerScores& s, cudaStream_t stream);
+GpuStatus LaunchIndexerScores(const IndexerScores& s, cudaStream_t stream,
+                              const LaunchPolicy& policy);
 
 // kept[b][:kept_n] = the indices of the top k of scores[b][:n] (every index
 // when n <= k), ascending; ties at the boundary keep the lower index (the
 // reference's rule). kept rows are k wide.
 GpuStatus LaunchTopK(const float* scores, int n, int k, int batch, int* kept,
-                     int* kept_n, cudaStream_t stream);
+                     int* kept_n, cudaStream_t stream,
+                     const LaunchPolicy& policy);
 
 // For each of this rank's heads h and sequence b: scores of the kept tokens
 // (q_lat . c_t + q_rope . k_rope_t) * scale, softmax, and
@@ -91,7 +95,8 @@ inline int SparseAttentionSplits(int k) {
 }
 // sm_count: the device's, to choose how many heads a block takes.
 GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
-                                cudaStream_t stream);
+                                cudaStream_t stream,
+                                const LaunchPolicy& policy);
 // The queries' fragments and the new token's dots that the tensor-core
 // split kernel reads when they are made before its blocks (mla_mma.cuh),
 // launched on `stream` ahead of LaunchSparseAttention: they need the
@@ -99,7 +104,8 @@ GpuStatus LaunchSparseAttention(const SparseAttention& a, int sm_count,
 // them beside the indexer rather than after it (a.queries_beside).
 // Nothing is launched where a does not take them.
 GpuStatus LaunchAttentionQueries(const SparseAttention& a, int sm_count,
-                                 cudaStream_t stream);
+                                 cudaStream_t stream,
+                                 const LaunchPolicy& policy);
 // Tiles of kAttentionTokens kept tokens each split block takes (1 but for
 // the tensor-core kernel at many sequences: mla_mma.cuh).
 int SparseAttentionBlockTiles(const SparseAttention& a, int sm_count);

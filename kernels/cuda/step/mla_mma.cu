@@ -2,8 +2,8 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/backends/expert_mma/hopper_async.cuh"
-#include "kernels/cuda/overlap_launch.cuh"
+#include "kernels/cuda/base/hopper_async.cuh"
+#include "kernels/cuda/base/launch.cuh"
 #include "kernels/cuda/step/mla_mma.cuh"
 #include "kernels/cuda/step/mma_parts.cuh"
 #include "kernels/cuda/step/reduce.cuh"
@@ -79,15 +79,15 @@ __device__ __forceinline__ float QueryAt(const SparseAttention& a, int b, int h,
 // The split's kept entries as BF16 rows (the new token's row and rows past
 // the split zero: their products must be 0, not NaN) and the group's
 // queries as floats: every load of a thread in flight at once (one trip to
-// memory; loops of dependent loads were this kernel's cost).
+// memory; loops of dependent loads would be this kernel's cost).
 constexpr int kEntryLoads = 10;  // 16-byte entry loads a thread
 constexpr int kQueryLoads = 18;  // query floats a thread
 
 // A tile's entries are copied kThreadsARow threads a row: thread i takes
 // row i / kThreadsARow and its 16-byte pieces i % kThreadsARow + kThreadsARow
 // u, u = 0, 1, ...: one kept index and one row address a thread, no
-// run-time division a piece (device run 173: the copies' index arithmetic,
-// a piece at a time, were a third of the split kernel's instructions at 32
+// run-time division a piece (the copies' index arithmetic, done a piece at
+// a time, would be a third of the split kernel's instructions at 32
 // sequences).
 constexpr int kThreadsARow = kWarps * 32 / kTokens;  // 8
 static_assert(kWarps * 32 == kThreadsARow * kTokens, "a tile's rows");
@@ -140,8 +140,8 @@ __device__ void StoreEntries(const uint4 (&raw)[kEntryLoads], const Layout& l,
 
 // The group's queries a warp a head (heads past hg zero): lane l loads
 // dims l + 32 u, one trip to memory for all and no run-time division an
-// element (device run 175: the division by the dim a float was a third of
-// the one-tile kernel's stall samples at batch 1).
+// element (the division by the dim a float would be a third of the
+// one-tile kernel's stall samples at batch 1).
 static_assert(kWarps == kAttentionHeads, "a warp a head");
 
 __device__ void LoadQueries(const SparseAttention& a, int b, int h0, int hg,
@@ -383,9 +383,9 @@ __device__ __forceinline__ void AddFresh(const ValueInputs& v, int mt, int lane,
 // Every one of a warp's kValueTiles m-tiles at once: each m-tile's
 // operations in ValueTile's order (the same bits), but the tiles' products
 // issued side by side, four independent chains, where one m-tile at a time
-// (a branch between them) left six dependent products in a row (device
-// run 175's SASS: a NOP between each, the values 32 % of the batch-32
-// kernel's stall samples).
+// (a branch between them) leaves six dependent products in a row (in its
+// SASS a NOP between each, the values 32 % of the batch-32 kernel's stall
+// samples).
 __device__ __forceinline__ void ValueTilesTogether(
     const ValueInputs& v, int warp, int lane, float (&acc)[kValueTiles][4]) {
   uint32_t at[kValueTiles][2][4];
@@ -468,8 +468,8 @@ __device__ void AccumulateValues(const SparseAttention& a, int b,
 
 // AccumulateValues (no `out`) with a warp's m-tiles side by side where it
 // has all kValueTiles: blocks of 4 and 8 tiles (116 registers against 94;
-// the TP8 step at 16 and 32 sequences -0.7 and -1.0 %, device run 178;
-// blocks of 2 tiles were +0.6 % at 8 sequences, run 177).
+// the TP8 step at 16 and 32 sequences -0.7 and -1.0 %; blocks of 2 tiles
+// are +0.6 % at 8 sequences).
 __device__ void AccumulateValuesTogether(const SparseAttention& a, int b,
                                          const uint16_t* entry, const float* p,
                                          const float* alpha_s, const Layout& l,
@@ -520,8 +520,8 @@ __device__ void StoreValues(const SparseAttention& a, int hg,
 
 // The queries of (head group, sequence) as the split blocks' fragments
 // and the new token's dot products: made once here instead of in each of a
-// sequence's 64 split blocks (device run 61: the splits' own query work
-// left them at 43 % of the SM's issue at batch 32).
+// sequence's 64 split blocks (the splits' own query work leaves them at
+// 43 % of the SM's issue at batch 32).
 __global__ void __launch_bounds__(kWarps * 32)
     MlaQueryKernel(SparseAttention a, int hg) {
   EnterAfterPriorKernels();
@@ -685,9 +685,9 @@ __global__ void __launch_bounds__(kWarps * 32, T == 1 ? 3 : kTiledBlocksPerSm)
 // Whether the queries' fragments are made once before the split blocks
 // (MlaQueryKernel). Counted in sequences of kAttentionHeads heads (a TP8
 // rank's): a data-parallel rank's 64 heads make 8 of them a sequence. From
-// one where the step makes them beside the indexer (v51: the one-tile
-// split kernel then copies them instead of staging and splitting its
-// queries; device runs 193-198, step PERF.md).
+// one where the step makes them beside the indexer (the one-tile split
+// kernel then copies them instead of staging and splitting its queries;
+// kernels/cuda/step/PERF.md).
 bool PrebuiltQueries(const SparseAttention& a) {
   const int from = a.queries_beside ? 1 : kPrebuiltQueriesFromBatch;
   return a.query_frags != nullptr && a.fresh_dots != nullptr &&
@@ -696,14 +696,15 @@ bool PrebuiltQueries(const SparseAttention& a) {
 
 template <int T>
 GpuStatus LaunchSplits(const SparseAttention& a, int hg, bool prebuilt,
-                       dim3 grid, cudaStream_t stream) {
+                       dim3 grid, cudaStream_t stream,
+                       const LaunchPolicy& policy) {
   const Layout l(a.kv_lora + a.rope);
   const size_t smem = l.Bytes(prebuilt) + (T > 1 ? l.EntryBytes() : 0);
   static std::atomic<size_t> allowed{48 * 1024};
   MG_RETURN_IF_ERROR(
       AllowSharedMemory(SparseAttentionSplitMmaKernel<T>, smem, &allowed));
   return LaunchOverlapped(SparseAttentionSplitMmaKernel<T>, grid, kWarps * 32,
-                          smem, stream, a, hg, prebuilt);
+                          smem, stream, policy, a, hg, prebuilt);
 }
 
 }  // namespace
@@ -732,34 +733,38 @@ int SparseAttentionMmaTiles(const SparseAttention& a, int hg, int sm_count) {
 }
 
 GpuStatus LaunchMlaQueries(const SparseAttention& a, int hg,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, const LaunchPolicy& policy) {
   if (!PrebuiltQueries(a)) return OkStatus();
   const Layout l(a.kv_lora + a.rope);
   return LaunchOverlapped(MlaQueryKernel, dim3(a.heads / hg, a.batch),
-                          kWarps * 32, l.QueryBytes(), stream, a, hg);
+                          kWarps * 32, l.QueryBytes(), stream, policy, a, hg);
 }
 
 GpuStatus LaunchSparseAttentionSplitMma(const SparseAttention& a, int hg,
                                         int tiles, dim3 grid,
-                                        cudaStream_t stream) {
+                                        cudaStream_t stream,
+                                        const LaunchPolicy& policy) {
   const bool prebuilt = PrebuiltQueries(a);
   if (tiles > 1 && !prebuilt) {
     return Fail(RunStatus::kCannotImplement,
                 "sparse attention takes more than one tile a block only "
                 "with the queries made before");
   }
+  // The split's kernel is the first launched here unless the queries' is.
+  LaunchPolicy split = policy;
   if (prebuilt && !a.queries_beside) {
-    MG_RETURN_IF_ERROR(LaunchMlaQueries(a, hg, stream));
+    MG_RETURN_IF_ERROR(LaunchMlaQueries(a, hg, stream, policy));
+    split = policy.Then();
   }
   switch (tiles) {
     case 1:
-      return LaunchSplits<1>(a, hg, prebuilt, grid, stream);
+      return LaunchSplits<1>(a, hg, prebuilt, grid, stream, split);
     case 2:
-      return LaunchSplits<2>(a, hg, prebuilt, grid, stream);
+      return LaunchSplits<2>(a, hg, prebuilt, grid, stream, split);
     case 4:
-      return LaunchSplits<4>(a, hg, prebuilt, grid, stream);
+      return LaunchSplits<4>(a, hg, prebuilt, grid, stream, split);
     case 8:
-      return LaunchSplits<8>(a, hg, prebuilt, grid, stream);
+      return LaunchSplits<8>(a, hg, prebuilt, grid, stream, split);
   }
   return Fail(RunStatus::kCannotImplement,
               "sparse attention takes 1, 2, 4 or 8 tiles a block, got " +

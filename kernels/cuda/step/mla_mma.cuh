@@ -1,5 +1,5 @@
 // The split kernel of sparse MLA (mla.cuh SparseAttention) on tensor cores,
-// for the BF16 latent cache: at 32 sequences the CUDA-core kernel spent
+// for the BF16 latent cache: at 32 sequences the CUDA-core kernel spends
 // ~200 us a layer reading its float rows from shared memory for every
 // (head, token) product (kernels/cuda/step/PERF.md). Here a block stages
 // its 32 kept entries as they are (BF16) and eight warps compute the scores
@@ -17,17 +17,18 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/base/cuda_util.cuh"
+#include "kernels/cuda/base/launch_policy.h"
 #include "kernels/cuda/step/mla.cuh"
 
 namespace moetune::gpu {
 
 // The batch from which the queries' fragments are made once before the
 // split blocks (MlaQueryKernel) rather than by each block, and the blocks
-// take several tiles of kept tokens (SparseAttentionMmaTiles). Device run
-// 62 (one tile a block): made before, batch 1 8.78 -> 9.01 ms, 8 17.11 ->
-// 17.33, 32 42.10 -> 39.14. Device run 130 (TP8, context 4096, graph on;
-// the session's tree with the several-tile blocks chosen at run time):
+// take several tiles of kept tokens (SparseAttentionMmaTiles). One tile a
+// block, made before against made by each block: batch 1 9.01 against
+// 8.78 ms, 8 17.33 against 17.11, 32 39.14 against 42.10. With the
+// several-tile blocks chosen at run time (TP8, context 4096, graph on):
 // batch 8 made by each block 15.00 ms, made before with blocks of 1, 2 and
 // 4 tiles 15.11, 14.46, 15.37; batch 16 with 1, 2, 4 tiles 21.05, 20.86,
 // 20.42; batch 32 32.63, 32.38, 31.54. Counted in sequences of
@@ -45,7 +46,7 @@ bool SparseAttentionMmaFits(const SparseAttention& a);
 // hg heads, on a device of sm_count SMs): more than one, with an online
 // softmax across them, only where the queries are made before the blocks;
 // the most (8, 4, 2) whose blocks still fill 15/16 of one wave (8 at 32
-// sequences of 8 heads on an H200: device run 164, step PERF.md v40).
+// sequences of 8 heads on an H200; kernels/cuda/step/PERF.md).
 int SparseAttentionMmaTiles(const SparseAttention& a, int hg, int sm_count);
 
 // The split kernel for hg heads and `tiles` tiles a block over grid
@@ -54,11 +55,12 @@ int SparseAttentionMmaTiles(const SparseAttention& a, int hg, int sm_count);
 // make them beside (a.queries_beside).
 GpuStatus LaunchSparseAttentionSplitMma(const SparseAttention& a, int hg,
                                         int tiles, dim3 grid,
-                                        cudaStream_t stream);
+                                        cudaStream_t stream,
+                                        const LaunchPolicy& policy);
 
 // The queries' fragments made before the split blocks, where the kernel
 // for hg heads a block takes them that way (else nothing is launched).
 GpuStatus LaunchMlaQueries(const SparseAttention& a, int hg,
-                           cudaStream_t stream);
+                           cudaStream_t stream, const LaunchPolicy& policy);
 
 }  // namespace moetune::gpu

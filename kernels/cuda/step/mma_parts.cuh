@@ -42,9 +42,8 @@ __device__ __forceinline__ uint32_t PackBf16(float x0, float x1, float* r0,
 }
 
 // (x0, x1) = hi + mid + lo to 2^-27: each part takes the bits the one
-// before rounded off. Two parts leave 2^-18, which device run 56 measured
-// as up to 2.5e-6 of a GEMV row's products' magnitude: 30x a float sum's
-// error.
+// before rounded off. Two parts leave 2^-18, which measures as up to 2.5e-6
+// of a GEMV row's products' magnitude: 30x a float sum's error.
 __device__ __forceinline__ void SplitBf16(float x0, float x1, uint32_t* hi,
                                           uint32_t* mid, uint32_t* lo) {
   float r0, r1;

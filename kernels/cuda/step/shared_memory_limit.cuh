@@ -9,7 +9,7 @@
 #include <atomic>
 #include <cstddef>
 
-#include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/base/cuda_util.cuh"
 
 namespace moetune::gpu {
 

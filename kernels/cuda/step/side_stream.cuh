@@ -8,7 +8,7 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/base/cuda_util.cuh"
 
 namespace moetune::gpu {
 

@@ -3,14 +3,14 @@
 #include <initializer_list>
 #include <vector>
 
-#include "kernels/cuda/overlap_launch.cuh"
-#include "kernels/cuda/run_buffers.cuh"
+#include "kernels/cuda/base/launch.cuh"
+#include "kernels/cuda/moe/run_buffers.cuh"
+#include "kernels/cuda/moe/trusted.cuh"
 #include "kernels/cuda/step/gemv.cuh"
 #include "kernels/cuda/step/gemv_nvfp4_mma.cuh"
 #include "kernels/cuda/step/mla.cuh"
 #include "kernels/cuda/step/mla_mma.cuh"
 #include "kernels/cuda/step/step_launch.cuh"
-#include "kernels/cuda/trusted.cuh"
 
 namespace moetune::gpu {
 namespace {
@@ -120,14 +120,15 @@ Nvfp4Gemv PlainNvfp4(const DeviceMatrix& w, int rows, int k, const float* x,
 // step's scratch for its inputs' parts).
 GpuStatus LaunchGemv(const DeviceMatrix& w, int rows, int k, const float* x,
                      int64_t x_stride, float* y, int64_t y_stride, int batch,
-                     uint2* x_parts, cudaStream_t stream) {
+                     uint2* x_parts, cudaStream_t stream,
+                     const LaunchPolicy& policy) {
   if (w.nvfp4()) {
     Nvfp4Gemv g = PlainNvfp4(w, rows, k, x, x_stride, y, y_stride, batch);
     g.x_parts = x_parts;
-    return LaunchGemvNvfp4(g, stream);
+    return LaunchGemvNvfp4(g, stream, policy);
   }
   return LaunchGemvBf16(Plain(w.bf16, rows, k, x, x_stride, y, y_stride, batch),
-                        stream);
+                        stream, policy);
 }
 
 RopeTable Rope(const StepLaunch& s) {
@@ -135,16 +136,18 @@ RopeTable Rope(const StepLaunch& s) {
                    s.problem->dims.rope / 2};
 }
 
-GpuStatus Mark(const StepLaunch& s, const char* part, cudaStream_t stream) {
-  return s.timer == nullptr ? OkStatus() : s.timer->Mark(part, stream);
+// Tells the step's observer, if any, that `part` begins on `stream`.
+GpuStatus Observe(const StepLaunch& s, const char* part, cudaStream_t stream) {
+  return s.observer == nullptr ? OkStatus()
+                               : s.observer->PartBegins(part, stream);
 }
 
-// Enqueues `launch` as part `name` ("part/kernel") of the step: timed on
-// its own in a profiling pass.
-#define STEP_LAUNCH(name, launch)              \
-  do {                                         \
-    MG_RETURN_IF_ERROR(Mark(s, name, stream)); \
-    MG_RETURN_IF_ERROR(launch);                \
+// Enqueues `launch` as part `name` ("part/kernel") of the step, the
+// observer told first (StepObserver).
+#define STEP_PART(name, launch)                   \
+  do {                                            \
+    MG_RETURN_IF_ERROR(Observe(s, name, stream)); \
+    MG_RETURN_IF_ERROR(launch);                   \
   } while (0)
 
 // Sums the block's output [batch][hidden] over the gang (no gang: the
@@ -152,7 +155,7 @@ GpuStatus Mark(const StepLaunch& s, const char* part, cudaStream_t stream) {
 // data-parallel attention the blocks are whole: nothing to sum.
 GpuStatus SumOverGang(const StepLaunch& s, float* data, cudaStream_t stream) {
   if (s.comm == nullptr || s.problem->dp_attention) return OkStatus();
-  MG_RETURN_IF_ERROR(Mark(s, "comm/all_reduce", stream));
+  MG_RETURN_IF_ERROR(Observe(s, "comm/all_reduce", stream));
   std::string why;
   const int64_t n = int64_t{s.problem->batch} * s.problem->dims.hidden;
   if (s.comm->AllReduceSum(data, n, stream, &why) != RunStatus::kOk) {
@@ -184,12 +187,12 @@ GpuStatus Project(const char* part, const StepLaunch& s,
   if (contiguous) {
     Bf16Gemv g = Plain(list.begin()->w.bf16, 0, k, x, k, nullptr, 0, n);
     for (const Projection& p : list) AddGemvSegment(&g, p.rows, p.y, p.rows);
-    STEP_LAUNCH(part, LaunchGemvBf16(g, stream));
+    STEP_PART(part, LaunchGemvBf16(g, stream, s.policy));
     return OkStatus();
   }
   for (const Projection& p : list) {
-    STEP_LAUNCH(part, LaunchGemv(p.w, p.rows, k, x, k, p.y, p.rows, n,
-                                 s.buffers->gemv_x_parts, stream));
+    STEP_PART(part, LaunchGemv(p.w, p.rows, k, x, k, p.y, p.rows, n,
+                               s.buffers->gemv_x_parts, stream, s.policy));
   }
   return OkStatus();
 }
@@ -243,8 +246,8 @@ GpuStatus QueryAndLatent(const StepLaunch& s, const LayerParams& w,
                               {w.index_k, d.index_dim, b.ik},
                               {w.index_w, d.index_heads, b.iw}},
                              d.hidden, b.xn, stream));
-  STEP_LAUNCH("attention/latent_norms",
-              LaunchRowNorms(LatentNorms(s, w), n, stream));
+  STEP_PART("attention/latent_norms",
+            LaunchRowNorms(LatentNorms(s, w), n, stream, s.policy));
   MG_RETURN_IF_ERROR(Project(
       "attention/q_projections", s,
       {{w.q_b, q_rows, b.q}, {w.index_q, d.index_heads * d.index_dim, b.qi}},
@@ -258,10 +261,10 @@ GpuStatus RotateQueries(const StepLaunch& s, cudaStream_t stream) {
   const StepGeometry& g = s.geo;
   StepBuffers& b = *s.buffers;
   const int n = s.problem->batch;
-  STEP_LAUNCH("attention/q_rope",
-              LaunchRopeRows({b.q, n * g.heads, g.head_dim, d.nope},
-                             {b.qi, n * d.index_heads, d.index_dim, 0}, Rope(s),
-                             stream));
+  STEP_PART("attention/q_rope",
+            LaunchRopeRows({b.q, n * g.heads, g.head_dim, d.nope},
+                           {b.qi, n * d.index_heads, d.index_dim, 0}, Rope(s),
+                           stream, s.policy));
   return OkStatus();
 }
 
@@ -292,11 +295,11 @@ GpuStatus Indexer(const StepLaunch& s, int layer, cudaStream_t stream) {
   const StepDims& d = s.problem->dims;
   StepBuffers& b = *s.buffers;
   const int n = s.problem->batch;
-  STEP_LAUNCH("indexer/scores",
-              LaunchIndexerScores(ScoresOf(s, layer), stream));
-  STEP_LAUNCH("indexer/topk",
-              LaunchTopK(b.scores, s.problem->context + 1, d.index_topk, n,
-                         b.kept, b.kept_n, stream));
+  STEP_PART("indexer/scores",
+            LaunchIndexerScores(ScoresOf(s, layer), stream, s.policy));
+  STEP_PART("indexer/topk",
+            LaunchTopK(b.scores, s.problem->context + 1, d.index_topk, n,
+                       b.kept, b.kept_n, stream, s.policy));
   if (!s.record_choices) return OkStatus();
   // The layer's kept sets for the run's result (StepRunResult::kept_tokens).
   const size_t row = size_t(n) * d.index_topk;
@@ -308,12 +311,8 @@ GpuStatus Indexer(const StepLaunch& s, int layer, cudaStream_t stream) {
 }
 
 // Whether the absorption and the attention's query fragments run on the
-// side stream beside the indexer (IndexerAndAbsorb): not where there is
-// none, nor in a step timed by parts, whose marks stand between kernels
-// of one stream.
-bool SideStreamBeside(const StepLaunch& s) {
-  return s.side != nullptr && s.timer == nullptr;
-}
+// side stream beside the indexer (IndexerAndAbsorb): wherever there is one.
+bool SideStreamBeside(const StepLaunch& s) { return s.side != nullptr; }
 
 SparseAttention AttentionOf(const StepLaunch& s, int layer) {
   const StepDims& d = s.problem->dims;
@@ -366,7 +365,7 @@ GpuStatus LaunchValues(const StepLaunch& s, const LayerParams& w,
     expand.w_group_offset = d.nope;
     expand.x_group_stride = d.kv_lora;
     expand.x_parts = b.gemv_x_parts;
-    return LaunchGemvNvfp4(expand, stream);
+    return LaunchGemvNvfp4(expand, stream, s.policy);
   }
   Bf16Gemv expand = Plain(w.kv_b.bf16, width, d.kv_lora, b.o_lat, x_stride,
                           b.values, width, n);
@@ -374,7 +373,7 @@ GpuStatus LaunchValues(const StepLaunch& s, const LayerParams& w,
   expand.w_group_stride = d.nope + d.v_dim;
   expand.w_group_offset = d.nope;
   expand.x_group_stride = d.kv_lora;
-  return LaunchGemvBf16(expand, stream);
+  return LaunchGemvBf16(expand, stream, s.policy);
 }
 
 // W_UK of this rank's heads absorbed into the query (q_lat).
@@ -400,20 +399,16 @@ AbsorbQuery AbsorbOf(const StepLaunch& s, const LayerParams& w) {
 }
 
 // Forks the side stream from what `stream` has queued and runs
-// launch(side stream) there: its first kernel plainly (next_launch_plain
-// says why), and at the driver's carveout -- fitted, the SMs the indexer's
-// kernels had fitted before them kept the absorption off, and the side
-// stream ended 5.1 us after the top-k at 8 sequences, not 0.6 (device run
-// 203's timeline).
+// launch(side stream, policy) there: its first kernel plainly
+// (LaunchPolicy::plain_first says why), and at the driver's carveout --
+// fitted, the SMs the indexer's kernels have fitted before them keep the
+// absorption off, and the side stream ends 5.1 us after the top-k at 8
+// sequences instead of 0.6 (the kernel timeline of one step).
 template <typename Launch>
 GpuStatus LaunchBeside(const StepLaunch& s, cudaStream_t stream,
                        Launch&& launch) {
   MG_RETURN_IF_ERROR(s.side->Fork(stream));
-  const ScopedFitCarveouts driver_carveout(false);
-  next_launch_plain = true;
-  const GpuStatus launched = launch(s.side->stream());
-  next_launch_plain = false;  // not consumed where nothing was launched
-  return launched;
+  return launch(s.side->stream(), s.policy.DriverCarveout().PlainFirst());
 }
 
 // The queries rotated, the indexer, and with a side stream beside them the
@@ -428,17 +423,24 @@ GpuStatus IndexerAndAbsorb(const StepLaunch& s, int layer, const LayerParams& w,
   if (!SideStreamBeside(s)) {
     MG_RETURN_IF_ERROR(RotateQueries(s, stream));
     MG_RETURN_IF_ERROR(Indexer(s, layer, stream));
-    STEP_LAUNCH("mla/absorb", LaunchAbsorbQuery(AbsorbOf(s, w), stream));
+    STEP_PART("mla/absorb",
+              LaunchAbsorbQuery(AbsorbOf(s, w), stream, s.policy));
     return OkStatus();
   }
-  MG_RETURN_IF_ERROR(LaunchBeside(s, stream, [&](cudaStream_t side) {
-    return LaunchAbsorbQuery(AbsorbOf(s, w), side);
-  }));
+  MG_RETURN_IF_ERROR(LaunchBeside(
+      s, stream, [&](cudaStream_t side, const LaunchPolicy& policy) {
+        MG_RETURN_IF_ERROR(Observe(s, "mla/absorb", side));
+        return LaunchAbsorbQuery(AbsorbOf(s, w), side, policy);
+      }));
   MG_RETURN_IF_ERROR(RotateQueries(s, stream));
-  MG_RETURN_IF_ERROR(LaunchBeside(s, stream, [&](cudaStream_t side) {
-    return LaunchAttentionQueries(AttentionOf(s, layer), s.sm_count, side);
-  }));
+  MG_RETURN_IF_ERROR(LaunchBeside(
+      s, stream, [&](cudaStream_t side, const LaunchPolicy& policy) {
+        MG_RETURN_IF_ERROR(Observe(s, "mla/queries", side));
+        return LaunchAttentionQueries(AttentionOf(s, layer), s.sm_count, side,
+                                      policy);
+      }));
   MG_RETURN_IF_ERROR(Indexer(s, layer, stream));
+  MG_RETURN_IF_ERROR(Observe(s, kSideJoined, s.side->stream()));
   return s.side->Join(stream);
 }
 
@@ -452,26 +454,24 @@ GpuStatus Mla(const StepLaunch& s, int layer, const LayerParams& w,
   const StepGeometry& g = s.geo;
   StepBuffers& b = *s.buffers;
   const int n = s.problem->batch, width = g.heads * d.v_dim;
-  {
-    // After the side stream's join its first kernel goes plainly; below
-    // kPlainAfterJoinFromBatch the kernels after it overlap (batch 1 -0.04
-    // ms); from 16 sequences overlapping them cost 0.7 ms at 16 and 32, so
-    // all go plainly there (device run 88, when 16 was also where the query
-    // kernel began; since v48 the query kernel runs on the side stream, so
-    // from 8 to 15 the split goes plainly and the combine overlaps).
-    const bool after_join = s.side != nullptr;
-    const bool combine_overlaps =
-        after_join && !s.problem->dp_attention && n < kPlainAfterJoinFromBatch;
-    const ScopedOverlapLaunches scope(overlap_launches_enabled &&
-                                      (!after_join || combine_overlaps));
-    if (after_join) next_launch_plain = true;
-    STEP_LAUNCH("mla/attention", LaunchSparseAttention(AttentionOf(s, layer),
-                                                       s.sm_count, stream));
+  // After the side stream's join its first kernel goes plainly; below
+  // kPlainAfterJoinFromBatch the kernels after it overlap (batch 1 0.04 ms
+  // faster); from 16 sequences overlapping them measured 0.7 ms slower at 16
+  // and 32, so the combine goes plainly there too (from 8 to 15 sequences
+  // the split goes plainly and the combine overlaps).
+  LaunchPolicy attention = s.policy;
+  if (s.side != nullptr) {
+    attention.overlap = s.policy.overlap && !s.problem->dp_attention &&
+                        n < kPlainAfterJoinFromBatch;
+    attention = attention.PlainFirst();
   }
-  STEP_LAUNCH("mla/values", LaunchValues(s, w, stream));
-  STEP_LAUNCH("mla/o_proj",
-              LaunchGemv(w.o, d.hidden, width, b.values, width, b.block_out,
-                         d.hidden, n, b.gemv_x_parts, stream));
+  STEP_PART("mla/attention",
+            LaunchSparseAttention(AttentionOf(s, layer), s.sm_count, stream,
+                                  attention));
+  STEP_PART("mla/values", LaunchValues(s, w, stream));
+  STEP_PART("mla/o_proj",
+            LaunchGemv(w.o, d.hidden, width, b.values, width, b.block_out,
+                       d.hidden, n, b.gemv_x_parts, stream, s.policy));
   return OkStatus();
 }
 
@@ -481,9 +481,10 @@ GpuStatus AttentionBlock(const StepLaunch& s, int layer, const LayerParams& w,
                          const float** residual, cudaStream_t stream) {
   const StepDims& d = s.problem->dims;
   StepBuffers& b = *s.buffers;
-  STEP_LAUNCH("attention/norm",
-              LaunchAddRmsNorm(b.h, *residual, w.attn_norm, d.hidden, d.rms_eps,
-                               s.problem->batch, {b.xn, d.hidden}, stream));
+  STEP_PART(
+      "attention/norm",
+      LaunchAddRmsNorm(b.h, *residual, w.attn_norm, d.hidden, d.rms_eps,
+                       s.problem->batch, {b.xn, d.hidden}, stream, s.policy));
   MG_RETURN_IF_ERROR(QueryAndLatent(s, w, stream));
   MG_RETURN_IF_ERROR(IndexerAndAbsorb(s, layer, w, stream));
   *residual = b.block_out;
@@ -504,7 +505,7 @@ GpuStatus AttentionBlock(const StepLaunch& s, int layer, const LayerParams& w,
     append.latent_fp8 = s.caches->latent_bytes(layer);
     append.kv_lora = d.kv_lora;
   }
-  STEP_LAUNCH("attention/append", LaunchAppendEntries(append, stream));
+  STEP_PART("attention/append", LaunchAppendEntries(append, stream, s.policy));
   return OkStatus();
 }
 
@@ -513,17 +514,18 @@ GpuStatus DenseMlp(const StepLaunch& s, const LayerParams& w,
   const StepDims& d = s.problem->dims;
   const int slice = s.geo.dense, n = s.problem->batch;
   StepBuffers& b = *s.buffers;
-  STEP_LAUNCH("dense/norm",
-              LaunchAddRmsNorm(b.h, *residual, w.ffn_norm, d.hidden, d.rms_eps,
-                               n, {b.xn, d.hidden}, stream));
+  STEP_PART("dense/norm",
+            LaunchAddRmsNorm(b.h, *residual, w.ffn_norm, d.hidden, d.rms_eps, n,
+                             {b.xn, d.hidden}, stream, s.policy));
   *residual = b.block_out;
-  STEP_LAUNCH("dense/gate_up",
-              LaunchGemv(w.dense_gu, 2 * slice, d.hidden, b.xn, d.hidden, b.gu,
-                         2 * slice, n, b.gemv_x_parts, stream));
-  STEP_LAUNCH("dense/silu", LaunchSiluMul(b.gu, slice, n, b.act, stream));
-  STEP_LAUNCH("dense/down",
-              LaunchGemv(w.dense_down, d.hidden, slice, b.act, slice,
-                         b.block_out, d.hidden, n, b.gemv_x_parts, stream));
+  STEP_PART("dense/gate_up",
+            LaunchGemv(w.dense_gu, 2 * slice, d.hidden, b.xn, d.hidden, b.gu,
+                       2 * slice, n, b.gemv_x_parts, stream, s.policy));
+  STEP_PART("dense/silu",
+            LaunchSiluMul(b.gu, slice, n, b.act, stream, s.policy));
+  STEP_PART("dense/down",
+            LaunchGemv(w.dense_down, d.hidden, slice, b.act, slice, b.block_out,
+                       d.hidden, n, b.gemv_x_parts, stream, s.policy));
   return SumOverGang(s, b.block_out, stream);
 }
 
@@ -559,7 +561,7 @@ GpuStatus CheckMoe(const StepLaunch& s, int layer, cudaStream_t stream) {
 GpuStatus GatherMoeInputs(const StepLaunch& s, const LayerArgs& args,
                           cudaStream_t stream) {
   if (s.comm == nullptr) return OkStatus();
-  MG_RETURN_IF_ERROR(Mark(s, "comm/all_gather", stream));
+  MG_RETURN_IF_ERROR(Observe(s, "comm/all_gather", stream));
   const int64_t own = int64_t{s.problem->batch} * s.problem->dims.hidden;
   std::string why;
   RunStatus st = s.comm->AllGatherInPlace(
@@ -580,7 +582,7 @@ GpuStatus CombineMoeOutputs(const StepLaunch& s, const LayerArgs& args,
     *residual = args.buf.y + s.problem->shard.rank * own;
     return OkStatus();
   }
-  MG_RETURN_IF_ERROR(Mark(s, "comm/reduce_scatter", stream));
+  MG_RETURN_IF_ERROR(Observe(s, "comm/reduce_scatter", stream));
   std::string why;
   const RunStatus st = s.comm->ReduceScatterSum(
       args.buf.y, s.buffers->block_out, own, stream, &why);
@@ -616,18 +618,13 @@ GpuStatus MoeMlp(const StepLaunch& s, int layer, const LayerParams& w,
   NormOut out;
   out.bf16 = const_cast<uint16_t*>(args.buf.x_bf16) + rows * d.hidden;
   out.bf16_float = b.moe_x + rows * d.hidden;
-  STEP_LAUNCH("moe/norm", LaunchAddRmsNorm(b.h, *residual, w.ffn_norm, d.hidden,
-                                           d.rms_eps, n, out, stream));
+  STEP_PART("moe/norm", LaunchAddRmsNorm(b.h, *residual, w.ffn_norm, d.hidden,
+                                         d.rms_eps, n, out, stream, s.policy));
   if (p.dp_attention) MG_RETURN_IF_ERROR(GatherMoeInputs(s, args, stream));
   *residual = args.buf.y;
-  {
-    // The router's launch takes the driver's carveout (its expert kernels
-    // set none): fitted, it was 125 us a step longer at 8 sequences (device
-    // run 203).
-    const ScopedFitCarveouts driver_carveout(false);
-    STEP_LAUNCH("moe/layer",
-                s.launcher->launch(args, b.workspace.get(), stream));
-  }
+  // The layer's router takes the driver's carveout (args.launch,
+  // PrepareMoeArgs).
+  STEP_PART("moe/layer", s.launcher->launch(args, b.workspace.get(), stream));
   if (s.record_choices) MG_RETURN_IF_ERROR(RecordRouting(s, moe, stream));
   if (s.moe_output != nullptr) MG_RETURN_IF_ERROR(CheckMoe(s, layer, stream));
   if (p.dp_attention) return CombineMoeOutputs(s, args, residual, stream);
@@ -641,16 +638,16 @@ GpuStatus Head(const StepLaunch& s, const float* residual,
   const StepDims& d = s.problem->dims;
   StepBuffers& b = *s.buffers;
   const int n = s.problem->batch;
-  STEP_LAUNCH("lm_head/norm",
-              LaunchAddRmsNorm(b.h, residual, s.weights->final_norm, d.hidden,
-                               d.rms_eps, n, {b.xn, d.hidden}, stream));
-  STEP_LAUNCH(
+  STEP_PART("lm_head/norm",
+            LaunchAddRmsNorm(b.h, residual, s.weights->final_norm, d.hidden,
+                             d.rms_eps, n, {b.xn, d.hidden}, stream, s.policy));
+  STEP_PART(
       "lm_head/gemv",
       LaunchGemv(s.weights->lm_head, s.geo.vocab, d.hidden, b.xn, d.hidden,
-                 b.logits, s.geo.vocab, n, b.gemv_x_parts, stream));
-  STEP_LAUNCH("lm_head/argmax",
-              LaunchArgMax(b.logits, s.geo.vocab, n, s.geo.vocab_begin, b.next,
-                           stream));
+                 b.logits, s.geo.vocab, n, b.gemv_x_parts, stream, s.policy));
+  STEP_PART("lm_head/argmax",
+            LaunchArgMax(b.logits, s.geo.vocab, n, s.geo.vocab_begin, b.next,
+                         stream, s.policy));
   return GatherBest(s, stream);
 }
 
@@ -664,16 +661,16 @@ GpuStatus GatherBest(const StepLaunch& s, cudaStream_t stream) {
   if (s.comm == nullptr || s.problem->dp_attention) return OkStatus();
   StepBuffers& b = *s.buffers;
   const int n = s.problem->batch;
-  STEP_LAUNCH("comm/gather_best",
-              LaunchPostBest(b.logits, s.geo.vocab, s.geo.vocab_begin, b.next,
-                             n, s.comm->rank(), s.world, b.best, stream));
+  STEP_PART("comm/gather_best",
+            LaunchPostBest(b.logits, s.geo.vocab, s.geo.vocab_begin, b.next, n,
+                           s.comm->rank(), s.world, b.best, stream, s.policy));
   std::string why;
   if (s.comm->AllReduceSum(b.best, int64_t{2} * n * s.world, stream, &why) !=
       RunStatus::kOk) {
     return Fail(RunStatus::kCudaError, why);
   }
-  STEP_LAUNCH("comm/pick_best",
-              LaunchPickBest(b.best, n, s.world, b.next, stream));
+  STEP_PART("comm/pick_best",
+            LaunchPickBest(b.best, n, s.world, b.next, stream, s.policy));
   return OkStatus();
 }
 
@@ -707,33 +704,6 @@ GpuStatus AllocStepBuffers(const StepProblem& p, const Launcher& launcher,
   return OkStatus();
 }
 
-PartTimer::~PartTimer() {
-  for (cudaEvent_t e : events_) cudaEventDestroy(e);
-}
-
-GpuStatus PartTimer::Mark(const char* part, cudaStream_t stream) {
-  cudaEvent_t e;
-  MG_CUDA(cudaEventCreate(&e));
-  events_.push_back(e);
-  parts_.emplace_back(part);
-  MG_CUDA(cudaEventRecord(e, stream));
-  return OkStatus();
-}
-
-GpuStatus PartTimer::Totals(
-    std::vector<std::pair<std::string, double>>* out) const {
-  out->clear();
-  for (size_t i = 0; i + 1 < events_.size(); ++i) {
-    float ms = 0;
-    MG_CUDA(cudaEventElapsedTime(&ms, events_[i], events_[i + 1]));
-    auto it = std::find_if(out->begin(), out->end(),
-                           [&](const auto& e) { return e.first == parts_[i]; });
-    if (it == out->end()) it = out->insert(out->end(), {parts_[i], 0.0});
-    it->second += 1000.0 * ms;
-  }
-  return OkStatus();
-}
-
 void PrepareMoeArgs(StepLaunch* s, const backends::Tile& tile) {
   const StepProblem& p = *s->problem;
   s->moe_args.clear();
@@ -752,6 +722,9 @@ void PrepareMoeArgs(StepLaunch* s, const backends::Tile& tile) {
     a.device = s->device;
     a.sm_count = s->sm_count;
     a.cublas = s->cublas;
+    // The router at the driver's carveout (its expert kernels set none):
+    // fitted, it measured 125 us a step longer at 8 sequences.
+    a.launch = s->policy.DriverCarveout();
     s->moe_args.push_back(a);
   }
 }
@@ -759,8 +732,9 @@ void PrepareMoeArgs(StepLaunch* s, const backends::Tile& tile) {
 GpuStatus EnqueueStep(const StepLaunch& s, cudaStream_t stream) {
   const StepProblem& p = *s.problem;
   const float scale = 1.0f / std::sqrt(static_cast<float>(p.dims.hidden));
-  STEP_LAUNCH("embed", LaunchEmbed(s.buffers->tokens, p.batch, p.dims.hidden,
-                                   p.seed, scale, s.buffers->h, stream));
+  STEP_PART("embed",
+            LaunchEmbed(s.buffers->tokens, p.batch, p.dims.hidden, p.seed,
+                        scale, s.buffers->h, stream, s.policy));
   const float* residual = nullptr;  // a block's output not yet added to h
   for (int layer = 0; layer < p.layers; ++layer) {
     const LayerParams& w = s.weights->layers[layer];
@@ -770,7 +744,7 @@ GpuStatus EnqueueStep(const StepLaunch& s, cudaStream_t stream) {
                            : MoeMlp(s, layer, w, &residual, stream));
   }
   MG_RETURN_IF_ERROR(Head(s, residual, stream));
-  return Mark(s, "end", stream);
+  return Observe(s, kStepEnd, stream);
 }
 
 namespace {

@@ -7,11 +7,13 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "kernels/cuda/comm_gpu.h"
-#include "kernels/cuda/cuda_util.cuh"
-#include "kernels/cuda/launcher.cuh"
+#include "kernels/cuda/base/cuda_util.cuh"
+#include "kernels/cuda/base/launch_policy.h"
+#include "kernels/cuda/comm/comm_gpu.h"
+#include "kernels/cuda/moe/launcher.cuh"
 #include "kernels/cuda/step/side_stream.cuh"
 #include "kernels/cuda/step/step_ops.cuh"
 #include "kernels/cuda/step/step_weights.cuh"
@@ -58,18 +60,24 @@ struct StepBuffers {
 GpuStatus AllocStepBuffers(const StepProblem& p, const Launcher& launcher,
                            StepBuffers* b);
 
-// Records an event where each part of the step begins, for part timing.
-class PartTimer {
+// Watches the schedule EnqueueStep builds: told where each part of the step
+// begins, on the stream the part runs on (the step's or the side stream).
+// A part ends where the next part on its stream begins; "end" and
+// "side/joined" only end the parts before them. The observer may enqueue
+// work of its own there (an event), but no kernel of the step waits for it
+// and no launch decision of the step consults it, so an observed step runs
+// the same kernels, streams and launch policies as an unobserved one.
+class StepObserver {
  public:
-  ~PartTimer();
-  GpuStatus Mark(const char* part, cudaStream_t stream);
-  // Sums the time between marks per part (after the stream finished).
-  GpuStatus Totals(std::vector<std::pair<std::string, double>>* out) const;
-
- private:
-  std::vector<cudaEvent_t> events_;
-  std::vector<std::string> parts_;
+  virtual ~StepObserver() = default;
+  virtual GpuStatus PartBegins(const char* part, cudaStream_t stream) = 0;
 };
+inline constexpr char kStepEnd[] = "end";
+inline constexpr char kSideJoined[] = "side/joined";
+// Whether `part` only ends the parts before it on its stream.
+inline bool EndsOnly(std::string_view part) {
+  return part == kStepEnd || part == kSideJoined;
+}
 
 struct StepLaunch {
   const StepProblem* problem = nullptr;
@@ -91,11 +99,14 @@ struct StepLaunch {
   // step goes on with the backend's.
   std::vector<float>* moe_output = nullptr;
   std::vector<float>* moe_reference = nullptr;
-  PartTimer* timer = nullptr;  // mark parts when set
-  GangComm* comm = nullptr;    // StepRunOptions::comm
-  // Where W_UK's absorption runs beside the indexer (null, or while parts
-  // are timed: in line, on the step's stream).
+  StepObserver* observer = nullptr;  // told where each part begins
+  GangComm* comm = nullptr;          // StepRunOptions::comm
+  // Where W_UK's absorption runs beside the indexer (null: in line, on the
+  // step's stream).
   SideStream* side = nullptr;
+  // How the step's own kernels are launched on its stream (the side stream's
+  // and the MoE layers' are derived from it).
+  LaunchPolicy policy;
   int world = 1;  // the gang's ranks (1 without one)
 };
 

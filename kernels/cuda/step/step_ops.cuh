@@ -1,15 +1,18 @@
-// The decode step's small kernels: embedding rows, RMSNorm, the indexer key's
-// LayerNorm, RoPE, residual adds, SiLU(gate) * up and the argmax. Each
-// Launch* enqueues one kernel on `stream` (capturable in a graph) and checks
-// the launch. Rows are sequences of the batch; float activations. Launch-
-// only; not thread-safe.
+// The decode step's small ops: embedding rows, RMSNorm, the indexer key's
+// LayerNorm, RoPE, residual adds, SiLU(gate) * up, the cache append, the
+// argmax and the gang's best token; one .cu file an op (embed.cu, norms.cu,
+// rope.cu, silu_mul.cu, append_entries.cu, argmax.cu, best_token.cu). Each
+// Launch* enqueues one kernel on `stream` as `policy` says (capturable in a
+// graph) and checks the launch. Rows are sequences of the batch; float
+// activations. Launch-only; not thread-safe.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "kernels/cuda/cuda_util.cuh"
+#include "kernels/cuda/base/cuda_util.cuh"
+#include "kernels/cuda/base/launch_policy.h"
 
 namespace moetune::gpu {
 
@@ -24,7 +27,8 @@ struct RopeTable {
 // h[b][i] = embedding[tokens[b]][i]: the BF16 weight straight from the hash
 // (layer 0, tensor kEmbedding, scale 1/sqrt(hidden)).
 GpuStatus LaunchEmbed(const int* tokens, int batch, int hidden, uint64_t seed,
-                      float scale, float* h, cudaStream_t stream);
+                      float scale, float* h, cudaStream_t stream,
+                      const LaunchPolicy& policy);
 
 // out[b][:n] = x[b][:n] / rms * gamma, rows `x_stride` / `out_stride` apart
 // (out may be x). Also, when non-null, the result as BF16 bits and as the
@@ -45,7 +49,7 @@ struct NormOut {
 // RowNorms' RMSNorm job.
 GpuStatus LaunchAddRmsNorm(float* h, const float* add, const float* gamma,
                            int n, float eps, int batch, const NormOut& out,
-                           cudaStream_t stream);
+                           cudaStream_t stream, const LaunchPolicy& policy);
 
 // Norms of several tensors' rows in one launch (a block a row and job):
 // the latent's after the input projections. An RMSNorm job: out[b][:n] =
@@ -68,12 +72,14 @@ struct RowNorms {
   RowNorm job[kMaxJobs];
   int jobs = 0;
 };
-GpuStatus LaunchRowNorms(const RowNorms& norms, int batch, cudaStream_t stream);
+GpuStatus LaunchRowNorms(const RowNorms& norms, int batch, cudaStream_t stream,
+                         const LaunchPolicy& policy);
 
 // RoPE in place on `rows` rows of `stride` floats, at `offset` in each row
 // (interleaved pairs, kernels/reference/ops.h ApplyRope).
 GpuStatus LaunchRope(float* x, int rows, int stride, int offset,
-                     const RopeTable& rope, cudaStream_t stream);
+                     const RopeTable& rope, cudaStream_t stream,
+                     const LaunchPolicy& policy);
 // Two sets of rows (each as LaunchRope's x, rows, stride, offset) in one
 // launch; b may have no rows.
 struct RopeRows {
@@ -81,7 +87,8 @@ struct RopeRows {
   int rows = 0, stride = 0, offset = 0;
 };
 GpuStatus LaunchRopeRows(const RopeRows& a, const RopeRows& b,
-                         const RopeTable& rope, cudaStream_t stream);
+                         const RopeTable& rope, cudaStream_t stream,
+                         const LaunchPolicy& policy);
 
 // The step's new tokens' cache entries, written at token `position` of
 // each sequence's caches (rows `stride` tokens apart) in the caches'
@@ -101,16 +108,18 @@ struct AppendEntries {
   uint8_t* latent_fp8 = nullptr;  // instead of latent: FP8 rows
   int kv_lora = 0;                // latent_fp8: where the rope key starts
 };
-GpuStatus LaunchAppendEntries(const AppendEntries& a, cudaStream_t stream);
+GpuStatus LaunchAppendEntries(const AppendEntries& a, cudaStream_t stream,
+                              const LaunchPolicy& policy);
 
 // act[b][j] = SiLU(gu[b][j]) * gu[b][width + j], gu rows 2 * width wide.
 GpuStatus LaunchSiluMul(const float* gu, int width, int batch, float* act,
-                        cudaStream_t stream);
+                        cudaStream_t stream, const LaunchPolicy& policy);
 
 // next[b] = first_token + the index of the largest logits[b][:width] (the
 // lowest on ties).
 GpuStatus LaunchArgMax(const float* logits, int width, int batch,
-                       int first_token, int* next, cudaStream_t stream);
+                       int first_token, int* next, cudaStream_t stream,
+                       const LaunchPolicy& policy);
 // The gang's best token (step_launch.cu GatherBest): rank `rank` writes
 // (logit, token) of its slice's argmax (next[i], a token of the whole
 // vocabulary, its logit at next[i] - first_token) into row `rank` of
@@ -118,8 +127,9 @@ GpuStatus LaunchArgMax(const float* logits, int width, int batch,
 // PickBest writes each sequence's best token (lowest token on a tie).
 GpuStatus LaunchPostBest(const float* logits, int width, int first_token,
                          const int* next, int batch, int rank, int world,
-                         float* best, cudaStream_t stream);
+                         float* best, cudaStream_t stream,
+                         const LaunchPolicy& policy);
 GpuStatus LaunchPickBest(const float* best, int batch, int world, int* next,
-                         cudaStream_t stream);
+                         cudaStream_t stream, const LaunchPolicy& policy);
 
 }  // namespace moetune::gpu

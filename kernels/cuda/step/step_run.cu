@@ -1,4 +1,4 @@
-// RunDecodeStep (kernels/cuda/step_gpu.h): checks the request, makes sure
+// RunDecodeStep (kernels/cuda/step/step_gpu.h): checks the request, makes sure
 // the rank's shard fits and is generated (cached between runs of the same
 // problem in this process), runs the step once, untimed, for its logits (and
 // the trusted-MoE step's), counts its kernels, times it, and profiles its
@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "kernels/cuda/device_probe.cuh"
-#include "kernels/cuda/overlap_launch.cuh"
-#include "kernels/cuda/run_checks.cuh"
-#include "kernels/cuda/run_context.cuh"
+#include "kernels/cuda/base/device.cuh"
+#include "kernels/cuda/moe/run_checks.cuh"
+#include "kernels/cuda/moe/run_context.cuh"
+#include "kernels/cuda/step/part_timer.cuh"
+#include "kernels/cuda/step/step_gpu.h"
 #include "kernels/cuda/step/step_launch.cuh"
 #include "kernels/cuda/step/step_weights.cuh"
-#include "kernels/cuda/step_gpu.h"
 
 namespace moetune::gpu {
 namespace {
@@ -353,9 +353,10 @@ GpuStatus TimeCollectives(const StepLaunch& s, Context* ctx,
   return CheckGang(s);
 }
 
+// One eager step of the production schedule with a PartTimer watching it.
 GpuStatus ProfileParts(StepLaunch s, Context* ctx, StepRunResult* r) {
   PartTimer timer;
-  s.timer = &timer;
+  s.observer = &timer;
   MG_RETURN_IF_ERROR(EnqueueStep(s, ctx->stream));
   MG_CUDA(cudaStreamSynchronize(ctx->stream));
   return timer.Totals(&r->part_us);
@@ -388,17 +389,22 @@ GpuStatus Prepare(const StepProblem& p, const StepRunOptions& o, Context** ctx,
   return OkStatus();
 }
 
-// Every overlapped launch of the step asks for only the shared memory its
-// grid needs (carveout.h), but the side stream's and the MoE layer's
-// (step_launch.cu IndexerAndAbsorb and MoeMlp say why). Every launch fitted
-// was TP8 batch 1 -2.3 % but 8 +2.5 % (device run 197); without those two,
-// against v52's fitting below 8 sequences only (run 205): TP8 -0.2 to -0.8 %
-// at 1-16 sequences, +0.1 % at 32, context 32768 batch 8 -1.9 %
-// (kernels/cuda/step/PERF.md v53).
+// How the step's kernels are launched: overlapped as the options say, each
+// asking for only the shared memory its grid needs (carveout.h) but the side
+// stream's and the MoE layers' router, which take the driver's
+// (step_launch.cu LaunchBeside and PrepareMoeArgs say why). Every launch
+// fitted measured 2.3 % faster at batch 1 but 2.5 % slower at 8; with those
+// two at the driver's, 0.2 to 0.8 % faster at 1-16 sequences and within
+// 0.1 % at 32.
+LaunchPolicy StepPolicy(const StepRunOptions& o) {
+  LaunchPolicy policy;
+  policy.overlap = o.overlap_launches;
+  policy.fit_carveout = true;
+  return policy;
+}
+
 GpuStatus RunLocked(const StepProblem& p, const StepRunOptions& o,
                     StepRunResult* r) {
-  const ScopedOverlapLaunches overlap(o.overlap_launches);
-  const ScopedFitCarveouts fit(true);
   Context* ctx = nullptr;
   const Launcher* launcher = nullptr;
   MG_RETURN_IF_ERROR(Prepare(p, o, &ctx, &launcher));
@@ -421,6 +427,7 @@ GpuStatus RunLocked(const StepProblem& p, const StepRunOptions& o,
   s.cublas = ctx->cublas;
   s.comm = o.comm;
   s.world = World(p);
+  s.policy = StepPolicy(o);
   SideStream side;
   MG_RETURN_IF_ERROR(side.Init());
   s.side = &side;

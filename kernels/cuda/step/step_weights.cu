@@ -1,6 +1,6 @@
 #include <cmath>
 
-#include "kernels/cuda/run_buffers.cuh"
+#include "kernels/cuda/moe/run_buffers.cuh"
 #include "kernels/cuda/step/step_weights.cuh"
 #include "kernels/model/cache_gen.h"
 #include "kernels/model/kv_fp8_format.h"

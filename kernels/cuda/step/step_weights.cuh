@@ -13,10 +13,10 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/cuda/cuda_util.cuh"
-#include "kernels/cuda/layer.cuh"
-#include "kernels/cuda/step_gpu.h"
-#include "kernels/cuda/weights.cuh"
+#include "kernels/cuda/base/cuda_util.cuh"
+#include "kernels/cuda/moe/layer.cuh"
+#include "kernels/cuda/moe/weights.cuh"
+#include "kernels/cuda/step/step_gpu.h"
 
 namespace moetune::gpu {
 

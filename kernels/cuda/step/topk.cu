@@ -6,17 +6,17 @@
 // A sequence's scores are split over a cluster of blocks (each stages and
 // counts its slice; every block sums the cluster's histograms from their
 // shared memory, so all pick the same digit), at long contexts: one block a
-// sequence was bound by one SM's issue (ncu, run 80: 32 warps, 1.1
-// eligible a scheduler, 17 cycles an instruction) and took 41 us a layer
-// at 32768 tokens, 3.2 ms of an 11.2 ms batch-1 step.
-// Copying the keys holding a pass's prefix to lists of their own did not
-// shorten it (run 79). Launch-only; not thread-safe.
+// sequence is bound by one SM's issue (ncu: 32 warps, 1.1 eligible a
+// scheduler, 17 cycles an instruction) and takes 41 us a layer at 32768
+// tokens, 3.2 ms of an 11.2 ms batch-1 step.
+// Copying the keys holding a pass's prefix to lists of their own does not
+// shorten it. Launch-only; not thread-safe.
 #include <cooperative_groups.h>
 
 #include <atomic>
 #include <cstdint>
 
-#include "kernels/cuda/overlap_launch.cuh"
+#include "kernels/cuda/base/launch.cuh"
 #include "kernels/cuda/step/mla.cuh"
 #include "kernels/cuda/step/shared_memory_limit.cuh"
 
@@ -27,11 +27,11 @@ namespace cg = cooperative_groups;
 
 constexpr int kSelectThreads = 1024;
 constexpr int kClusterBlocks = 8;  // the portable cluster size
-// Scores a sequence from which a cluster selects: at 32768 tokens it made
-// the TP8 step 11.45 -> 9.38 ms at batch 1 and 21.07 -> 18.88 at batch 8,
-// but at 4096 one block a sequence was faster (batch 1 by 0.2 ms, batch 32
-// by 1.2 ms: 256 blocks of 1024 threads and their cluster barriers for
-// 4097 scores each; device run 81, alternating twice).
+// Scores a sequence from which a cluster selects: at 32768 tokens it makes
+// the TP8 step 9.38 ms against one block's 11.45 at batch 1 and 18.88
+// against 21.07 at batch 8, but at 4096 one block a sequence is faster
+// (batch 1 by 0.2 ms, batch 32 by 1.2 ms: 256 blocks of 1024 threads and
+// their cluster barriers for 4097 scores each; measured alternating twice).
 constexpr int kClusterMinScores = 8192;
 
 // Floats ordered as unsigned integers (larger float, larger key).
@@ -204,10 +204,10 @@ __device__ int BlockExclusiveScan(int flag, int* scratch, int* total) {
 
 // Writes the indices of the keys above kth and of the first equal_quota
 // keys equal to it, in ascending order: each thread counts a contiguous run
-// of the keys, a block scan places the runs (a scan per 1024 keys, as
-// before, cost ~20 block barriers at 4096 tokens). Below 2^16 keys both
-// counts go through one scan, packed in halves of an int (the keys above
-// never carry into the equal keys' half).
+// of the keys, a block scan places the runs (a scan per 1024 keys would
+// cost ~20 block barriers at 4096 tokens). Below 2^16 keys both counts go
+// through one scan, packed in halves of an int (the keys above never carry
+// into the equal keys' half).
 // Indices are written plus index_base; *kept_n (when not null) = kept_before
 // + the keys this block keeps.
 template <typename Keys>
@@ -300,8 +300,8 @@ __global__ void TopKKernel(const float* all_scores, int n, int k, int* kept,
 // spread) are ranked against one another; one scan places the kept
 // indices. About 10 block barriers where the radix select takes ~20 and
 // waits four times on warp 0's digit search (11 us a layer at batch 1,
-// 10 % of the step: device run 113). More than kFastRankMax candidates
-// (scores bunched in one bin) take the radix select's passes.
+// 10 % of the step). More than kFastRankMax candidates (scores bunched in
+// one bin) take the radix select's passes.
 constexpr int kFastMaxScores = 8192;
 constexpr int kFastKeysPerThread = kFastMaxScores / kSelectThreads;
 constexpr int kFastDigitShift = 32 - 13;
@@ -464,7 +464,8 @@ __global__ void __launch_bounds__(kSelectThreads)
 }  // namespace
 
 GpuStatus LaunchTopK(const float* scores, int n, int k, int batch, int* kept,
-                     int* kept_n, cudaStream_t stream) {
+                     int* kept_n, cudaStream_t stream,
+                     const LaunchPolicy& policy) {
   const int per_block = (n + kClusterBlocks - 1) / kClusterBlocks;
   if (n > kClusterMinScores && n > k && per_block <= kTopKStagedMax) {
     const size_t smem = sizeof(uint32_t) * per_block;
@@ -472,17 +473,17 @@ GpuStatus LaunchTopK(const float* scores, int n, int k, int batch, int* kept,
     MG_RETURN_IF_ERROR(AllowSharedMemory(ClusterTopKKernel, smem, &allowed));
     return LaunchOverlappedInClusters(
         ClusterTopKKernel, batch * kClusterBlocks, kSelectThreads, smem, stream,
-        kClusterBlocks, scores, n, k, kept, kept_n);
+        policy, kClusterBlocks, scores, n, k, kept, kept_n);
   }
   if (n > kFastMaxScores) {
     return LaunchOverlapped(TopKKernel, batch, kSelectThreads, 0, stream,
-                            scores, n, k, kept, kept_n);
+                            policy, scores, n, k, kept, kept_n);
   }
   const size_t smem = FastTopKSharedBytes(n);
   static std::atomic<size_t> allowed{48 * 1024};
   MG_RETURN_IF_ERROR(AllowSharedMemory(FastTopKKernel, smem, &allowed));
   return LaunchOverlapped(FastTopKKernel, batch, kSelectThreads, smem, stream,
-                          scores, n, k, kept, kept_n);
+                          policy, scores, n, k, kept, kept_n);
 }
 
 }  // namespace moetune::gpu

@@ -333,10 +333,10 @@ TEST_F(LocalClusterWorkersTest, StoppingSignalsOnlyTheWorkersStillRunning) {
                                       FakeLauncher::kFirstPid + 1, SIGTERM)));
 }
 
-// The fault of a sweep whose last worker exits just after another died
-// mid-trial: the sweep was cancelled, and the dead worker's trial stayed
-// LEASED for good (no report would come, and the coordinator stopped before
-// its lease could lapse). It ends CANCELLED, saying whose lease it was.
+// A sweep whose last worker exits just after another died mid-trial: the
+// sweep is cancelled, no report comes for the dead worker's trial, and the
+// coordinator stops before its lease could lapse. The trial ends CANCELLED,
+// saying whose lease it was, rather than staying LEASED for good.
 TEST_F(LocalClusterWorkersTest, ADeadWorkersTrialEndsCancelledWithTheSweep) {
   std::unique_ptr<LocalCluster> cluster = StartTwo();
   ASSERT_NE(cluster, nullptr);

@@ -58,7 +58,7 @@ TEST(TimeAccountTest, OneLineSaysWhereTheTimeWent) {
               ::testing::HasSubstr("on 2 workers:"));
 }
 
-// Results from before check_s and timed_s, or a sweep without an end:
+// Results without check_s and timed_s, or a sweep without an end:
 // nothing is claimed.
 TEST(TimeAccountTest, SaysNothingWithoutRecordedPhases) {
   v1::QueryTrialsResponse trials;

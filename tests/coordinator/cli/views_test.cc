@@ -28,7 +28,8 @@ v1::QueryTrialsResponse OneDoneTrial() {
   return trials;
 }
 
-// What users saw: "0.9%" and "3645.9-3656.0" in CSV cells.
+// CSV cells hold raw numbers: never "0.9%" or "3645.9-3656.0", which are the
+// table's forms.
 TEST(ViewsTest, CsvHasRawNumbersAndTheIntervalInTwoColumns) {
   std::ostringstream csv;
   PrintTrials(csv, OneDoneTrial(), OutputFormat::kCsv);
@@ -53,7 +54,7 @@ TEST(ViewsTest, TrialsNameTheirAttention) {
   *dp = trials.trials(0);
   dp->set_trial_id(2);
   dp->mutable_config()->set_tp(2);
-  dp->mutable_config()->set_attention("dp");
+  dp->mutable_config()->set_attention_split(v1::ATTENTION_DP);
   std::ostringstream csv;
   PrintTrials(csv, trials, OutputFormat::kCsv);
   EXPECT_THAT(csv.str(), StartsWith("trial,sweep,workload_hash,backend,tile,"

@@ -36,7 +36,7 @@ TEST(WinnersFileTest, OneEntryPerBatchSizeKeyedByTheBatch) {
   AddWinner(best, 8, 4096, "fused_gemv")
       ->mutable_best()
       ->mutable_config()
-      ->set_attention("dp");
+      ->set_attention_split(v1::ATTENTION_DP);
   const absl::StatusOr<std::string> json = WinnersJson(best, 0);
   ASSERT_TRUE(json.ok()) << json.status();
   google::protobuf::Struct parsed;

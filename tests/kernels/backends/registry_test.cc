@@ -5,6 +5,8 @@
 
 #include <set>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -14,6 +16,7 @@
 namespace moetune::backends {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr LayerShape kGlm5{6144, 2048, 1};
@@ -41,6 +44,31 @@ TEST(RegistryTest, CpuBackendsHaveAnMoeLayerAndGpuBackendsDoNot) {
         << backend->name;
     EXPECT_EQ(backend->error_bound, backend->is_gpu() ? 2e-2 : 1e-4);
   }
+}
+
+// The trusted GPU path's hosts come from the descriptors alone: GPU
+// backends with kernels, in their trusted_path_order, at least one taking
+// every batch (moetune-kernel-bench takes the first that runs the batch).
+TEST(RegistryTest, TrustedPathHostsAreTheDescriptorsThatSaySo) {
+  std::vector<std::string_view> names;
+  int previous = 0;
+  bool any_batch = false;
+  for (const BackendDescriptor* host : TrustedPathBackends()) {
+    names.push_back(host->name);
+    EXPECT_TRUE(host->is_gpu()) << host->name;
+    EXPECT_TRUE(host->gpu.not_implemented.empty()) << host->name;
+    EXPECT_GT(host->trusted_path_order, previous) << host->name;
+    previous = host->trusted_path_order;
+    any_batch = any_batch || host->max_batch == 0;
+  }
+  EXPECT_THAT(names,
+              ElementsAre("fused_gemv", "grouped_mma", "dequant_cublas"));
+  EXPECT_TRUE(any_batch);
+  int hosts = 0;
+  for (const BackendDescriptor* backend : AllBackends()) {
+    hosts += backend->trusted_path_order > 0 ? 1 : 0;
+  }
+  EXPECT_EQ(hosts, static_cast<int>(names.size()));
 }
 
 // At one token, but for fused_gemv_wgmma, which starts where the router's

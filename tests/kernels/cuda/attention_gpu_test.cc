@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/cuda/moe_gpu.h"
+#include "kernels/cuda/moe/moe_gpu.h"
 #include "tests/kernels/cuda/host_values.h"
 #include "tests/kernels/cuda/step_kernels_runner.h"
 
@@ -206,8 +206,8 @@ TEST(AttentionGpuTest, BlocksOfSeveralTilesMatch) {
   }
 }
 
-// The tiles a split block takes on an H200 (132 SMs), as measured in
-// kernels/cuda/step/PERF.md v31: one below 8 sequences of a TP8 rank's 8
+// The tiles a split block takes on an H200 (132 SMs), as measured
+// (kernels/cuda/step/PERF.md): one below 8 sequences of a TP8 rank's 8
 // heads, two at 8, four at 16, eight at 32; one without the queries' scratch.
 // Host code only: runs without a device.
 TEST(AttentionTilesTest, PicksTheMeasuredTilesForAnH200) {

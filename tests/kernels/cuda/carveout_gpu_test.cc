@@ -1,11 +1,11 @@
-// kernels/cuda/carveout.h FittedCarveout: the carveout asked for holds the
+// kernels/cuda/base/carveout.h FittedCarveout: the carveout asked for holds the
 // blocks a grid needs an SM (at least one, at most the kernel's occupancy)
 // and one percent less would not. Skips without a device.
 #include <algorithm>
 #include <cstdint>
 
 #include "gtest/gtest.h"
-#include "kernels/cuda/moe_gpu.h"
+#include "kernels/cuda/moe/moe_gpu.h"
 #include "tests/kernels/cuda/step_kernels_runner.h"
 
 namespace moetune::gpu::testing {

@@ -1,4 +1,4 @@
-// kernels/cuda/comm_gpu.h: the gang's sums on the GPU. On one device: NCCL
+// kernels/cuda/comm/comm_gpu.h: the gang's sums on the GPU. On one device: NCCL
 // at world 1 through the same set-up a gang uses (an id, the rendezvous, a
 // non-blocking communicator under a deadline), in a stream and in a CUDA
 // graph; the one-shot all-reduce with several ranks on the device (its
@@ -7,7 +7,7 @@
 // reported within the deadline; data-parallel attention's all-gather and
 // reduce-scatter, exact, at world 1 (both kinds) and with two one-shot
 // ranks on the device. GPU cases skip without a device.
-#include "kernels/cuda/comm_gpu.h"
+#include "kernels/cuda/comm/comm_gpu.h"
 
 #include <barrier>
 #include <memory>
@@ -135,9 +135,9 @@ void TimeOnEveryRank(std::vector<std::unique_ptr<GangComm>>& gang,
 
 // Two ranks as threads of this process on one device. CUDA does not promise
 // that kernels of two streams run at once, and a one-shot kernel spins for
-// its peers: at four ranks in one process they were seen to starve (device
-// runs 25-26), so four ranks are checked as processes (step_gang_gpu_test),
-// as the product's gangs run.
+// its peers: at four ranks in one process they can starve, so four ranks
+// are checked as processes, as the product's gangs run
+// (step_gang_gpu_test).
 TEST(CommGpuTest, OneShotRanksOnOneDeviceAgreeOverManyCallsAndReplays) {
   SKIP_WITHOUT_GPU();
   for (int world : {2}) {

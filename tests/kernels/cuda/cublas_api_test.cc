@@ -1,13 +1,13 @@
-// kernels/cuda/cublas_api.h: cuBLAS loaded on first use. Runs without a GPU
-// (the toolkit's library is on every machine that builds the CUDA code):
+// kernels/cuda/base/cublas_api.h: cuBLAS loaded on first use. Runs without a
+// GPU (the toolkit's library is on every machine that builds the CUDA code):
 // the library loads, its entry points resolve and answer; a handle only
 // where there is a device.
-#include "kernels/cuda/cublas_api.h"
+#include "kernels/cuda/base/cublas_api.h"
 
 #include <string>
 
 #include "gtest/gtest.h"
-#include "kernels/cuda/moe_gpu.h"
+#include "kernels/cuda/moe/moe_gpu.h"
 
 namespace moetune::gpu {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/cuda/moe_gpu.h"
+#include "kernels/cuda/moe/moe_gpu.h"
 #include "tests/kernels/cuda/host_values.h"
 #include "tests/kernels/cuda/step_kernels_runner.h"
 
@@ -98,7 +98,7 @@ void ExpectMatches(const Case& c, double bound = 2e-7) {
 
 // The wgmma GEMV's bound (LaunchGemvBf16 gives it batches WgmmaMinBatch()
 // to 32): wgmma sums 32 K of products in the tensor cores before each float
-// add, truncating below the largest (device run 94: 2.55e-7 worst of 1.1 M
+// add, truncating below the largest (measured: 2.55e-7 worst of 1.1 M
 // outputs at k = 512, 7.5e-8 at k = 6144; mma.sync's 16-K steps 5e-8).
 constexpr double kWgmmaBound = 4e-7;
 double BoundFor(int batch) {

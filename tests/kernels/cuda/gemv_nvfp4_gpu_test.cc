@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/cuda/moe_gpu.h"
+#include "kernels/cuda/moe/moe_gpu.h"
 #include "kernels/model/nvfp4_format.h"
 #include "tests/kernels/cuda/host_values.h"
 #include "tests/kernels/cuda/step_kernels_runner.h"
@@ -66,8 +66,8 @@ void Expected(const GemvShape& s, const Nvfp4Data& d, int r, int b,
 // Runs the GEMV and checks every output to 5e-7 of its products' magnitude:
 // the CUDA-core kernel's float sums reach 1.2e-7 on 512-K rows, the tensor
 // cores' (which truncate each 16-K group's products below the largest)
-// 3.8e-7 (device run 64; gemv_nvfp4_mma.cu), far inside what the step's
-// checks tolerate (a 1e-6 perturbation passes them, run 55).
+// 3.8e-7 (gemv_nvfp4_mma.cu), far inside what the step's checks tolerate
+// (a 1e-6 perturbation passes them).
 void ExpectMatches(const GemvShape& s, int w_rows, int64_t x_len) {
   SCOPED_TRACE(::testing::Message()
                << "rows " << s.rows << " k " << s.k << " batch " << s.batch);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/cuda/moe_gpu.h"
+#include "kernels/cuda/moe/moe_gpu.h"
 #include "kernels/model/nvfp4_format.h"
 #include "tests/kernels/cuda/host_values.h"
 #include "tests/kernels/cuda/step_kernels_runner.h"

@@ -1,8 +1,8 @@
-// kernels/cuda/moe_gpu.h: every backend, tile and graph mode against the
+// kernels/cuda/moe/moe_gpu.h: every backend, tile and graph mode against the
 // trusted GPU path on small dims; the trusted path against a CPU evaluation
 // in double; sharding, statuses, bytes. GPU cases skip without a device; the
 // validation and no-device cases run anywhere.
-#include "kernels/cuda/moe_gpu.h"
+#include "kernels/cuda/moe/moe_gpu.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,7 +16,8 @@
 #include "gtest/gtest.h"
 #include "kernels/backends/registry.h"
 #include "kernels/cuda/bench/cpu_check.h"
-#include "kernels/cuda/chain_budget.h"
+#include "kernels/cuda/comm/comm_gpu.h"
+#include "kernels/cuda/moe/chain_budget.h"
 #include "kernels/model/weight_gen.h"
 
 namespace moetune::gpu {

@@ -28,9 +28,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/cuda/comm_gpu.h"
-#include "kernels/cuda/step_gpu.h"
-#include "kernels/cuda/step_problem.h"
+#include "kernels/cuda/comm/comm_gpu.h"
+#include "kernels/cuda/step/step_gpu.h"
+#include "kernels/cuda/step/step_problem.h"
 #include "kernels/reference/decode_step.h"
 
 extern char** environ;
@@ -289,7 +289,7 @@ TEST(StepGangGpuTest, AWorldOneNcclGangRunsTheSameStep) {
   StepRunOptions o;
   // A backend that combines the experts in a fixed order: with fused_gemv's
   // float atomics two runs of one step differ in the last bits, and where
-  // that tips an indexer or router near-tie, by more (1.4e-4, device run 56).
+  // that tips an indexer or router near-tie, by more (1.4e-4).
   o.backend = "grouped_mma";
   o.cuda_graph = true;
   o.warmup = 1;

@@ -1,6 +1,6 @@
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/carveout.h"
+#include "kernels/cuda/base/carveout.h"
 #include "kernels/cuda/step/gemv.cuh"
 #include "kernels/cuda/step/gemv_mma.cuh"
 #include "kernels/cuda/step/gemv_nvfp4_mma.cuh"
@@ -88,7 +88,7 @@ std::string RunIndexerScores(const ScoresShape& shape,
   if (!s.q || !s.w || !s.keys || !s.new_key || !s.scores) {
     return "cudaMalloc failed";
   }
-  const GpuStatus launched = LaunchIndexerScores(s, nullptr);
+  const GpuStatus launched = LaunchIndexerScores(s, nullptr, LaunchPolicy{});
   if (!launched.ok()) return launched.message;
   if (cudaDeviceSynchronize() != cudaSuccess) return "the scores failed";
   scores->resize(n);
@@ -104,8 +104,8 @@ std::string RunTopK(const std::vector<float>& scores, int n, int k, int batch,
   int* d_kept = buffers.Alloc<int>(static_cast<size_t>(batch) * k);
   int* d_kept_n = buffers.Alloc<int>(batch);
   if (!d_scores || !d_kept || !d_kept_n) return "cudaMalloc failed";
-  const GpuStatus launched =
-      LaunchTopK(d_scores, n, k, batch, d_kept, d_kept_n, nullptr);
+  const GpuStatus launched = LaunchTopK(d_scores, n, k, batch, d_kept, d_kept_n,
+                                        nullptr, LaunchPolicy{});
   if (!launched.ok()) return launched.message;
   if (cudaDeviceSynchronize() != cudaSuccess) return "the top-k failed";
   std::vector<int> all(static_cast<size_t>(batch) * k), counts(batch);
@@ -180,7 +180,7 @@ std::string RunSparseAttention(const AttentionShape& shape,
     if (!a.query_frags || !a.fresh_dots) return "cudaMalloc failed";
   }
   const GpuStatus launched =
-      LaunchSparseAttention(a, SmCountOf(shape), nullptr);
+      LaunchSparseAttention(a, SmCountOf(shape), nullptr, LaunchPolicy{});
   if (!launched.ok()) return launched.message;
   if (cudaDeviceSynchronize() != cudaSuccess) return "the attention failed";
   out_lat->resize(out_n);
@@ -241,8 +241,9 @@ std::string RunGemvBf16(const GemvShape& shape, const std::vector<uint16_t>& w,
   if (shape.force_wgmma && !GemvBf16WgmmaFits(g)) {
     return "the wgmma GEMV does not take the shape";
   }
-  const GpuStatus launched = shape.force_wgmma ? LaunchGemvBf16Wgmma(g, nullptr)
-                                               : LaunchGemvBf16(g, nullptr);
+  const GpuStatus launched =
+      shape.force_wgmma ? LaunchGemvBf16Wgmma(g, nullptr, LaunchPolicy{})
+                        : LaunchGemvBf16(g, nullptr, LaunchPolicy{});
   if (!launched.ok()) return launched.message;
   if (cudaDeviceSynchronize() != cudaSuccess) return "the GEMV failed";
   y->clear();
@@ -280,7 +281,7 @@ std::string RunGemvNvfp4(const GemvShape& shape,
         Nvfp4GemvInputParts(shape.batch, int64_t{groups} * shape.k));
     if (!g.x_parts) return "cudaMalloc failed";
   }
-  const GpuStatus launched = LaunchGemvNvfp4(g, nullptr);
+  const GpuStatus launched = LaunchGemvNvfp4(g, nullptr, LaunchPolicy{});
   if (!launched.ok()) return launched.message;
   if (cudaDeviceSynchronize() != cudaSuccess) return "the GEMV failed";
   y->resize(n);
@@ -314,7 +315,7 @@ std::string RunAbsorbQuery(const AbsorbShape& shape,
   a.q_stride = int64_t{shape.heads} * shape.q_head;
   a.q_lat = dl;
   a.batch = shape.batch;
-  const GpuStatus launched = LaunchAbsorbQuery(a, nullptr);
+  const GpuStatus launched = LaunchAbsorbQuery(a, nullptr, LaunchPolicy{});
   if (!launched.ok()) return launched.message;
   if (cudaDeviceSynchronize() != cudaSuccess) return "the absorption failed";
   q_lat->resize(out);

@@ -1,7 +1,7 @@
-// The E4M3 variant of the tiled layout (kernels/cuda/tiled_e4m3.h) on the
+// The E4M3 variant of the tiled layout (kernels/cuda/moe/tiled_e4m3.h) on the
 // CPU: every bit used once, codes read back, and the decoded bytes, read as
 // FP8 E4M3, equal E2M1 * 2^-6 in their place and zero everywhere else.
-#include "kernels/cuda/tiled_e4m3.h"
+#include "kernels/cuda/moe/tiled_e4m3.h"
 
 #include <cmath>
 #include <cstdint>

@@ -1,14 +1,15 @@
-// The tiled NVFP4 layout and its bit-trick decode (kernels/cuda/tiled_nvfp4.h)
-// on the CPU: every bit used once, the fp16 patterns equal E2M1 * 2^-14, and
-// an emulation of mma.m16n8k16's fragment ownership gives the plain dot
-// product, i.e. the A (weights) and B (activations) k orders agree.
+// The tiled NVFP4 layout and its bit-trick decode
+// (kernels/cuda/moe/tiled_nvfp4.h) on the CPU: every bit used once, the fp16
+// patterns equal E2M1 * 2^-14, and an emulation of mma.m16n8k16's fragment
+// ownership gives the plain dot product, i.e. the A (weights) and B
+// (activations) k orders agree.
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/cuda/tiled_nvfp4.h"
+#include "kernels/cuda/moe/tiled_nvfp4.h"
 #include "kernels/model/nvfp4_format.h"
 
 namespace moetune::gpu::tiled {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/cuda/moe_gpu.h"
+#include "kernels/cuda/moe/moe_gpu.h"
 #include "kernels/reference/attention.h"
 #include "tests/kernels/cuda/host_values.h"
 #include "tests/kernels/cuda/step_kernels_runner.h"

@@ -195,8 +195,8 @@ TEST(SummarizeTest, TiedCountsTakeTheLargerCount) {
 }
 
 // A bench times one graph a configuration; batch 1 and batch 2 steps have
-// the same kernel count, and a pooled table averaged the two (device run
-// 123). Each replayed graph is summarised apart, in order of its first
+// the same kernel count, so a table pooled by kernel count would average
+// the two. Each replayed graph is summarised apart, in order of its first
 // launch; a graph launched once (a checked step) is not a replay.
 TEST(SummarizeTest, GraphsOfTheSameKernelCountApart) {
   std::vector<KernelSpan> spans;

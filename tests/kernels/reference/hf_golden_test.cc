@@ -3,7 +3,7 @@
 // from the reference's own weights and caches): per case, the logits, every
 // layer's output and MLP output within a relative L2 of 1e-5 (float32), the
 // same argmax, and the same indexer kept sets up to ties. Where
-// transformers broke an indexer tie the other way (torch.topk leaves tied
+// transformers breaks an indexer tie the other way (torch.topk leaves tied
 // order unspecified; the reference keeps the lower index), the reference is
 // re-run attending to transformers' kept set, so the numbers are compared on
 // the same tokens. No torch needed.

@@ -49,9 +49,8 @@ double RelL2(const std::vector<float>& got, const std::vector<float>& want) {
   return std::sqrt(diff / norm);
 }
 
-// The logits' bytes before the formats existed (this file's hashes were
-// taken from the reference at the commit before them, built as the tests
-// are): the default map and BF16 cache must not move a bit.
+// The default map and BF16 cache must not move a bit: these hashes are the
+// logits' bytes of the reference without formats (built as the tests are).
 TEST(StepFormatsTest, DefaultMapIsTheStepOfBeforeBitForBit) {
   StepSpec spec = TinySpec();
   const auto step = DecodeStep(spec, nullptr);
