@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "common/text_bounds.h"
 #include "coordinator/identity.h"
 #include "coordinator/trial_log.h"
 #include "tuner/search.h"
@@ -78,6 +79,7 @@ Scheduler::ExistingSubmit(const std::string& request_id) {
 
 absl::StatusOr<v1::SubmitSweepResponse> Scheduler::Submit(
     const v1::SweepSpec& spec, const std::string& request_id) {
+  RETURN_IF_ERROR(CheckPrintable(request_id, "request_id", kMaxNameBytes));
   // A retried submit gets the sweep its first attempt created.
   ASSIGN_OR_RETURN(std::optional<v1::SubmitSweepResponse> existing,
                    ExistingSubmit(request_id));
@@ -119,6 +121,9 @@ absl::StatusOr<v1::RegisterWorkerResponse> Scheduler::RegisterWorker(
   if (request.name().empty()) {
     return absl::InvalidArgumentError("name: must not be empty (host:device)");
   }
+  RETURN_IF_ERROR(CheckPrintable(request.name(), "name", kMaxNameBytes));
+  RETURN_IF_ERROR(CheckPrintable(request.probe().device().host_id(),
+                                 "probe.device.host_id", kMaxNameBytes));
   const Registration registration =
       registry_->Register(request.name(), request.probe());
   bandwidths_.Note(request.probe());
@@ -179,11 +184,16 @@ bool Scheduler::DueForExpiry() {
          last_expiry_ms_.compare_exchange_strong(last, now);
 }
 
-v1::HeartbeatResponse Scheduler::Heartbeat(
+absl::StatusOr<v1::HeartbeatResponse> Scheduler::Heartbeat(
     const v1::HeartbeatRequest& request) {
   v1::HeartbeatResponse response;
   response.set_known(registry_->Heartbeat(request.worker_id(), request.token(),
                                           request.current_trial_id()));
+  if (!response.known() && registry_->Get(request.worker_id()).has_value()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("worker_id/token: '", request.worker_id(),
+                     "' is registered with another token"));
+  }
   if (response.known() && DueForTouch(request.worker_id())) {
     (void)store_->TouchWorker(request.worker_id(), clock_->NowUnixMs());
   }

@@ -52,7 +52,10 @@ class Scheduler {
       const v1::SweepSpec& spec, const std::string& request_id = "");
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
       const v1::RegisterWorkerRequest& request);
-  v1::HeartbeatResponse Heartbeat(const v1::HeartbeatRequest& request);
+  // known=false for an id this coordinator does not hold (the worker
+  // registers again); UNAUTHENTICATED for a held id with the wrong token.
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(
+      const v1::HeartbeatRequest& request);
   // A granted trial, or none now (nothing this worker can run).
   // UNAUTHENTICATED unless the token is the registration's.
   absl::StatusOr<v1::AcquireTrialResponse> Acquire(const std::string& worker_id,

@@ -149,6 +149,8 @@ absl::Status CoordinatorServer::ListenHttp(const ServerOptions& options) {
   http_options.web_root = options.http.web_root;
   http_options.tls_cert_file = options.tls.cert_file;
   http_options.tls_key_file = options.tls.key_file;
+  http_options.max_streams = options.http.max_streams;
+  http_options.stream_ping = options.http.stream_ping;
   ASSIGN_OR_RETURN(http_server_,
                    http::HttpServer::Start(http_options, gateway_.get(),
                                            metrics_.get(), &auth_));

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/clock.h"
 #include "coordinator/auth.h"
 #include "coordinator/http/api_gateway.h"
@@ -47,6 +48,8 @@ struct HttpOptions {
   std::filesystem::path web_root;  // the page's files; "" = no page
   // SubmitSweep and CancelSweep over HTTP (still behind the write role).
   bool allow_writes = false;
+  int max_streams = 64;  // WatchSweep event streams at once (http_server.h)
+  absl::Duration stream_ping = absl::Seconds(5);  // keep-alive on a stream
 };
 
 struct ServerOptions {

@@ -209,8 +209,7 @@ grpc::Status WorkerControlService::Heartbeat(
       !allowed.ok()) {
     return ToGrpc(allowed);
   }
-  *response = scheduler_->Heartbeat(*request);
-  return grpc::Status::OK;
+  return Answer(scheduler_->Heartbeat(*request), response);
 }
 
 grpc::Status WorkerControlService::AcquireTrial(

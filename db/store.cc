@@ -55,6 +55,30 @@ absl::Status CheckLocation(const std::string& path, bool writer) {
   return absl::OkStatus();
 }
 
+// A file of another application is refused, not migrated beside its
+// tables: at schema version 0 it must hold no table yet, and from version 1
+// on it must hold moetune's sweeps and trials.
+absl::Status CheckOwnSchema(Connection& conn, const std::string& path,
+                            int version) {
+  ASSIGN_OR_RETURN(
+      const std::string tables,
+      conn.QueryText("SELECT COALESCE(group_concat(name, ', '), '') FROM "
+                     "(SELECT name FROM sqlite_master WHERE type = 'table' "
+                     "AND name NOT LIKE 'sqlite_%' ORDER BY name)"));
+  if (version == 0 && tables.empty()) return absl::OkStatus();
+  if (version > 0) {
+    ASSIGN_OR_RETURN(const int64_t own,
+                     conn.QueryInt64("SELECT count(*) FROM sqlite_master "
+                                     "WHERE type = 'table' AND name IN "
+                                     "('sweeps', 'trials')"));
+    if (own == 2) return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "db: cannot open '", path, "': not a moetune database (schema version ",
+      version, ", tables: ", tables.empty() ? "none" : tables,
+      "); left as it is"));
+}
+
 // Reads the schema version without writing: refuses a file that is not a
 // database, a schema newer than this build, and (for a writer) a database
 // SQLite could only open read-only.
@@ -70,6 +94,7 @@ absl::StatusOr<int> CheckReadable(Connection& conn, const std::string& path,
                                                   "); left as it is")));
   }
   ASSIGN_OR_RETURN(const int version, ReadUserVersion(conn));
+  RETURN_IF_ERROR(CheckOwnSchema(conn, path, version));
   if (version > LatestMigrationVersion()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "db: cannot open '", path, "': its schema is version ", version,
@@ -88,9 +113,8 @@ absl::StatusOr<int> CheckReadable(Connection& conn, const std::string& path,
 
 // Pragmas are per connection and must be set outside a transaction.
 absl::Status Configure(Connection& conn) {
-  // First, so that switching to WAL waits for other users of the file.
-  RETURN_IF_ERROR(
-      conn.Exec(absl::StrCat("PRAGMA busy_timeout = ", kBusyTimeoutMs)));
+  // The busy timeout is already set (Open), so that switching to WAL waits
+  // for other users of the file.
   ASSIGN_OR_RETURN(const std::string mode,
                    conn.QueryText("PRAGMA journal_mode = WAL"));
   // An in-memory database has no journal file and reports "memory".
@@ -127,6 +151,10 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
     conn = Connection::OpenImmutable(path);
   }
   if (!conn.ok()) return Refuse(path, conn.status());
+  // First: a file another process is recovering or holding (a crashed
+  // writer's WAL, a reader mid-transaction) is waited for, not refused.
+  RETURN_IF_ERROR(
+      conn->Exec(absl::StrCat("PRAGMA busy_timeout = ", kBusyTimeoutMs)));
   // Read before anything is written: not a database, a newer schema and a
   // read-only file are refused with the file as it was.
   absl::StatusOr<int> version = CheckReadable(*conn, path, options.writer);

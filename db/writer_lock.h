@@ -1,8 +1,13 @@
 // WriterLock: the database has one writer. The coordinator that opens a
-// database file for writing holds an exclusive flock on "<db>.lock" for its
-// whole life, and writes who it is into that file, so that a second
-// coordinator on the same file is refused with the owner's identity instead
-// of racing the first. The lock goes with the process (a crash releases it).
+// database file for writing holds an exclusive flock on the database file
+// itself for its whole life, so that the lock follows the file (its device
+// and inode), not the name: a second coordinator reaching the same file
+// through a symlink or a hard link is refused like one on the same path.
+// SQLite's own locks are POSIX record locks, which Linux keeps apart from
+// flock. Who holds the lock is written to "<db>.lock" beside the name it was
+// taken by, once the lock is held, and removed when it is released; a refused
+// process writes nothing. The lock goes with the process (a crash releases
+// it, leaving only the stale "<db>.lock", which the next holder overwrites).
 // Not thread-safe; owned by the Store.
 #pragma once
 
@@ -14,9 +19,10 @@ namespace moetune::db {
 
 class WriterLock {
  public:
-  // Takes the lock of the database at `db_path` and records `owner` in it.
-  // FAILED_PRECONDITION naming the holder when another process has it;
-  // FAILED_PRECONDITION for a read-only file system; INTERNAL otherwise.
+  // Takes the lock of the database at `db_path` (creating the file, empty,
+  // when there is none) and records `owner` beside it. FAILED_PRECONDITION
+  // naming the holder when another process has it; FAILED_PRECONDITION for
+  // a read-only file or file system; INTERNAL otherwise.
   static absl::StatusOr<WriterLock> Acquire(const std::string& db_path,
                                             const std::string& owner);
   WriterLock(WriterLock&& other) noexcept;
@@ -29,12 +35,20 @@ class WriterLock {
   absl::Status SetOwner(const std::string& owner);
 
  private:
-  explicit WriterLock(int fd) : fd_(fd) {}
-  int fd_ = -1;
+  WriterLock(int fd, std::string owner_path)
+      : fd_(fd), owner_path_(std::move(owner_path)) {}
+  void Release();
+
+  int fd_ = -1;             // the database file, flocked
+  std::string owner_path_;  // "<db>.lock"
 };
 
 // Who is asking: "pid 123 on host h, since 2026-12-01T10:00:00Z" plus
 // `what` when given.
 std::string DescribeThisProcess(const std::string& what);
+
+// The pid holding an exclusive flock on the file of `fd` (from /proc/locks),
+// or 0 when none is listed.
+int FlockHolderPid(int fd);
 
 }  // namespace moetune::db

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "common/legacy_spelling.h"
 #include "common/status_macros.h"
+#include "common/text_bounds.h"
 #include "kernels/backends/limits.h"
 #include "kernels/backends/registry.h"
 #include "kernels/backends/tile_shape.h"
@@ -574,6 +575,9 @@ absl::Status CheckMeasurement(const v1::Measurement& m) {
 }  // namespace
 
 absl::Status ValidateSweepSpec(const v1::SweepSpec& spec) {
+  // Bounded, printable text first: a name of megabytes or with terminal
+  // escapes is refused before anything else reads it.
+  RETURN_IF_ERROR(CheckMessageText(spec, ""));
   RETURN_IF_ERROR(CheckWorkload(spec));
   RETURN_IF_ERROR(CheckSpace(spec.space(), spec.workload().region()));
   RETURN_IF_ERROR(CheckStrategy(spec.strategy()));

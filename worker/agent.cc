@@ -79,6 +79,7 @@ absl::Status WorkerAgent::Register() {
     request.set_previous_worker_id(worker_id_);
     request.set_previous_token(token_);
   }
+  auto next_warning = std::chrono::steady_clock::now();
   while (!stop_) {
     v1::RegisterWorkerResponse response;
     auto context = ContextWithDeadline(5000);
@@ -98,6 +99,15 @@ absl::Status WorkerAgent::Register() {
     if (std::chrono::steady_clock::now() > give_up) {
       return absl::UnavailableError("coordinator unreachable: " +
                                     status.error_message());
+    }
+    // Said at once and then every 10 s, so that a refused TLS handshake or
+    // a wrong address is visible while the worker keeps trying.
+    if (std::chrono::steady_clock::now() >= next_warning) {
+      LogWarning("cannot register with the coordinator at ",
+                 options_.coordinator_address, ": ", status.error_message(),
+                 "; retrying until the registration timeout");
+      next_warning =
+          std::chrono::steady_clock::now() + std::chrono::seconds(10);
     }
     SleepUnlessStopped(250);
   }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/strict_json.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -18,6 +19,10 @@ absl::StatusOr<v1::SweepSpec> ParseSweepSpec(const std::string& text,
       return absl::InvalidArgumentError("not a valid text-format SweepSpec");
     }
     return spec;
+  }
+  if (absl::Status strict = CheckStrictJson(text); !strict.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a valid JSON SweepSpec: ", strict.message()));
   }
   const auto status = google::protobuf::util::JsonStringToMessage(text, &spec);
   if (!status.ok()) {

@@ -25,6 +25,7 @@
 #include "coordinator/cli/spec_file.h"
 #include "coordinator/cli/time_account.h"
 #include "coordinator/cli/views.h"
+#include "tuner/sweep_plan.h"
 
 namespace moetune::cli {
 namespace {
@@ -104,6 +105,32 @@ Watched WatchToEnd(Session& session, int64_t sweep_id) {
   if (status.ok()) return {WatchEnd::kEnded, absl::OkStatus()};
   if (!workers.ok()) return {WatchEnd::kWorkersGone, workers};
   return {WatchEnd::kFailed, FromGrpc(status)};
+}
+
+// A remote coordinator that went away (a restart) resumes its sweeps: the
+// watch is taken up again, once a second, for up to kReconnectS, with a note
+// when the coordinator is lost. The embedded one is this
+// process's own, so its loss is final.
+constexpr int kReconnectS = 120;
+
+Watched FollowToEnd(Session& session, int64_t sweep_id) {
+  Watched watched = WatchToEnd(session, sweep_id);
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(kReconnectS);
+  bool lost = false;
+  while (session.cluster == nullptr && watched.end == WatchEnd::kFailed &&
+         absl::IsUnavailable(watched.status) && !g_interrupted &&
+         std::chrono::steady_clock::now() < give_up) {
+    if (!lost) {
+      std::cerr << "moetune: lost the coordinator (" << watched.status.message()
+                << "); following sweep " << sweep_id << " again when it is back"
+                << std::endl;
+      lost = true;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    watched = WatchToEnd(session, sweep_id);
+  }
+  return watched;
 }
 
 // Cancels the sweep as `moetune cancel` does: queued trials at once, the
@@ -228,7 +255,7 @@ int SubmitAndWatch(Session& session, const v1::SweepSpec& spec,
   std::cerr << "moetune: sweep " << submitted->sweep_id() << ": "
             << submitted->trial_count() << " trials" << std::endl;
   const int64_t sweep_id = submitted->sweep_id();
-  const Watched watched = WatchToEnd(session, sweep_id);
+  const Watched watched = FollowToEnd(session, sweep_id);
   switch (watched.end) {
     case WatchEnd::kInterrupted:
       return Interrupted(session, sweep_id);
@@ -276,6 +303,15 @@ int CmdSweep(const CommandOptions& options) {
   }
   absl::StatusOr<v1::SweepSpec> spec = LoadSweepSpec(options.spec_path);
   if (!spec.ok()) return Fail(spec.status());
+  // Embedded, the spec is checked as the coordinator will check it before
+  // anything starts: a rejected spec creates no database and no worker logs.
+  if (options.coordinator.empty()) {
+    if (absl::StatusOr<std::shared_ptr<const tuner::SweepPlan>> plan =
+            tuner::SweepPlan::Create(*spec);
+        !plan.ok()) {
+      return Fail(plan.status());
+    }
+  }
   signal(SIGINT, OnInterrupt);
   signal(SIGTERM, OnInterrupt);
   absl::StatusOr<Session> session = Open(options, Access::kWriteWithWorkers);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
+#include "common/text_bounds.h"
 
 namespace moetune::cli {
 namespace {
@@ -86,12 +87,18 @@ const char* FormatName(OutputFormat format) {
 }
 
 void Table::Print(std::ostream& out, OutputFormat format) const {
-  if (format == OutputFormat::kMarkdown) {
-    PrintMarkdown(out, *this);
-    return;
-  }
-  if (format != OutputFormat::kCsv) {
-    PrintAligned(out, *this);
+  if (format == OutputFormat::kMarkdown || format != OutputFormat::kCsv) {
+    // For a terminal or a report: text stored before names were bounded
+    // (control characters, bidirectional overrides) is shown escaped.
+    Table shown = *this;
+    for (auto& row : shown.rows) {
+      for (std::string& cell : row) cell = EscapeForTerminal(cell);
+    }
+    if (format == OutputFormat::kMarkdown) {
+      PrintMarkdown(out, shown);
+    } else {
+      PrintAligned(out, shown);
+    }
     return;
   }
   const auto csv_row = [](const std::vector<std::string>& row) {

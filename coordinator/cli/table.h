@@ -2,13 +2,12 @@
 // output prints the API's messages instead). Plain value type.
 #pragma once
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
 
 namespace moetune::cli {
-
-#include <cstdint>
 
 // kMarkdown: `moetune compare` only (a report a CI job attaches).
 enum class OutputFormat { kTable, kCsv, kJson, kMarkdown };

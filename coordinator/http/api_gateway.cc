@@ -1,8 +1,10 @@
 #include "coordinator/http/api_gateway.h"
 
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "coordinator/http/grpc_code_name.h"
 #include "coordinator/http/json_codec.h"
 
@@ -123,10 +125,11 @@ HttpReply ApiGateway::Call(absl::string_view method, const QueryParams& params,
   return it->second.call(*stub_, &context, params, body);
 }
 
-HttpReply ApiGateway::Watch(
-    const QueryParams& params, absl::string_view body,
-    absl::string_view authorization,
-    const std::function<bool(const std::string&)>& emit) const {
+HttpReply ApiGateway::Watch(const QueryParams& params, absl::string_view body,
+                            absl::string_view authorization,
+                            const std::function<bool(const std::string&)>& emit,
+                            const std::function<bool()>& ping,
+                            absl::Duration ping_interval) const {
   v1::WatchSweepRequest request;
   if (absl::Status filled = FillRequest(params, body, &request); !filled.ok()) {
     return FromStatus(filled);
@@ -135,13 +138,30 @@ HttpReply ApiGateway::Watch(
   PassAuthorization(authorization, &context);
   std::unique_ptr<grpc::ClientReader<v1::SweepEvent>> reader =
       stub_->WatchSweep(&context, request);
+  absl::Mutex mu;  // one writer to the client at a time
+  bool ended = false;
+  std::thread keep_alive([&] {
+    absl::MutexLock lock(&mu);
+    while (!mu.AwaitWithTimeout(absl::Condition(&ended), ping_interval)) {
+      if (!ping()) {
+        context.TryCancel();  // the client left: end the read below
+        return;
+      }
+    }
+  });
   v1::SweepEvent event;
   while (reader->Read(&event)) {
+    absl::MutexLock lock(&mu);
     if (!emit(ToJson(event))) {
       context.TryCancel();
       break;
     }
   }
+  {
+    absl::MutexLock lock(&mu);
+    ended = true;
+  }
+  keep_alive.join();
   const grpc::Status status = reader->Finish();
   if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
     return ErrorReply(status.error_code(), status.error_message());

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "coordinator/http/json_codec.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/moetune.grpc.pb.h"
@@ -42,13 +43,18 @@ class ApiGateway {
   HttpReply Call(absl::string_view method, const QueryParams& params,
                  absl::string_view body, absl::string_view authorization) const;
 
-  // WatchSweep: `emit` gets each event as JSON until the stream ends, the
-  // client goes away (emit returns false). The
-  // returned reply is the error that refused the watch, or 200 when it
-  // ended normally.
+  // WatchSweep: `emit` gets each event as JSON until the stream ends or the
+  // client goes away (emit or ping returns false). Between events `ping` is
+  // called every `ping_interval` (it writes a keep-alive the client
+  // ignores), so that a client that left a quiet sweep is noticed and its
+  // stream ended within one interval, not when the sweep ends. `emit` and
+  // `ping` are never called at once. The returned reply is the error that
+  // refused the watch, or 200 when it ended normally.
   HttpReply Watch(const QueryParams& params, absl::string_view body,
                   absl::string_view authorization,
-                  const std::function<bool(const std::string&)>& emit) const;
+                  const std::function<bool(const std::string&)>& emit,
+                  const std::function<bool()>& ping,
+                  absl::Duration ping_interval) const;
 
   bool allow_writes() const { return allow_writes_; }
 

@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -118,6 +119,17 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   server->metrics_ = metrics;
   server->auth_ = auth;
   ASSIGN_OR_RETURN(server->server_, MakeServer(options));
+  server->max_streams_ = std::max(1, options.max_streams);
+  server->stream_ping_ = options.stream_ping;
+  // A thread a connection, up to every stream plus kRequestThreads: streams
+  // beyond their cap are refused before they hold a thread for long.
+  // One request a connection: an idle kept-alive connection would hold one
+  // of the request threads for its whole timeout.
+  server->server_->set_keep_alive_max_count(1);
+  server->server_->new_task_queue = [n = server->max_streams_ +
+                                         kRequestThreads] {
+    return new httplib::ThreadPool(n);
+  };
   // Requests are small JSON documents: a larger body is refused (413)
   // before it is read into memory.
   server->server_->set_payload_max_length(kMaxBodyBytes);
@@ -156,7 +168,32 @@ void HttpServer::Route(const HttpServerOptions& options) {
   };
   const std::string pattern = absl::StrCat(kApiPrefix, "([A-Za-z]+)");
   server_->Get(pattern, api);
-  server_->Post(pattern, api);
+  // The body is read here, a piece at a time: a body over kMaxBodyBytes is
+  // refused (413) once it passes the limit, chunked or not, never held whole.
+  server_->Post(pattern, [api](const httplib::Request& req,
+                               httplib::Response& res,
+                               const httplib::ContentReader& content) {
+    httplib::Request with_body = req;
+    uint64_t declared = 0;
+    (void)absl::SimpleAtoi(req.get_header_value("Content-Length"), &declared);
+    // A declared length over the limit: the library skips the body unread.
+    bool too_large = declared > kMaxBodyBytes;
+    const bool read = content([&](const char* data, size_t length) {
+      too_large = with_body.body.size() + length > kMaxBodyBytes;
+      if (!too_large) with_body.body.append(data, length);
+      return !too_large;
+    });
+    if (too_large || !read) {
+      res.set_header("Connection", "close");
+      res.status = too_large ? 413 : 400;
+      res.set_content(too_large ? absl::StrCat("request body over ",
+                                               kMaxBodyBytes, " bytes\n")
+                                : "the request body could not be read\n",
+                      "text/plain");
+      return;
+    }
+    api(with_body, res);
+  });
   if (!options.web_root.empty()) {
     server_->Get(".*", [root = options.web_root](const httplib::Request& req,
                                                  httplib::Response& res) {
@@ -192,25 +229,37 @@ void HttpServer::StreamWatch(const httplib::Request& req,
   const HttpReply check =
       gateway_->Call("GetSweep", ParamsOf(req), req.body, authorization);
   if (check.status != 200) return Send(check, res);
+  if (open_streams_->fetch_add(1) >= max_streams_) {
+    open_streams_->fetch_sub(1);
+    res.set_header("Connection", "close");
+    return Send(ErrorReply(grpc::StatusCode::UNAVAILABLE,
+                           absl::StrCat("too many open event streams (",
+                                        max_streams_, "); try again later")),
+                res);
+  }
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
       [gateway = gateway_, params = ParamsOf(req), body = req.body,
-       authorization, stopping = stopping_](size_t, httplib::DataSink& sink) {
+       authorization, stopping = stopping_,
+       ping = stream_ping_](size_t, httplib::DataSink& sink) {
         const auto emit = [&](const std::string& text) {
           return !*stopping && sink.is_writable() &&
                  sink.write(text.data(), text.size());
         };
         const HttpReply end = gateway->Watch(
-            params, body, authorization, [&](const std::string& json) {
+            params, body, authorization,
+            [&](const std::string& json) {
               return emit(absl::StrCat("data: ", json, "\n\n"));
-            });
+            },
+            [&] { return emit(": keep-alive\n\n"); }, ping);
         if (end.status != 200) {
           emit(absl::StrCat("event: error\ndata: ", end.body, "\n\n"));
         }
         sink.done();
         return true;
-      });
+      },
+      [open = open_streams_](bool) { open->fetch_sub(1); });
 }
 
 void HttpServer::Stop() {

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "coordinator/auth.h"
 #include "coordinator/http/api_gateway.h"
 #include "coordinator/http/metrics.h"
@@ -36,6 +37,14 @@ struct HttpServerOptions {
   std::filesystem::path web_root;  // "" = no page, API and metrics only
   std::string tls_cert_file;       // both or neither: HTTPS
   std::string tls_key_file;
+  // At most this many WatchSweep event streams at once; one more is refused
+  // with 503. Each holds a thread of its own, and the server keeps
+  // kRequestThreads more for everything else (health, metrics, the page,
+  // the JSON API), so streams can never take them all.
+  int max_streams = 64;
+  // A keep-alive comment on each stream this often, so that a client that
+  // left a quiet sweep is noticed and its slot freed.
+  absl::Duration stream_ping = absl::Seconds(5);
 };
 
 class HttpServer {
@@ -51,6 +60,11 @@ class HttpServer {
   const std::string& address() const { return address_; }
   // Stops listening and ends open event streams; idempotent.
   void Stop();
+  // Event streams open now.
+  int open_streams() const { return open_streams_->load(); }
+
+  // Threads kept beside the streams' for every other request.
+  static constexpr int kRequestThreads = 16;
 
  private:
   HttpServer() = default;
@@ -66,6 +80,10 @@ class HttpServer {
   std::thread thread_;
   std::shared_ptr<std::atomic<bool>> stopping_ =
       std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<std::atomic<int>> open_streams_ =
+      std::make_shared<std::atomic<int>>(0);
+  int max_streams_ = 0;
+  absl::Duration stream_ping_;
 };
 
 }  // namespace moetune::coordinator::http

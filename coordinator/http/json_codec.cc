@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/strict_json.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -48,6 +49,11 @@ absl::StatusOr<std::string> JsonMember(const FieldDescriptor& field,
 
 absl::Status ParseInto(absl::string_view json, absl::string_view what,
                        google::protobuf::Message* request) {
+  if (absl::Status strict = CheckStrictJson(json); !strict.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": not a ", request->GetDescriptor()->full_name(),
+                     ": ", strict.message()));
+  }
   JsonParseOptions options;
   options.ignore_unknown_fields = false;
   const auto status = JsonStringToMessage(std::string(json), request, options);

@@ -24,6 +24,20 @@ TEST(TableTest, AlignsColumnsAndEscapesCsv) {
   EXPECT_EQ(csv.str(), "a,bb\nxyz,1\nq,\"has,comma \"\"quoted\"\"\"\n");
 }
 
+// Names stored before they were bounded print escaped, never as terminal
+// control sequences; CSV keeps the data as it is.
+TEST(TableTest, ControlCharactersPrintEscaped) {
+  Table table;
+  table.headers = {"name"};
+  table.rows = {{"x\x1b[2Jy \xe2\x80\xae"}};
+  std::ostringstream text;
+  table.Print(text, OutputFormat::kTable);
+  EXPECT_EQ(text.str(), "name\nx\\x1B[2Jy \\u202E\n");
+  std::ostringstream csv;
+  table.Print(csv, OutputFormat::kCsv);
+  EXPECT_EQ(csv.str(), "name\nx\x1b[2Jy \xe2\x80\xae\n");
+}
+
 TEST(TableTest, ParsesFormats) {
   OutputFormat format;
   EXPECT_TRUE(ParseOutputFormat("csv", &format));
@@ -41,6 +55,18 @@ TEST(SpecFileTest, ReadsJsonAndTextFormat) {
       ParseSweepSpec("name: 'y' space { moe_backends: 'cpu_blocked' }", true);
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(text->space().moe_backends(0), "cpu_blocked");
+}
+
+// protobuf's parser takes a trailing comma; a spec another tool would
+// refuse is refused here too, naming where.
+TEST(SpecFileTest, ATrailingCommaIsRefusedNamingWhere) {
+  auto bad = ParseSweepSpec(
+      "{\"name\": \"x\",\n \"workload\": {\"modelPreset\": "
+      "\"tiny\",}}",
+      false);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("line 2 column 37: expected a member after ','"));
 }
 
 TEST(SpecFileTest, UnknownFieldsAndMissingFilesAreNamed) {

@@ -101,7 +101,7 @@ class GangSchedulingTest : public ::testing::Test {
     beat.set_worker_id(worker.id);
     beat.set_token(worker.token);
     beat.set_current_trial_id(trial_id);
-    return scheduler_->Heartbeat(beat).cancel_trial();
+    return scheduler_->Heartbeat(beat)->cancel_trial();
   }
   v1::ReportResultResponse Report(const Worker& worker, const v1::Trial& trial,
                                   v1::TrialState outcome,

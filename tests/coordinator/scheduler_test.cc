@@ -179,7 +179,7 @@ TEST_F(SchedulerTest, AfterTheGraceNoLiveWorkerMeansUnavailable) {
   ASSERT_TRUE(patient.MarkUnavailableTrials().ok());
   EXPECT_EQ(OnlyTrial().state(), v1::QUEUED);
   clock_.AdvanceMs(600);
-  ASSERT_TRUE(patient.Heartbeat(Beat(cpu, 0)).known());
+  ASSERT_TRUE(patient.Heartbeat(Beat(cpu, 0))->known());
   ASSERT_TRUE(patient.MarkUnavailableTrials().ok());
   EXPECT_EQ(OnlyTrial().state(), v1::UNAVAILABLE);
 }
@@ -244,16 +244,16 @@ TEST_F(SchedulerTest, HeartbeatsKeepALeaseAndCarryCancellation) {
   const v1::HeartbeatRequest beat = Beat(worker, trial.trial_id());
   for (int i = 0; i < 5; ++i) {
     clock_.AdvanceMs(600);
-    EXPECT_TRUE(scheduler_->Heartbeat(beat).known());
+    EXPECT_TRUE(scheduler_->Heartbeat(beat)->known());
   }
   ASSERT_TRUE(scheduler_->ExpireLeases().ok());
   EXPECT_EQ(store_->GetTrial(trial.trial_id())->state(), v1::LEASED);
-  EXPECT_FALSE(scheduler_->Heartbeat(beat).cancel_trial());
+  EXPECT_FALSE(scheduler_->Heartbeat(beat)->cancel_trial());
   const auto cancelled = scheduler_->Cancel(submitted->sweep_id());
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
   EXPECT_EQ(cancelled->state(), v1::ABORTED);
-  EXPECT_TRUE(scheduler_->Heartbeat(beat).cancel_trial());
-  EXPECT_FALSE(scheduler_->Heartbeat(Beat({"w:stranger", "x"}, 0)).known());
+  EXPECT_TRUE(scheduler_->Heartbeat(beat)->cancel_trial());
+  EXPECT_FALSE(scheduler_->Heartbeat(Beat({"w:stranger", "x"}, 0))->known());
 }
 
 // A cancelled sweep runs nothing more: a lease it still had, lost, ends the
@@ -366,8 +366,9 @@ TEST_F(SchedulerTest, OnlyTheLeaseHolderWithItsTokenIsHeard) {
   guessed.set_token(other.token);
   EXPECT_EQ(scheduler_->Report(guessed).status().code(),
             absl::StatusCode::kUnauthenticated);
-  EXPECT_FALSE(
-      scheduler_->Heartbeat(Beat({holder.id, other.token}, 0)).known());
+  EXPECT_EQ(
+      scheduler_->Heartbeat(Beat({holder.id, other.token}, 0)).status().code(),
+      absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(scheduler_->Acquire(holder.id, "").status().code(),
             absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(OnlyTrial().state(), v1::LEASED);  // nothing was recorded
@@ -385,7 +386,7 @@ TEST_F(SchedulerTest, WorkersOfOneNameAreDistinctRegistrations) {
   // The second keeps beating; the first dies. Its lease lapses all the same.
   for (int i = 0; i < 3; ++i) {
     clock_.AdvanceMs(600);
-    ASSERT_TRUE(scheduler_->Heartbeat(Beat(second, 0)).known());
+    ASSERT_TRUE(scheduler_->Heartbeat(Beat(second, 0))->known());
   }
   const auto retried = Acquire(second);
   ASSERT_TRUE(retried->granted());
@@ -405,7 +406,7 @@ TEST_F(SchedulerTest, RegisteringAgainReleasesTheOldLeases) {
   EXPECT_NE(after.id, before.id);
   EXPECT_EQ(OnlyTrial().state(), v1::QUEUED);  // released at once
   EXPECT_THAT(OnlyTrial().reason(), HasSubstr("registered again"));
-  EXPECT_FALSE(scheduler_->Heartbeat(Beat(before, 0)).known());
+  EXPECT_FALSE(scheduler_->Heartbeat(Beat(before, 0))->known());
   EXPECT_EQ(scheduler_->Report(Done(trial, before, 1)).status().code(),
             absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(Acquire(after)->granted());
@@ -421,7 +422,7 @@ TEST_F(SchedulerTest, NamingAnotherWorkersIdDoesNotReleaseItsLeases) {
   hostile.set_previous_token("guess");
   Register(hostile);
   EXPECT_EQ(OnlyTrial().state(), v1::LEASED);
-  EXPECT_TRUE(scheduler_->Heartbeat(Beat(victim, 0)).known());
+  EXPECT_TRUE(scheduler_->Heartbeat(Beat(victim, 0))->known());
 }
 
 // A worker that gave up delivering a result keeps beating, but names no
@@ -431,13 +432,13 @@ TEST_F(SchedulerTest, AResultTheWorkerGaveUpOnIsRetried) {
   ASSERT_TRUE(scheduler_->Submit(Spec({"cpu_reference"})).ok());
   const v1::Trial trial = Acquire(worker)->trial();
   clock_.AdvanceMs(100);
-  ASSERT_TRUE(scheduler_->Heartbeat(Beat(worker, trial.trial_id())).known());
+  ASSERT_TRUE(scheduler_->Heartbeat(Beat(worker, trial.trial_id()))->known());
   clock_.AdvanceMs(300);  // the report fails; heartbeats go on, idle
-  ASSERT_TRUE(scheduler_->Heartbeat(Beat(worker, 0)).known());
+  ASSERT_TRUE(scheduler_->Heartbeat(Beat(worker, 0))->known());
   ASSERT_TRUE(scheduler_->ExpireLeases().ok());
   EXPECT_EQ(OnlyTrial().state(), v1::LEASED);  // too soon: may be in flight
   clock_.AdvanceMs(500);
-  ASSERT_TRUE(scheduler_->Heartbeat(Beat(worker, 0)).known());
+  ASSERT_TRUE(scheduler_->Heartbeat(Beat(worker, 0))->known());
   ASSERT_TRUE(scheduler_->ExpireLeases().ok());
   EXPECT_EQ(OnlyTrial().state(), v1::QUEUED);
   EXPECT_THAT(OnlyTrial().reason(), HasSubstr("no longer runs it"));

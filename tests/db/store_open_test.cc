@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "db/sqlite.h"
 #include "db/store.h"
@@ -171,6 +173,83 @@ TEST_F(StoreOpenTest, AReadOnlyFileSystemIsRefusedForWritingAtOpen) {
   read = absl::UnknownError("closed");
   EXPECT_EQ(ReadBytes(path_), before);
   umount2(mount_point.c_str(), MNT_DETACH);
+}
+
+// The lock follows the file, not its name: a symlink or a hard link to a
+// held database is refused naming the holder, and the refused opens leave
+// no lock file behind, nor does the holder once it is gone.
+TEST_F(StoreOpenTest, ALinkToAHeldDatabaseIsRefusedNamingTheHolder) {
+  OpenOptions first;
+  first.owner = DescribeThisProcess("coordinator A");
+  auto holder = Store::Open(path_, first);
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  const fs::path symlink = dir_ / "symlink.db", hardlink = dir_ / "hard.db";
+  fs::create_symlink(path_, symlink);
+  fs::create_hard_link(path_, hardlink);
+  for (const fs::path& link : {symlink, hardlink}) {
+    auto second = Store::Open(link.string());
+    ASSERT_FALSE(second.ok()) << link;
+    EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(
+        std::string(second.status().message()),
+        HasSubstr("already has a writer: pid " + std::to_string(getpid())));
+    EXPECT_FALSE(fs::exists(link.string() + ".lock")) << link;
+  }
+  EXPECT_TRUE(fs::exists(path_ + ".lock"));
+  holder->reset();
+  EXPECT_FALSE(fs::exists(path_ + ".lock"));
+  EXPECT_TRUE(Store::Open(hardlink.string()).ok());
+}
+
+// A refusal after the lock is taken (here: a schema newer than the build)
+// releases it and leaves no lock file.
+TEST_F(StoreOpenTest, ARefusedStartLeavesNoLockFile) {
+  MakeDatabase();
+  {
+    Connection conn = *Connection::Open(path_);
+    ASSERT_TRUE(conn.Exec("PRAGMA user_version = 999").ok());
+  }
+  EXPECT_THAT(std::string(Refused().message()),
+              HasSubstr("schema is version 999"));
+  EXPECT_FALSE(fs::exists(path_ + ".lock"));
+}
+
+// Another application's SQLite file is refused as it is, naming its tables,
+// not migrated beside them.
+TEST_F(StoreOpenTest, AForeignDatabaseIsRefusedNamingItsTables) {
+  {
+    Connection conn = *Connection::Open(path_);
+    ASSERT_TRUE(conn.Exec("CREATE TABLE foo (x)").ok());
+  }
+  const std::string before = ReadBytes(path_);
+  const absl::Status status = Refused();
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("not a moetune database (schema version 0, tables: "
+                        "foo)"));
+  EXPECT_EQ(ReadBytes(path_), before);
+  {
+    Connection conn = *Connection::Open(path_);
+    ASSERT_TRUE(conn.Exec("PRAGMA user_version = 3").ok());
+  }
+  EXPECT_THAT(std::string(Refused().message()),
+              HasSubstr("schema version 3, tables: foo"));
+}
+
+// A database another connection holds for a moment (as while a crashed
+// writer's WAL is recovered) is waited for at open, not refused.
+TEST_F(StoreOpenTest, ABusyDatabaseIsWaitedForAtOpen) {
+  MakeDatabase();
+  std::optional<Connection> other = *Connection::Open(path_);
+  ASSERT_TRUE(other->Exec("PRAGMA locking_mode = EXCLUSIVE").ok());
+  ASSERT_TRUE(other->Exec("BEGIN EXCLUSIVE").ok());
+  ASSERT_TRUE(other->Exec("COMMIT").ok());  // the exclusive lock stays
+  std::thread release([&other] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    other.reset();  // closing releases it
+  });
+  auto store = Store::Open(path_);
+  release.join();
+  EXPECT_TRUE(store.ok()) << store.status();
 }
 
 }  // namespace

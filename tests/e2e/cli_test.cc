@@ -97,6 +97,27 @@ TEST(CliTest, UsageErrorsExitTwoAndQueriesNeverCreateADatabase) {
   EXPECT_TRUE(fs::is_empty(dir)) << "a query left a file behind";
 }
 
+// A spec the coordinator would reject is refused before anything starts:
+// no database, no worker log (the logs go to $TMPDIR).
+TEST(CliTest, ARejectedSpecCreatesNoDatabaseAndNoWorkerLog) {
+  const fs::path dir = TempDir("cli-rejected-spec");
+  const fs::path logs = dir / "logs";
+  fs::create_directories(logs);
+  const fs::path spec = dir / "bad.json";
+  std::ofstream(spec) << R"({"name": "bad", "workload": {"modelPreset": )"
+                         R"("tiny", "batchSizes": [0]}, "space": )"
+                         R"({"moeBackends": ["cpu_reference"]}})";
+  const std::string db = (dir / "m.db").string();
+  const CommandResult result =
+      RunCommand("TMPDIR=" + logs.string() + " " + kBin +
+                 "/moetune sweep --spec " + spec.string() + " --db " + db);
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_THAT(result.output, HasSubstr("workload.batch_sizes"));
+  EXPECT_FALSE(fs::exists(db));
+  EXPECT_FALSE(fs::exists(db + ".lock"));
+  EXPECT_TRUE(fs::is_empty(logs)) << "a worker log was left behind";
+}
+
 // The roofline of the first trial of a `sweep --format json` document.
 google::protobuf::Struct FirstRoofline(const std::string& json) {
   google::protobuf::Struct parsed;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/cluster.h"
 
@@ -83,6 +84,31 @@ TEST(FaultsTest, ACoordinatorKilledMidSweepResumesAndRunsNothingTwice) {
   EXPECT_EQ(TrialStarts(dir), 12) << second_attempts << " second attempts";
   EXPECT_TRUE(cluster.worker(0).Alive());
   EXPECT_TRUE(cluster.worker(1).Alive());
+}
+
+// `moetune sweep --coordinator` follows its sweep across a restart of the
+// coordinator (which resumes it) instead of exiting with the lost stream.
+TEST(FaultsTest, ARemoteSweepFollowsItsSweepAcrossACoordinatorRestart) {
+  const fs::path dir = TempDir("follow-restart");
+  CoordinatorFlags flags;
+  flags.extra = {"--lease_ms=15000"};
+  Cluster cluster(dir, flags);
+  const std::string slow = SlowWrapper(dir, 0.4).string();
+  cluster.AddWorker("e2e:a", slow, {"--nowarm_trials"});
+  std::string json;
+  ASSERT_TRUE(
+      google::protobuf::util::MessageToJsonString(TwelveTrialSpec(), &json)
+          .ok());
+  std::ofstream(dir / "spec.json") << json;
+  Process cli({kBin + "/moetune", "sweep", "--coordinator=" + cluster.address(),
+               "--spec=" + (dir / "spec.json").string()},
+              (dir / "cli.log").string());
+  ASSERT_TRUE(
+      WaitFor([&] { return cluster.CountInState(1, v1::DONE) >= 2; }, 60000));
+  cluster.KillAndRestartCoordinator();
+  EXPECT_EQ(cli.Wait(), 0) << ReadText(dir / "cli.log");
+  EXPECT_THAT(ReadText(dir / "cli.log"), HasSubstr("lost the coordinator"));
+  EXPECT_EQ(cluster.CountInState(1, v1::DONE), 12);
 }
 
 TEST(FaultsTest, AWorkerKilledMidTrialTakesItsTrialProcessAlong) {

@@ -131,5 +131,18 @@ TEST_F(SecurityTest, EachMissingCredentialIsRefused) {
   EXPECT_THAT(tokenless_worker.output, HasSubstr("`worker` role"));
 }
 
+// A worker whose TLS handshake is refused says so while it keeps retrying,
+// instead of waiting silently for its registration timeout.
+TEST_F(SecurityTest, AWorkerRefusedByTlsSaysSoWhileItRetries) {
+  const CommandResult refused = RunCommand(
+      "timeout 4 " + kBin + "/moetune-worker --device=cpu --coordinator=" +
+      cluster_->worker_address() + " --tls_ca=" + Path("ca.pem") +
+      " --token_file=" + Path("worker.token"));
+  EXPECT_NE(refused.exit_code, 0) << refused.output;
+  EXPECT_THAT(refused.output,
+              HasSubstr("cannot register with the coordinator at " +
+                        cluster_->worker_address()));
+}
+
 }  // namespace
 }  // namespace moetune::e2e

@@ -47,6 +47,21 @@ TEST(ValidateTest, BaseIsValid) {
   EXPECT_TRUE(ValidateSweepSpec(Base()).ok()) << ValidateSweepSpec(Base());
 }
 
+// A name is bounded and printable: megabytes of name would break every
+// listing, terminal escapes every table that prints it.
+TEST(ValidateTest, NamesAreBoundedPrintableText) {
+  v1::SweepSpec spec = Base();
+  spec.set_name(std::string(1572864, 'x'));
+  EXPECT_EQ(ErrorOf(spec), "name: 1572864 bytes; at most 256");
+  spec.set_name("nightly\x1b]0;owned\x07");
+  EXPECT_THAT(ErrorOf(spec), ::testing::HasSubstr("name: byte 7 is not "
+                                                  "printable text"));
+  spec.set_name("nightly \xe2\x80\xae gnp.exe");
+  EXPECT_THAT(ErrorOf(spec), ::testing::HasSubstr("name: byte 8"));
+  spec.set_name("nightly décodage");
+  EXPECT_TRUE(ValidateSweepSpec(spec).ok());
+}
+
 TEST(ValidateTest, UnknownPreset) {
   v1::SweepSpec spec = Base();
   spec.mutable_workload()->set_model_preset("x");

@@ -2,7 +2,11 @@
 // at start naming the flag, health, metrics and bounded request bodies.
 #include "coordinator/http/http_server.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -75,6 +79,50 @@ TEST_F(HttpServerTest, HealthMetricsAndBoundedBodies) {
   EXPECT_EQ(page->status, 404);
   (*server)->Stop();
   EXPECT_FALSE(client.Get("/healthz"));
+}
+
+// A chunked body (no Content-Length to refuse it by) is refused with 413 as
+// soon as it passes the limit, not read to its end first: a client that
+// keeps sending gets the answer while it sends.
+TEST_F(HttpServerTest, AChunkedBodyOverTheLimitIs413WhileItIsSent) {
+  absl::StatusOr<std::unique_ptr<HttpServer>> server =
+      Start({.listen = "127.0.0.1:0"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = (*server)->address();
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(std::stoi(address.substr(address.rfind(':') + 1)));
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
+  const std::string head =
+      "POST /moetune.v1.Moetune/ListSweeps HTTP/1.1\r\nHost: x\r\n"
+      "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+  ASSERT_GT(send(fd, head.data(), head.size(), MSG_NOSIGNAL), 0);
+  const std::string chunk = "10000\r\n" + std::string(0x10000, ' ') + "\r\n";
+  std::string answer;
+  size_t sent = 0;
+  const auto read_available = [&](int flags) {
+    char buffer[256];
+    ssize_t n;
+    while ((n = recv(fd, buffer, sizeof(buffer), flags)) > 0) {
+      answer.append(buffer, n);
+    }
+  };
+  while (sent < (1u << 30) && answer.empty()) {
+    if (send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(chunk.size())) {
+      break;  // the server closed its side
+    }
+    sent += chunk.size();
+    read_available(MSG_DONTWAIT);
+  }
+  timeval wait{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+  read_available(0);
+  close(fd);
+  EXPECT_THAT(answer, HasSubstr("HTTP/1.1 413"));
+  EXPECT_LT(sent, 64u << 20);  // answered long before a gigabyte was sent
 }
 
 }  // namespace

@@ -34,6 +34,15 @@ TEST(JsonCodecTest, BodyIsTheJsonMappingAndTheUrlWins) {
   EXPECT_EQ(filter.limit(), 5);
 }
 
+TEST(JsonCodecTest, ABodyWithATrailingCommaIsRefused) {
+  v1::TrialFilter filter;
+  const absl::Status status =
+      FillRequest({}, R"({"sweepId": "3", "limit": 100,})", &filter);
+  EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("expected a member after ','"));
+}
+
 TEST(JsonCodecTest, UnknownParameterNamesTheAllowedOnes) {
   v1::GetSweepRequest request;
   const absl::Status status = FillRequest({{"sweep", "1"}}, "", &request);
