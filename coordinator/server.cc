@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "coordinator/http/rpc_metrics_interceptor.h"
 #include "coordinator/listen_address.h"
+#include "coordinator/parse_failure_interceptor.h"
 #include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -58,7 +59,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(
 
 // One listener: `service` (and health) on `listen`, never sharing its port
 // with another process (no SO_REUSEPORT).
-// Every unary call is timed into `metrics` (moetune_rpc_duration_seconds).
+// Every unary call is timed into `metrics` (moetune_rpc_duration_seconds);
+// a request that cannot be parsed is answered INVALID_ARGUMENT.
 absl::StatusOr<std::unique_ptr<grpc::Server>> BuildServer(
     const std::string& listen, const std::string& flag,
     std::shared_ptr<grpc::ServerCredentials> credentials,
@@ -71,6 +73,7 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> BuildServer(
       interceptors;
   interceptors.push_back(
       std::make_unique<http::RpcMetricsInterceptorFactory>(metrics, clock));
+  interceptors.push_back(std::make_unique<ParseFailureInterceptorFactory>());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   int port = 0;
   builder.AddListeningPort(listen, credentials, &port);

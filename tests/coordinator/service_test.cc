@@ -1,8 +1,10 @@
 // In-process gRPC tests: a CoordinatorServer on port 0 with an in-memory
 // store, called through real stubs, with a real WorkerAgent running trials
 // in-process.
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -10,6 +12,7 @@
 #include "coordinator/server.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "kernels/backends/cpu/cpu_registry.h"
 #include "kernels/backends/registry.h"
@@ -155,6 +158,33 @@ TEST_F(ServiceTest, GetBestNeedsASweepOrWorkload) {
   const grpc::Status status = stub_->GetBest(&context, {}, &best);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("sweep_id"));
+}
+
+// A request whose bytes protobuf refuses (here a name that is not valid
+// UTF-8) is INVALID_ARGUMENT saying so, not gRPC's INTERNAL with no words.
+TEST_F(ServiceTest, AnUnparsableRequestIsInvalidArgumentSayingSo) {
+  grpc::GenericStub generic(channel_);
+  // SubmitSweepRequest{spec: SweepSpec{name: "\xff\xfe"}} by hand.
+  const std::string bytes("\x0a\x04\x0a\x02\xff\xfe", 6);
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::ClientContext context;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  generic.UnaryCall(&context, "/moetune.v1.Moetune/SubmitSweep",
+                    grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) {
+                      std::lock_guard<std::mutex> lock(mu);
+                      status = std::move(s);
+                      done = true;
+                      cv.notify_one();
+                    });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("could not be parsed"));
 }
 
 TEST_F(ServiceTest, HealthServiceAnswers) {

@@ -152,8 +152,16 @@ void Cluster::AddWorker(const std::string& name, const std::string& wrapper,
                                    "--device=cpu", "--name=" + name};
   if (!wrapper.empty()) argv.push_back("--trial_wrapper=" + wrapper);
   argv.insert(argv.end(), extra.begin(), extra.end());
-  workers_.push_back(std::make_unique<Process>(
-      argv, (dir_ / (name.substr(name.find(':') + 1) + ".log")).string()));
+  worker_argv_.push_back(argv);
+  worker_logs_.push_back(
+      (dir_ / (name.substr(name.find(':') + 1) + ".log")).string());
+  workers_.push_back(std::make_unique<Process>(argv, worker_logs_.back()));
+}
+
+void Cluster::KillAndRestartWorker(int i) {
+  workers_[i]->Signal(SIGKILL);
+  workers_[i]->Wait();
+  workers_[i] = std::make_unique<Process>(worker_argv_[i], worker_logs_[i]);
 }
 
 int64_t Cluster::Submit(const v1::SweepSpec& spec) {

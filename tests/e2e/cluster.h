@@ -70,6 +70,8 @@ class Cluster {
   // kill -9 of the coordinator, then a new one on the same database and
   // addresses, as a supervisor would restart it.
   void KillAndRestartCoordinator();
+  // kill -9 of worker i, then the same worker started again.
+  void KillAndRestartWorker(int i);
 
   Process& coordinator() { return *coordinator_; }
   Process& worker(int i) { return *workers_[i]; }
@@ -87,6 +89,8 @@ class Cluster {
   int restarts_ = 0;
   std::unique_ptr<Process> coordinator_;
   std::vector<std::unique_ptr<Process>> workers_;
+  std::vector<std::vector<std::string>> worker_argv_;
+  std::vector<std::string> worker_logs_;
   std::string address_, worker_address_;
   std::unique_ptr<v1::Moetune::Stub> stub_;
 };
