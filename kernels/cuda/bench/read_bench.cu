@@ -14,6 +14,10 @@
 // costs in a graph beyond its bytes -- the chain's bound under a step of
 // ~1250 kernels; and the same reads as the phases of one resident launch,
 // a grid barrier between phases: what a persistent kernel's link costs.
+// Last, links that depend on the one before (an activation passed on) with
+// their weights' first stages issued before the wait or after it, from 0.1
+// to 17 MB on 1, ~132 and ~264 blocks: what a link costs above its bytes
+// once its weights are in flight ahead of its dependency.
 //
 //   moetune-read-bench [--rows=2784] [--row_bytes=12288] [--device=D]
 #include <cuda_runtime.h>
@@ -46,19 +50,30 @@ using mma_detail::TensorCopy3d;
 
 // A block's read: kRows rows x its rank's share of each row, kStageBytes of
 // a row a stage through a ring of kStages in `smem`; consecutive threads
-// copy consecutive 16 bytes of a row. Returns the sum of each stage's first
-// word as this thread saw it (so that nothing is elided). Every copy it
-// issued has landed when it returns.
+// copy consecutive 16 bytes of a row. RingPrologue issues the first
+// kStages - 1 stages (what may be in flight before the block waits for
+// anything), RingDrain waits for each stage in turn and issues the rest;
+// it returns the sum of each stage's first word as this thread saw it (so
+// that nothing is elided), and every copy has landed when it returns.
 template <int kRows, int kStageBytes, int kStages, int kThreads>
-__device__ unsigned RingRead(const uint8_t* w, int row_bytes, int rows,
-                             int ranks, uint8_t* smem) {
-  constexpr int kBytes = kRows * kStageBytes;
-  constexpr int kPieces = kBytes / 16 / kThreads;
-  const int rank = blockIdx.x % ranks, r0 = (blockIdx.x / ranks) * kRows;
-  const int stages = row_bytes / kStageBytes;
-  const int first = rank * stages / ranks;
-  const int count = r0 < rows ? (rank + 1) * stages / ranks - first : 0;
-  const auto issue = [&](int i) {
+struct Ring {
+  static constexpr int kBytes = kRows * kStageBytes;
+  static constexpr int kPieces = kBytes / 16 / kThreads;
+  const uint8_t* w;
+  int row_bytes, rows, r0, first, count;
+  uint8_t* smem;
+
+  __device__ Ring(const uint8_t* w_in, int row_bytes_in, int rows_in, int ranks,
+                  uint8_t* smem_in)
+      : w(w_in), row_bytes(row_bytes_in), rows(rows_in), smem(smem_in) {
+    const int rank = blockIdx.x % ranks;
+    r0 = (blockIdx.x / ranks) * kRows;
+    const int stages = row_bytes / kStageBytes;
+    first = rank * stages / ranks;
+    count = r0 < rows ? (rank + 1) * stages / ranks - first : 0;
+  }
+
+  __device__ void Issue(int i) const {
     uint8_t* stage = smem + (i % kStages) * kBytes;
 #pragma unroll
     for (int p = 0; p < kPieces; ++p) {
@@ -69,21 +84,36 @@ __device__ unsigned RingRead(const uint8_t* w, int row_bytes, int rows,
                          (q % (kStageBytes / 16)) * 16;
       CpAsync16(stage + q * 16, w + at);
     }
-  };
-  for (int i = 0; i < kStages - 1; ++i) {
-    if (i < count) issue(i);
-    CpAsyncCommit();
   }
-  unsigned acc = 0;
-  for (int i = 0; i < count; ++i) {
-    CpAsyncWait<kStages - 2>();
-    __syncthreads();
-    acc += *reinterpret_cast<const unsigned*>(smem + (i % kStages) * kBytes +
-                                              threadIdx.x * 16);
-    if (i + kStages - 1 < count) issue(i + kStages - 1);
-    CpAsyncCommit();
+
+  __device__ void Prologue() const {
+    for (int i = 0; i < kStages - 1; ++i) {
+      if (i < count) Issue(i);
+      CpAsyncCommit();
+    }
   }
-  return acc;
+
+  __device__ unsigned Drain() const {
+    unsigned acc = 0;
+    for (int i = 0; i < count; ++i) {
+      CpAsyncWait<kStages - 2>();
+      __syncthreads();
+      acc += *reinterpret_cast<const unsigned*>(smem + (i % kStages) * kBytes +
+                                                threadIdx.x * 16);
+      if (i + kStages - 1 < count) Issue(i + kStages - 1);
+      CpAsyncCommit();
+    }
+    return acc;
+  }
+};
+
+template <int kRows, int kStageBytes, int kStages, int kThreads>
+__device__ unsigned RingRead(const uint8_t* w, int row_bytes, int rows,
+                             int ranks, uint8_t* smem) {
+  const Ring<kRows, kStageBytes, kStages, kThreads> ring(w, row_bytes, rows,
+                                                         ranks, smem);
+  ring.Prologue();
+  return ring.Drain();
 }
 
 // RingRead as one kernel. Launched as a dependent, it lets the next
@@ -97,6 +127,30 @@ __global__ void __launch_bounds__(kThreads)
   LaunchDependents();
   const unsigned acc = RingRead<kRows, kStageBytes, kStages, kThreads>(
       w, row_bytes, rows, ranks, smem);
+  if (acc == 0x9e3779b9u) *sink = acc;
+}
+
+// A link of a chain that depends on the one before: it reads its own
+// weights (a slice no kernel writes) and the activation the link before
+// wrote (*act_in), and writes the next one's (*act_out). kAhead: the
+// weights' first stages are issued before griddepcontrol.wait, so they are
+// in flight while the link before finishes; else after it, as the step's
+// kernels load today.
+template <int kRows, int kStageBytes, int kStages, int kThreads, bool kAhead>
+__global__ void __launch_bounds__(kThreads)
+    LinkKernel(const uint8_t* w, int row_bytes, int rows, int ranks,
+               unsigned* sink, const unsigned* act_in, unsigned* act_out) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const Ring<kRows, kStageBytes, kStages, kThreads> ring(w, row_bytes, rows,
+                                                         ranks, smem);
+  if constexpr (kAhead) ring.Prologue();
+  GridDependencyWait();
+  const unsigned activation =
+      *reinterpret_cast<const volatile unsigned*>(act_in);
+  LaunchDependents();
+  if constexpr (!kAhead) ring.Prologue();
+  const unsigned acc = ring.Drain() + activation;
+  if (blockIdx.x == 0 && threadIdx.x == 0) *act_out = activation + 1;
   if (acc == 0x9e3779b9u) *sink = acc;
 }
 
@@ -153,17 +207,27 @@ __device__ void GridBarrierFlag(unsigned* arrived, unsigned* go,
 // The chain's n kernels as the phases of one launch: phase p reads slice p
 // (rows rows of row_bytes from w + p * phase_bytes) as RingReadKernel
 // would, then the grid meets at a barrier (GridBarrier, or with `go`
-// GridBarrierFlag). *arrived counts on across launches from `base`.
+// GridBarrierFlag). *arrived counts on across launches from `base`. With
+// `ahead` the next phase's first stages are issued before the barrier, so
+// they are in flight while the grid meets.
 template <int kRows, int kStageBytes, int kStages, int kThreads>
 __global__ void __launch_bounds__(kThreads)
     PhasedRingReadKernel(const uint8_t* w, int64_t phase_bytes, int phases,
                          int row_bytes, int rows, int ranks, unsigned* sink,
-                         unsigned* arrived, unsigned base, unsigned* go) {
+                         unsigned* arrived, unsigned base, unsigned* go,
+                         bool ahead) {
   extern __shared__ __align__(128) uint8_t smem[];
+  using PhaseRing = Ring<kRows, kStageBytes, kStages, kThreads>;
   unsigned acc = 0;
   for (int p = 0; p < phases; ++p) {
-    acc += RingRead<kRows, kStageBytes, kStages, kThreads>(
-        w + p * phase_bytes, row_bytes, rows, ranks, smem);
+    const PhaseRing ring(w + p * phase_bytes, row_bytes, rows, ranks, smem);
+    if (!ahead || p == 0) ring.Prologue();
+    acc += ring.Drain();
+    if (ahead && p + 1 < phases) {
+      __syncthreads();  // every thread done with the ring's last stage
+      PhaseRing(w + (p + 1) * phase_bytes, row_bytes, rows, ranks, smem)
+          .Prologue();
+    }
     const unsigned target = base + (p + 1) * gridDim.x;
     if (go == nullptr) {
       GridBarrier(arrived, target);
@@ -221,6 +285,7 @@ struct Buffers {
   unsigned* sink = nullptr;
   size_t bytes = 0, flush_bytes = size_t{192} << 20;
   int rows = 0, row_bytes = 0, sm_count = 0;
+  double read_gbps = 0;  // the streaming read's, for a link's bytes' time
 };
 
 // Best of 5 timed launches (after 2), each after an L2 flush; us.
@@ -403,12 +468,129 @@ void TimeChain(const Buffers& b, const uint8_t* chain, int n, int rows_each,
       phased<<<grid, kThreads, kSmem>>>(
           chain, static_cast<int64_t>(rows_each) * kProjectionRowBytes, n,
           kProjectionRowBytes, rows_each, ranks, b.sink, counters, base,
-          flag ? counters + 1 : nullptr);
+          flag ? counters + 1 : nullptr, false);
       base += static_cast<unsigned>(n * grid);
     });
     PrintChain(flag ? "flag" : "barriers", n, bytes_each, grid, us);
   }
   cudaFree(counters);
+}
+
+// A CUDA graph of n dependent LinkKernels, link i reading slice i of
+// `chain` and activation i of `act`, writing activation i + 1.
+template <int kRows, int kStageBytes, int kStages, int kThreads, bool kAhead>
+cudaGraphExec_t LinkGraph(const Buffers& b, const uint8_t* chain, unsigned* act,
+                          int n, int rows_each, int ranks, int grid) {
+  auto* kernel = &LinkKernel<kRows, kStageBytes, kStages, kThreads, kAhead>;
+  constexpr int kSmem = kRows * kStageBytes * kStages;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       kSmem);
+  cudaStream_t stream;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = kSmem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  for (int i = 0; i < n; ++i) {
+    cudaLaunchKernelEx(
+        &config, kernel,
+        chain + static_cast<int64_t>(i) * rows_each * kProjectionRowBytes,
+        kProjectionRowBytes, rows_each, ranks, b.sink,
+        static_cast<const unsigned*>(act + i), act + i + 1);
+  }
+  cudaGraph_t graph;
+  cudaStreamEndCapture(stream, &graph);
+  cudaGraphExec_t exec = nullptr;
+  cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  return exec;
+}
+
+// A link's time above its bytes at the streaming read's rate.
+void PrintLink(const Buffers& b, const char* how, int n, double bytes_each,
+               int grid, float us) {
+  const cudaError_t error = cudaGetLastError();
+  const double bytes_us = bytes_each / (b.read_gbps * 1e3);
+  std::printf(
+      "link %3d x %6.2f MB, grid %4d, %-16s %8.1f us  %6.2f us a link  "
+      "%+6.2f us above its bytes%s%s\n",
+      n, bytes_each / 1e6, grid, how, us, us / n, us / n - bytes_us,
+      error == cudaSuccess ? "" : "  ",
+      error == cudaSuccess ? "" : cudaGetErrorString(error));
+}
+
+// n dependent links of rows_each x kProjectionRowBytes (each its own slice,
+// each reading the activation the one before wrote): their weights loaded
+// after the wait (today's order) and issued before it, as dependent
+// launches; and as the phases of one resident launch, the next phase's
+// weights issued after or before the grid barrier.
+template <int kRows, int kStageBytes, int kStages, int kThreads>
+void TimeLinks(const Buffers& b, const uint8_t* chain, unsigned* act, int n,
+               int rows_each, int ranks, int at_least = 1) {
+  const double bytes_each =
+      static_cast<double>(rows_each) * kProjectionRowBytes;
+  const int grid = ChainGrid<kRows>(rows_each, ranks, at_least);
+  cudaGraphExec_t after =
+      LinkGraph<kRows, kStageBytes, kStages, kThreads, false>(
+          b, chain, act, n, rows_each, ranks, grid);
+  cudaGraphExec_t before =
+      LinkGraph<kRows, kStageBytes, kStages, kThreads, true>(
+          b, chain, act, n, rows_each, ranks, grid);
+  PrintLink(b, "wait, then read", n, bytes_each, grid,
+            BestUs(b, [&] { cudaGraphLaunch(after, nullptr); }));
+  PrintLink(b, "weights ahead", n, bytes_each, grid,
+            BestUs(b, [&] { cudaGraphLaunch(before, nullptr); }));
+  cudaGraphExecDestroy(after);
+  cudaGraphExecDestroy(before);
+  auto* phased = &PhasedRingReadKernel<kRows, kStageBytes, kStages, kThreads>;
+  constexpr int kSmem = kRows * kStageBytes * kStages;
+  cudaFuncSetAttribute(phased, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       kSmem);
+  if (!Resident(b, phased, kThreads, kSmem, grid)) return;
+  unsigned* arrived = nullptr;
+  cudaMalloc(&arrived, sizeof(unsigned));
+  for (const bool ahead : {false, true}) {
+    cudaMemset(arrived, 0, sizeof(unsigned));
+    unsigned base = 0;
+    const float us = BestUs(b, [&] {
+      phased<<<grid, kThreads, kSmem>>>(
+          chain, static_cast<int64_t>(rows_each) * kProjectionRowBytes, n,
+          kProjectionRowBytes, rows_each, ranks, b.sink, arrived, base, nullptr,
+          ahead);
+      base += static_cast<unsigned>(n * grid);
+    });
+    PrintLink(b, ahead ? "phases, ahead" : "phases", n, bytes_each, grid, us);
+  }
+  cudaFree(arrived);
+}
+
+// The links from 0.1 to 17 MB on 1, ~132 and ~264 blocks: what a dependent
+// step costs beyond its bytes when its weights are in flight before its
+// sync, against when they are loaded after it.
+void TimeLinksAhead(const Buffers& b, const uint8_t* chain) {
+  unsigned* act = nullptr;
+  if (cudaMalloc(&act, 65 * sizeof(unsigned)) != cudaSuccess) return;
+  cudaMemset(act, 0, 65 * sizeof(unsigned));
+  TimeLinks<8, 4096, 4, 128>(b, chain, act, 64, 8, 1);  // 0.1 MB, 1
+  TimeLinks<32, 512, 5, 128>(b, chain, act, 64, 8, 1, b.sm_count);
+  TimeLinks<32, 512, 5, 128>(b, chain, act, 64, 44, 66);     // 0.54 MB
+  TimeLinks<32, 512, 5, 128>(b, chain, act, 64, 180, 22);    // 2.2 MB
+  TimeLinks<32, 512, 5, 128>(b, chain, act, 64, 180, 44);    //   264
+  TimeLinks<32, 512, 5, 128>(b, chain, act, 64, 352, 12);    // 4.3 MB
+  TimeLinks<32, 512, 5, 128>(b, chain, act, 64, 352, 24);    //   264
+  TimeLinks<32, 512, 5, 128>(b, chain, act, 48, 704, 6);     // 8.7 MB
+  TimeLinks<32, 512, 5, 128>(b, chain, act, 48, 704, 12);    //   264
+  TimeLinks<128, 128, 5, 256>(b, chain, act, 24, 1408, 12);  // 17 MB
+  TimeLinks<128, 128, 5, 256>(b, chain, act, 24, 1408, 24);  //   264
+  cudaFree(act);
 }
 
 // The chains: what a kernel costs beyond its bytes, from nothing read (the
@@ -430,6 +612,7 @@ void TimeChains(const Buffers& b) {
   TimeChain<32, 512, 5, 128>(b, chain, 32, 256, 16);   // 3.1 MB
   TimeChain<128, 128, 5, 256>(b, chain, 16, 1024, 8);  // 12.6 MB
   TimeChain<128, 128, 5, 256>(b, chain, 8, 2784, 8);   // 34 MB
+  TimeLinksAhead(b, chain);
   cudaFree(chain);
 }
 
@@ -476,10 +659,12 @@ int Main(int argc, char** argv) {
   if (!Setup(argc, argv, &b)) return 2;
   std::printf("%d rows x %d B = %.1f MB, %d SMs\n", b.rows, b.row_bytes,
               b.bytes / 1e6, b.sm_count);
+  const float streaming = BestUs(b, [&] {
+    LaunchReadSweep(b.matrix, b.bytes, b.sink, b.sm_count, nullptr);
+  });
+  b.read_gbps = b.bytes / (streaming * 1e3);
   Report(b, "streaming read (the bandwidth probe's kernel)", b.sm_count,
-         BestUs(b, [&] {
-           LaunchReadSweep(b.matrix, b.bytes, b.sink, b.sm_count, nullptr);
-         }));
+         streaming);
   TimeRing<128, 128, 5, 256>(b, 8);  // the wgmma GEMV's stages
   TimeRing<64, 128, 8, 128>(b, 8);
   TimeRing<64, 256, 5, 128>(b, 8);
