@@ -135,7 +135,7 @@ TEST_F(SecurityTest, EachMissingCredentialIsRefused) {
 // instead of waiting silently for its registration timeout.
 TEST_F(SecurityTest, AWorkerRefusedByTlsSaysSoWhileItRetries) {
   const CommandResult refused = RunCommand(
-      "timeout 4 " + kBin + "/moetune-worker --device=cpu --coordinator=" +
+      "timeout 10 " + kBin + "/moetune-worker --device=cpu --coordinator=" +
       cluster_->worker_address() + " --tls_ca=" + Path("ca.pem") +
       " --token_file=" + Path("worker.token"));
   EXPECT_NE(refused.exit_code, 0) << refused.output;
