@@ -367,16 +367,14 @@ void TimeTmaRing(const Buffers& b, int ranks) {
 // --row_bytes and the chains' row length.
 constexpr int kProjectionRowBytes = 12288;
 
-// A CUDA graph of n ring kernels of kRows-row blocks, each reading
-// rows_each rows of kProjectionRowBytes from its own slice of `chain` (so no
-// kernel reads what another left in L2); dependent: as the step launches.
-template <int kRows, int kStageBytes, int kStages, int kThreads>
-cudaGraphExec_t ChainGraph(const Buffers& b, const uint8_t* chain, int n,
-                           int rows_each, int ranks, int grid, bool dependent) {
-  auto* kernel = &RingReadKernel<kRows, kStageBytes, kStages, kThreads>;
-  constexpr int kSmem = kRows * kStageBytes * kStages;
+// A CUDA graph of n launches of `kernel` (grid blocks of kThreads, kSmem
+// bytes of shared memory), dependent or plain; launch(config, i) enqueues
+// the i-th with its arguments.
+template <typename Kernel, typename Launch>
+cudaGraphExec_t CaptureChain(Kernel* kernel, int threads, int smem, int grid,
+                             int n, bool dependent, Launch launch) {
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       kSmem);
+                       smem);
   cudaStream_t stream;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
@@ -385,17 +383,12 @@ cudaGraphExec_t ChainGraph(const Buffers& b, const uint8_t* chain, int n,
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(grid);
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kSmem;
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = attr;
   config.numAttrs = dependent ? 1 : 0;
-  for (int i = 0; i < n; ++i) {
-    cudaLaunchKernelEx(
-        &config, kernel,
-        chain + static_cast<int64_t>(i) * rows_each * kProjectionRowBytes,
-        kProjectionRowBytes, rows_each, ranks, b.sink);
-  }
+  for (int i = 0; i < n; ++i) launch(config, i);
   cudaGraph_t graph;
   cudaStreamEndCapture(stream, &graph);
   cudaGraphExec_t exec = nullptr;
@@ -403,6 +396,23 @@ cudaGraphExec_t ChainGraph(const Buffers& b, const uint8_t* chain, int n,
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
   return exec;
+}
+
+// A CUDA graph of n ring kernels of kRows-row blocks, each reading
+// rows_each rows of kProjectionRowBytes from its own slice of `chain` (so no
+// kernel reads what another left in L2); dependent: as the step launches.
+template <int kRows, int kStageBytes, int kStages, int kThreads>
+cudaGraphExec_t ChainGraph(const Buffers& b, const uint8_t* chain, int n,
+                           int rows_each, int ranks, int grid, bool dependent) {
+  auto* kernel = &RingReadKernel<kRows, kStageBytes, kStages, kThreads>;
+  return CaptureChain(
+      kernel, kThreads, kRows * kStageBytes * kStages, grid, n, dependent,
+      [&](const cudaLaunchConfig_t& config, int i) {
+        cudaLaunchKernelEx(
+            &config, kernel,
+            chain + static_cast<int64_t>(i) * rows_each * kProjectionRowBytes,
+            kProjectionRowBytes, rows_each, ranks, b.sink);
+      });
 }
 
 // The grid of a chain's kernel (at least one block: a chain that reads
@@ -482,36 +492,15 @@ template <int kRows, int kStageBytes, int kStages, int kThreads, bool kAhead>
 cudaGraphExec_t LinkGraph(const Buffers& b, const uint8_t* chain, unsigned* act,
                           int n, int rows_each, int ranks, int grid) {
   auto* kernel = &LinkKernel<kRows, kStageBytes, kStages, kThreads, kAhead>;
-  constexpr int kSmem = kRows * kStageBytes * kStages;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       kSmem);
-  cudaStream_t stream;
-  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(grid);
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = kSmem;
-  config.stream = stream;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  for (int i = 0; i < n; ++i) {
-    cudaLaunchKernelEx(
-        &config, kernel,
-        chain + static_cast<int64_t>(i) * rows_each * kProjectionRowBytes,
-        kProjectionRowBytes, rows_each, ranks, b.sink,
-        static_cast<const unsigned*>(act + i), act + i + 1);
-  }
-  cudaGraph_t graph;
-  cudaStreamEndCapture(stream, &graph);
-  cudaGraphExec_t exec = nullptr;
-  cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
-  return exec;
+  return CaptureChain(
+      kernel, kThreads, kRows * kStageBytes * kStages, grid, n, true,
+      [&](const cudaLaunchConfig_t& config, int i) {
+        cudaLaunchKernelEx(
+            &config, kernel,
+            chain + static_cast<int64_t>(i) * rows_each * kProjectionRowBytes,
+            kProjectionRowBytes, rows_each, ranks, b.sink,
+            static_cast<const unsigned*>(act + i), act + i + 1);
+      });
 }
 
 // A link's time above its bytes at the streaming read's rate.
