@@ -399,15 +399,16 @@ AbsorbQuery AbsorbOf(const StepLaunch& s, const LayerParams& w) {
 }
 
 // Forks the side stream from what `stream` has queued and runs
-// launch(side stream, policy) there: its first kernel plainly
+// launch(side stream, policy) there as part `part`: its first kernel plainly
 // (LaunchPolicy::plain_first says why), and at the driver's carveout --
 // fitted, the SMs the indexer's kernels have fitted before them keep the
 // absorption off, and the side stream ends 5.1 us after the top-k at 8
 // sequences instead of 0.6 (the kernel timeline of one step).
 template <typename Launch>
-GpuStatus LaunchBeside(const StepLaunch& s, cudaStream_t stream,
-                       Launch&& launch) {
+GpuStatus LaunchBeside(const StepLaunch& s, const char* part,
+                       cudaStream_t stream, Launch&& launch) {
   MG_RETURN_IF_ERROR(s.side->Fork(stream));
+  MG_RETURN_IF_ERROR(Observe(s, part, s.side->stream()));
   return launch(s.side->stream(), s.policy.DriverCarveout().PlainFirst());
 }
 
@@ -427,18 +428,18 @@ GpuStatus IndexerAndAbsorb(const StepLaunch& s, int layer, const LayerParams& w,
               LaunchAbsorbQuery(AbsorbOf(s, w), stream, s.policy));
     return OkStatus();
   }
-  MG_RETURN_IF_ERROR(LaunchBeside(
-      s, stream, [&](cudaStream_t side, const LaunchPolicy& policy) {
-        MG_RETURN_IF_ERROR(Observe(s, "mla/absorb", side));
-        return LaunchAbsorbQuery(AbsorbOf(s, w), side, policy);
-      }));
+  MG_RETURN_IF_ERROR(
+      LaunchBeside(s, "mla/absorb", stream,
+                   [&](cudaStream_t side, const LaunchPolicy& policy) {
+                     return LaunchAbsorbQuery(AbsorbOf(s, w), side, policy);
+                   }));
   MG_RETURN_IF_ERROR(RotateQueries(s, stream));
-  MG_RETURN_IF_ERROR(LaunchBeside(
-      s, stream, [&](cudaStream_t side, const LaunchPolicy& policy) {
-        MG_RETURN_IF_ERROR(Observe(s, "mla/queries", side));
-        return LaunchAttentionQueries(AttentionOf(s, layer), s.sm_count, side,
-                                      policy);
-      }));
+  MG_RETURN_IF_ERROR(
+      LaunchBeside(s, "mla/queries", stream,
+                   [&](cudaStream_t side, const LaunchPolicy& policy) {
+                     return LaunchAttentionQueries(AttentionOf(s, layer),
+                                                   s.sm_count, side, policy);
+                   }));
   MG_RETURN_IF_ERROR(Indexer(s, layer, stream));
   MG_RETURN_IF_ERROR(Observe(s, kSideJoined, s.side->stream()));
   return s.side->Join(stream);
