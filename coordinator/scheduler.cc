@@ -67,6 +67,7 @@ Scheduler::ExistingSubmit(const std::string& request_id) {
         absl::StrCat("request_id: ", request_id.size(),
                      " characters; allowed: at most 128"));
   }
+  RETURN_IF_ERROR(CheckPrintable(request_id, "request_id", 128));
   ASSIGN_OR_RETURN(const std::optional<int64_t> sweep_id,
                    store_->SweepForRequest(request_id));
   if (!sweep_id.has_value()) return std::optional<v1::SubmitSweepResponse>();
@@ -79,7 +80,6 @@ Scheduler::ExistingSubmit(const std::string& request_id) {
 
 absl::StatusOr<v1::SubmitSweepResponse> Scheduler::Submit(
     const v1::SweepSpec& spec, const std::string& request_id) {
-  RETURN_IF_ERROR(CheckPrintable(request_id, "request_id", kMaxNameBytes));
   // A retried submit gets the sweep its first attempt created.
   ASSIGN_OR_RETURN(std::optional<v1::SubmitSweepResponse> existing,
                    ExistingSubmit(request_id));

@@ -38,6 +38,28 @@ std::string RecordedOwner(const std::string& path, int pid) {
   return std::string(absl::StripAsciiWhitespace(rest.str()));
 }
 
+// The pid holding an exclusive flock on the file of `fd` (from /proc/locks),
+// or 0 when none is listed.
+int FlockHolderPid(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return 0;
+  // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; the device in hex.
+  const std::string id = absl::StrCat(
+      absl::Hex(major(st.st_dev), absl::kZeroPad2), ":",
+      absl::Hex(minor(st.st_dev), absl::kZeroPad2), ":", st.st_ino);
+  std::ifstream locks("/proc/locks");
+  for (std::string line; std::getline(locks, line);) {
+    const std::vector<std::string> f =
+        absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    int pid = 0;
+    if (f.size() >= 6 && f[1] == "FLOCK" && f[3] == "WRITE" && f[5] == id &&
+        absl::SimpleAtoi(f[4], &pid)) {
+      return pid;
+    }
+  }
+  return 0;
+}
+
 std::string DescribeHolder(int fd, const std::string& owner_path) {
   const int pid = FlockHolderPid(fd);
   const std::string owner = RecordedOwner(owner_path, pid);
@@ -85,26 +107,6 @@ std::string DescribeThisProcess(const std::string& what) {
       "pid ", getpid(), " on host ", host, what.empty() ? "" : ", ", what,
       ", since ",
       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone()));
-}
-
-int FlockHolderPid(int fd) {
-  struct stat st;
-  if (fstat(fd, &st) != 0) return 0;
-  // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; the device in hex.
-  const std::string id = absl::StrCat(
-      absl::Hex(major(st.st_dev), absl::kZeroPad2), ":",
-      absl::Hex(minor(st.st_dev), absl::kZeroPad2), ":", st.st_ino);
-  std::ifstream locks("/proc/locks");
-  for (std::string line; std::getline(locks, line);) {
-    const std::vector<std::string> f =
-        absl::StrSplit(line, ' ', absl::SkipWhitespace());
-    int pid = 0;
-    if (f.size() >= 6 && f[1] == "FLOCK" && f[3] == "WRITE" && f[5] == id &&
-        absl::SimpleAtoi(f[4], &pid)) {
-      return pid;
-    }
-  }
-  return 0;
 }
 
 absl::StatusOr<WriterLock> WriterLock::Acquire(const std::string& db_path,

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 
@@ -46,9 +47,5 @@ class WriterLock {
 // Who is asking: "pid 123 on host h, since 2026-12-01T10:00:00Z" plus
 // `what` when given.
 std::string DescribeThisProcess(const std::string& what);
-
-// The pid holding an exclusive flock on the file of `fd` (from /proc/locks),
-// or 0 when none is listed.
-int FlockHolderPid(int fd);
 
 }  // namespace moetune::db

@@ -87,7 +87,7 @@ const char* FormatName(OutputFormat format) {
 }
 
 void Table::Print(std::ostream& out, OutputFormat format) const {
-  if (format == OutputFormat::kMarkdown || format != OutputFormat::kCsv) {
+  if (format != OutputFormat::kCsv) {
     // For a terminal or a report: text stored before names were bounded
     // (control characters, bidirectional overrides) is shown escaped.
     Table shown = *this;

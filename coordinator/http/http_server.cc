@@ -121,11 +121,11 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(
   ASSIGN_OR_RETURN(server->server_, MakeServer(options));
   server->max_streams_ = std::max(1, options.max_streams);
   server->stream_ping_ = options.stream_ping;
-  // A thread a connection, up to every stream plus kRequestThreads: streams
-  // beyond their cap are refused before they hold a thread for long.
   // One request a connection: an idle kept-alive connection would hold one
   // of the request threads for its whole timeout.
   server->server_->set_keep_alive_max_count(1);
+  // A thread a connection, up to every stream plus kRequestThreads: streams
+  // beyond their cap are refused before they hold a thread for long.
   server->server_->new_task_queue = [n = server->max_streams_ +
                                          kRequestThreads] {
     return new httplib::ThreadPool(n);
@@ -184,7 +184,6 @@ void HttpServer::Route(const HttpServerOptions& options) {
       return !too_large;
     });
     if (too_large || !read) {
-      res.set_header("Connection", "close");
       res.status = too_large ? 413 : 400;
       res.set_content(too_large ? absl::StrCat("request body over ",
                                                kMaxBodyBytes, " bytes\n")
@@ -231,7 +230,6 @@ void HttpServer::StreamWatch(const httplib::Request& req,
   if (check.status != 200) return Send(check, res);
   if (open_streams_->fetch_add(1) >= max_streams_) {
     open_streams_->fetch_sub(1);
-    res.set_header("Connection", "close");
     return Send(ErrorReply(grpc::StatusCode::UNAVAILABLE,
                            absl::StrCat("too many open event streams (",
                                         max_streams_, "); try again later")),
