@@ -3,8 +3,6 @@
 // and freed, stream clients opened and dropped, malformed requests sent.
 // At the end every trial is DONE once, no result is lost or duplicated, and
 // the database passes integrity_check. Prints the faults it injected.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -21,6 +19,7 @@
 
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/common/loopback_socket.h"
 #include "tests/e2e/cluster.h"
 
 namespace moetune::e2e {
@@ -44,17 +43,11 @@ v1::SweepSpec SoakSpec() {
 
 // Raw bytes at `address` that are not a gRPC request.
 void SendGarbage(const std::string& address, std::mt19937& random) {
-  const size_t colon = address.rfind(':');
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(std::stoi(address.substr(colon + 1)));
-  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0) {
-    std::string junk(1 + random() % 4096, '\0');
-    for (char& c : junk) c = static_cast<char>(random());
-    (void)!send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
-  }
+  const int fd = testing_util::ConnectLoopback(address);
+  if (fd < 0) return;
+  std::string junk(1 + random() % 4096, '\0');
+  for (char& c : junk) c = static_cast<char>(random());
+  (void)!send(fd, junk.data(), junk.size(), MSG_NOSIGNAL);
   close(fd);
 }
 

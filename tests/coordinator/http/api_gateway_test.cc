@@ -3,8 +3,6 @@
 // bearer tokens passed on.
 #include "coordinator/http/api_gateway.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +15,7 @@
 #include "coordinator/server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/loopback_socket.h"
 
 namespace moetune::coordinator::http {
 namespace {
@@ -159,14 +158,8 @@ struct RawClient {
 };
 RawClient Request(const std::string& address, const std::string& request) {
   RawClient c;
-  const size_t colon = address.rfind(':');
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(std::stoi(address.substr(colon + 1)));
-  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-  c.fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (connect(c.fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0 ||
-      send(c.fd, request.data(), request.size(), 0) < 0) {
+  c.fd = testing_util::ConnectLoopback(address);
+  if (c.fd < 0 || send(c.fd, request.data(), request.size(), 0) < 0) {
     return c;
   }
   char ch;

@@ -2,9 +2,7 @@
 // at start naming the flag, health, metrics and bounded request bodies.
 #include "coordinator/http/http_server.h"
 
-#include <arpa/inet.h>
 #include <httplib.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/loopback_socket.h"
 
 namespace moetune::coordinator::http {
 namespace {
@@ -89,12 +88,8 @@ TEST_F(HttpServerTest, AChunkedBodyOverTheLimitIs413WhileItIsSent) {
       Start({.listen = "127.0.0.1:0"});
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string address = (*server)->address();
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(std::stoi(address.substr(address.rfind(':') + 1)));
-  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
+  const int fd = testing_util::ConnectLoopback(address);
+  ASSERT_GE(fd, 0);
   const std::string head =
       "POST /moetune.v1.Moetune/ListSweeps HTTP/1.1\r\nHost: x\r\n"
       "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
