@@ -106,6 +106,9 @@ class GpuMoeBackend final : public Backend {
     if (!target.is_gpu()) {
       probe.set_reason(
           "GPU backend; this worker runs on the CPU (--device cpu)");
+    } else if (const std::string refusal = DeviceRefusal(target.ordinal);
+               !refusal.empty()) {
+      probe.set_reason(refusal);
     } else {
       const gpu::BackendAvailability a =
           gpu_->ProbeMoeBackend(name_, target.ordinal);
@@ -171,6 +174,14 @@ class GpuMoeBackend final : public Backend {
         ref::DecodeStepByteBreakdown(in.step, result.distinct_experts).Total());
     if (comm != nullptr) run.comm_measured_us = result.comm_us;
     return run;
+  }
+
+  // Why the device at `ordinal` lacks the architecture the backend needs
+  // ("" when it has it, or when it is absent: the GPU library says why).
+  std::string DeviceRefusal(int ordinal) {
+    const gpu::DeviceInfo device = gpu_->QueryDevice(ordinal);
+    if (!device.present) return "";
+    return descriptor_.DeviceRefusal(device.sm_major * 10 + device.sm_minor);
   }
 
   const backends::BackendDescriptor& descriptor_;

@@ -88,4 +88,15 @@ std::string BackendDescriptor::CanImplement(const LayerShape& shape,
   return shape_rules == nullptr ? "" : shape_rules(shape, tile);
 }
 
+std::string BackendDescriptor::DeviceRefusal(int sm) const {
+  if (!is_gpu()) return "";
+  const bool fits = gpu.arch_specific ? sm == gpu.min_sm : sm >= gpu.min_sm;
+  if (fits) return "";
+  const std::string feature =
+      gpu.feature.empty() ? "" : " (" + std::string(gpu.feature) + ")";
+  return std::string(name) + ": needs sm_" + std::to_string(gpu.min_sm) +
+         (gpu.arch_specific ? "a" : "+") + feature + ", device is sm_" +
+         std::to_string(sm);
+}
+
 }  // namespace moetune::backends

@@ -45,7 +45,8 @@ struct GpuNeeds {
   bool arch_specific = false;  // uses min_sm's "a" features (sm_90a wgmma):
                                // that arch exactly, not its successors
   bool cublas = false;         // needs a cuBLAS handle
-  // What min_sm brings that it uses, for the probe's reason ("Hopper").
+  // What min_sm brings that it uses, for the probe's reason ("Hopper",
+  // "wgmma").
   std::string_view feature;
   // Non-empty: no kernel of it exists in this code base; why it is listed.
   std::string_view not_implemented;
@@ -112,6 +113,13 @@ struct BackendDescriptor {
   // The tuner keeps a point in the space only when this is "", and the GPU
   // runtime refuses a run with the same words.
   std::string CanImplement(const LayerShape& shape, const Tile& tile) const;
+  // "" when a device of compute capability `sm` (major * 10 + minor: 90,
+  // 120) has the architecture `gpu` needs: min_sm or newer, or min_sm
+  // exactly when arch_specific (sm_90a code does not run on sm_100 or
+  // sm_120). Otherwise why, starting with its name: "grouped_wgmma: needs
+  // sm_90a (wgmma), device is sm_120". "" for CPU backends. The worker's GPU
+  // probe refuses with it before asking the GPU library.
+  std::string DeviceRefusal(int sm) const;
 };
 
 }  // namespace moetune::backends

@@ -24,6 +24,7 @@ class FakeSystemInfo final : public SystemInfo {
 class FakeGpuApi final : public GpuApi {
  public:
   bool present = true;
+  int sm_major = 9, sm_minor = 0;  // the device's compute capability
   std::vector<std::string> available_backends = {"fused_gemv"};
   gpu::MoeRunResult next_run;
   gpu::MoeProblem last_problem;
@@ -40,7 +41,8 @@ class FakeGpuApi final : public GpuApi {
       return info;
     }
     info.name = "Fake H200";
-    info.sm_major = 9;
+    info.sm_major = sm_major;
+    info.sm_minor = sm_minor;
     info.sm_count = 132;
     info.memory_bytes = int64_t{141} << 30;
     info.driver_version = 13000;

@@ -55,10 +55,62 @@ TEST_F(ProbeTest, GpuWorkerAsksTheGpuLibraryPerBackend) {
   EXPECT_EQ(probe.fingerprint().nccl_version(), "2.28.3");
   EXPECT_DOUBLE_EQ(probe.device().measured_read_gbps(), 4500);
   EXPECT_TRUE(Find(probe, "fused_gemv").available());
-  EXPECT_FALSE(Find(probe, "native_fp4").available());
-  EXPECT_THAT(Find(probe, "native_fp4").reason(), HasSubstr("not available"));
+  // Hopper has what grouped_mma needs; the library (the fake) says no.
+  EXPECT_FALSE(Find(probe, "grouped_mma").available());
+  EXPECT_EQ(Find(probe, "grouped_mma").reason(),
+            "grouped_mma is not available on Fake H200");
   EXPECT_FALSE(Find(probe, "cpu_blocked").available());
   EXPECT_THAT(Find(probe, "cpu_blocked").reason(), HasSubstr("CPU workers"));
+}
+
+// The device's architecture is checked against each backend's GpuNeeds
+// before the GPU library is asked: sm_90a code (wgmma) runs on Hopper only,
+// sm_90+ code on Hopper and every later GPU.
+TEST_F(ProbeTest, GpuBackendsNeedingAnotherArchitectureSayWhich) {
+  gpu_.available_backends = {"fused_gemv", "grouped_wgmma", "fused_gemv_fp8",
+                             "native_fp4"};
+  const v1::Probe hopper = ProbeWorker(DeviceTarget{0}, registry_, env_);
+  EXPECT_TRUE(Find(hopper, "grouped_wgmma").available());
+  EXPECT_TRUE(Find(hopper, "fused_gemv_fp8").available());
+  EXPECT_EQ(Find(hopper, "native_fp4").reason(),
+            "native_fp4: needs sm_100+ (FP4 tensor cores, tcgen05), device "
+            "is sm_90");
+
+  gpu_.sm_major = 10;  // B200
+  const v1::Probe b200 = ProbeWorker(DeviceTarget{0}, registry_, env_);
+  EXPECT_EQ(b200.fingerprint().sm_arch(), "sm_100");
+  EXPECT_TRUE(Find(b200, "fused_gemv").available());
+  EXPECT_FALSE(Find(b200, "grouped_wgmma").available());
+  EXPECT_EQ(Find(b200, "grouped_wgmma").reason(),
+            "grouped_wgmma: needs sm_90a (wgmma), device is sm_100");
+  EXPECT_EQ(Find(b200, "fused_gemv_fp8").reason(),
+            "fused_gemv_fp8: needs sm_90a (FP8 wgmma), device is sm_100");
+  EXPECT_TRUE(Find(b200, "native_fp4").available());  // the library decides
+
+  gpu_.sm_major = 12;  // RTX Blackwell
+  const v1::Probe rtx = ProbeWorker(DeviceTarget{0}, registry_, env_);
+  EXPECT_TRUE(Find(rtx, "fused_gemv").available());
+  EXPECT_EQ(Find(rtx, "grouped_wgmma").reason(),
+            "grouped_wgmma: needs sm_90a (wgmma), device is sm_120");
+  EXPECT_EQ(Find(rtx, "fused_gemv_wgmma").reason(),
+            "fused_gemv_wgmma: needs sm_90a (wgmma, for its wide part), "
+            "device is sm_120");
+
+  gpu_.sm_major = 8;  // A100
+  const v1::Probe a100 = ProbeWorker(DeviceTarget{0}, registry_, env_);
+  EXPECT_EQ(Find(a100, "fused_gemv").reason(),
+            "fused_gemv: needs sm_90+ (Hopper), device is sm_80");
+  EXPECT_EQ(Find(a100, "dequant_cublas").reason(),
+            "dequant_cublas: needs sm_90+ (Hopper), device is sm_80");
+  // The CPU backends are refused for the worker's placement, not its arch.
+  EXPECT_THAT(Find(a100, "cpu_blocked").reason(), HasSubstr("CPU workers"));
+}
+
+TEST_F(ProbeTest, AnAbsentDeviceIsLeftToTheGpuLibrary) {
+  gpu_.present = false;
+  const v1::Probe probe = ProbeWorker(DeviceTarget{0}, registry_, env_);
+  EXPECT_EQ(Find(probe, "grouped_wgmma").reason(),
+            "grouped_wgmma is not available on Fake H200");
 }
 
 TEST_F(ProbeTest, MissingGpuIsNamedInTheFingerprint) {

@@ -32,9 +32,7 @@ const BackendDescriptor& Descriptor() {
       .max_batch_why =
           "its FP8 mma columns carry one token's four scale blocks; use "
           "fused_gemv",
-      .gpu = {.min_sm = 90,
-              .arch_specific = true,
-              .feature = "its FP8 product is Hopper's wgmma"},
+      .gpu = {.min_sm = 90, .arch_specific = true, .feature = "FP8 wgmma"},
       .error_bound = 2e-2,
       .shape_rules = &Rules,
   };

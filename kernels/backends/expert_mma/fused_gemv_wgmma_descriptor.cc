@@ -48,7 +48,7 @@ const BackendDescriptor& Descriptor() {
       .times_decode_step = true,
       .gpu = {.min_sm = 90,
               .arch_specific = true,
-              .feature = "its wide part is Hopper's wgmma"},
+              .feature = "wgmma, for its wide part"},
       .error_bound = 2e-2,
       .shape_rules = &Rules,
       // Its tile is its narrow kernel's, fused_gemv's own, so fused_gemv's

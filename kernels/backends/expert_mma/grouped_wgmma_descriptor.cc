@@ -29,9 +29,7 @@ const BackendDescriptor& Descriptor() {
       .tiles = kTiles,
       .graph_capturable = true,
       .times_decode_step = true,
-      .gpu = {.min_sm = 90,
-              .arch_specific = true,
-              .feature = "its product is Hopper's wgmma"},
+      .gpu = {.min_sm = 90, .arch_specific = true, .feature = "wgmma"},
       .error_bound = 2e-2,
       .shape_rules = &Rules,
   };

@@ -202,5 +202,30 @@ TEST(DescriptorTest, GpuNeedsSayWhatEachBackendUses) {
   EXPECT_FALSE(FindBackend("native_fp4")->gpu.not_implemented.empty());
 }
 
+// sm_90a code runs on sm_90 alone; sm_90+ code on Hopper and every later
+// GPU; CPU backends need no architecture.
+TEST(DescriptorTest, DeviceRefusalNamesTheArchitectureAndTheDevice) {
+  const BackendDescriptor& wgmma = *FindBackend("grouped_wgmma");
+  EXPECT_EQ(wgmma.DeviceRefusal(90), "");
+  EXPECT_EQ(wgmma.DeviceRefusal(80),
+            "grouped_wgmma: needs sm_90a (wgmma), device is sm_80");
+  EXPECT_EQ(wgmma.DeviceRefusal(100),
+            "grouped_wgmma: needs sm_90a (wgmma), device is sm_100");
+  EXPECT_EQ(wgmma.DeviceRefusal(120),
+            "grouped_wgmma: needs sm_90a (wgmma), device is sm_120");
+  const BackendDescriptor& gemv = *FindBackend("fused_gemv");
+  EXPECT_EQ(gemv.DeviceRefusal(90), "");
+  EXPECT_EQ(gemv.DeviceRefusal(100), "");
+  EXPECT_EQ(gemv.DeviceRefusal(120), "");
+  EXPECT_EQ(gemv.DeviceRefusal(86),
+            "fused_gemv: needs sm_90+ (Hopper), device is sm_86");
+  const BackendDescriptor& fp4 = *FindBackend("native_fp4");
+  EXPECT_EQ(fp4.DeviceRefusal(90),
+            "native_fp4: needs sm_100+ (FP4 tensor cores, tcgen05), device is "
+            "sm_90");
+  EXPECT_EQ(fp4.DeviceRefusal(100), "");
+  EXPECT_EQ(FindBackend("cpu_blocked")->DeviceRefusal(0), "");
+}
+
 }  // namespace
 }  // namespace moetune::backends
