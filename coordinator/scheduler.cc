@@ -87,7 +87,7 @@ absl::StatusOr<v1::SubmitSweepResponse> Scheduler::Submit(
   // Validated, defaulted and expanded once, here: a rejected spec records
   // nothing, and the plan serves the sweep for its life.
   ASSIGN_OR_RETURN(std::shared_ptr<const tuner::SweepPlan> plan,
-                   tuner::SweepPlan::Create(spec));
+                   tuner::SweepPlan::Create(spec, OfferedBackends()));
   ASSIGN_OR_RETURN(std::unique_ptr<tuner::Strategy> strategy,
                    tuner::MakeStrategy(plan->spec().strategy()));
   std::vector<v1::Trial> trials = strategy->Propose(*plan, {});
@@ -108,6 +108,14 @@ absl::StatusOr<v1::SubmitSweepResponse> Scheduler::Submit(
           " trials of a space of ", plan->point_count(), " points");
   Notify();
   return response;
+}
+
+tuner::BackendCatalog Scheduler::OfferedBackends() const {
+  std::vector<v1::Probe> probes;
+  for (const WorkerEntry& worker : registry_->AliveWorkers()) {
+    probes.push_back(worker.probe);
+  }
+  return tuner::BackendCatalog::FromProbes(probes);
 }
 
 const tuner::SweepPlan& Scheduler::PlanOf(const v1::Sweep& sweep) {

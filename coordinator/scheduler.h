@@ -188,6 +188,9 @@ class Scheduler {
   bool DueForExpiry();
   static bool WorkerHasBackend(const WorkerEntry& worker,
                                const std::string& backend);
+  // The native backends and the plugin backends the live workers' probes
+  // offer: what a submitted spec may name.
+  tuner::BackendCatalog OfferedBackends() const;
   // The sweep's plan: made at submission, or from its stored normalised
   // spec after a restart; dropped when the sweep finishes.
   const tuner::SweepPlan& PlanOf(const v1::Sweep& sweep)

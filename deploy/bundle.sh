@@ -5,7 +5,11 @@
 # protobuf, c-ares, re2, upb, OpenSSL, ...), all in one directory; the
 # binaries find them through their rpath ($ORIGIN). Never carried: the C/C++
 # runtime, the CUDA driver and runtime, cuBLAS and NCCL, which the GPU host
-# has.
+# has. For out-of-process backends (docs/plugins.md) it also carries
+# libmoetune_model.so (where moetune-worker looks for it by default: beside
+# itself), the Python plugin host and its package as plugins/, and
+# plugins.json, whose commands name plugins/ relative to the bundle:
+#   ./moetune-worker --plugins=plugins.json ...
 #
 #   deploy/bundle.sh [BUILD_DIR] [OUT_DIR]     (defaults: build bundle)
 #   BUNDLE_GPU_TESTS=1 deploy/bundle.sh ...     (also kernels_cuda_test)
@@ -26,8 +30,11 @@ mkdir -p "$OUT_DIR"
 PATHS=()
 for binary in "${BINARIES[@]}"; do PATHS+=("$BUILD_DIR/bin/$binary"); done
 [ "${BUNDLE_GPU_TESTS:-0}" = 1 ] && PATHS+=("$BUILD_DIR/tests/kernels_cuda_test")
+# The plugins' model library loads like the binaries, from the same place.
+[ -f "$BUILD_DIR/lib/libmoetune_model.so" ] &&
+  PATHS+=("$BUILD_DIR/lib/libmoetune_model.so")
 for path_in in "${PATHS[@]}"; do
-  [ -x "$path_in" ] || continue
+  [ -f "$path_in" ] || continue
   binary=$(basename "$path_in")
   cp "$path_in" "$OUT_DIR/"
   # Debug info stays in the build tree; the bundle travels.
@@ -40,6 +47,12 @@ for path_in in "${PATHS[@]}"; do
     done
 done
 cp deploy/example_sweep.json "$OUT_DIR/"
+# The Python plugin host and its backends (sources only), and the plugin
+# list that names them.
+mkdir -p "$OUT_DIR/plugins"
+tar -C worker/plugins --exclude=__pycache__ --exclude='*.pyc' -cf - . |
+  tar -C "$OUT_DIR/plugins" -xf -
+cp deploy/plugins.json "$OUT_DIR/"
 # The dashboard page, where moetune-coordinator looks for it by default
 # (web/ beside the binary).
 if [ -d "$BUILD_DIR/bin/web" ]; then cp -r "$BUILD_DIR/bin/web" "$OUT_DIR/"; fi

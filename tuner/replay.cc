@@ -251,8 +251,9 @@ absl::Status SimulateBatch(std::vector<v1::Trial> batch,
 absl::StatusOr<ReplayRun> RunReplay(const v1::SweepSpec& spec,
                                     Strategy& strategy,
                                     const ReplayOracle& oracle, uint64_t seed) {
+  // A recorded sweep's plugin backends are planned from its own record.
   absl::StatusOr<std::shared_ptr<const SweepPlan>> plan =
-      SweepPlan::Create(spec);
+      SweepPlan::Create(spec, BackendCatalog::Recorded(spec.space()));
   if (!plan.ok()) return plan.status();
   ReplayRun run;
   std::set<std::string> keys;

@@ -125,9 +125,19 @@ std::string WorkloadHash(const v1::Workload& workload) {
       "%016x", Fnv1a64(DeterministicBytes(CanonicalWorkload(workload))));
 }
 
+absl::StatusOr<v1::SweepSpec> NormalizeSpec(const v1::SweepSpec& spec,
+                                            const BackendCatalog& catalog) {
+  RETURN_IF_ERROR(ValidateSweepSpec(spec, catalog));
+  v1::SweepSpec out = WithDefaults(spec);
+  out.mutable_space()->clear_plugin_backends();
+  for (v1::BackendProbe& record : catalog.RecordFor(out.space())) {
+    *out.mutable_space()->add_plugin_backends() = std::move(record);
+  }
+  return out;
+}
+
 absl::StatusOr<v1::SweepSpec> NormalizeSpec(const v1::SweepSpec& spec) {
-  RETURN_IF_ERROR(ValidateSweepSpec(spec));
-  return WithDefaults(spec);
+  return NormalizeSpec(spec, BackendCatalog());
 }
 
 }  // namespace moetune::tuner

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "kernels/backends/limits.h"
 #include "proto/moetune.pb.h"
+#include "tuner/backend_catalog.h"
 
 namespace moetune::tuner {
 
@@ -44,6 +45,14 @@ inline constexpr int kDefaultMaxAttempts = 3;
 // lists may be written in their legacy strings (space.allreduce,
 // space.attention): those are read as NormalizeLegacyFields reads them, and
 // messages name the list the spec wrote ("space.attention[1]: 'dp' ...").
+// space.moe_backends may name the native backends and the plugin backends
+// of `catalog`; any other name is refused with both lists
+// (BackendCatalog::AllowedText). A plugin backend times MOE_LAYER only, one
+// layer (no chain_layers). space.plugin_backends is not read: the
+// coordinator writes it (NormalizeSpec). Without a catalog: the native
+// backends only.
+absl::Status ValidateSweepSpec(const v1::SweepSpec& spec,
+                               const BackendCatalog& catalog);
 absl::Status ValidateSweepSpec(const v1::SweepSpec& spec);
 
 // Fills what the spec leaves zero/empty: measurement warmup 3, iterations 20,
@@ -59,7 +68,12 @@ v1::SweepSpec WithDefaults(const v1::SweepSpec& spec);
 
 // ValidateSweepSpec, then WithDefaults: the normalised spec a sweep is
 // stored and planned with. chain_layers in it is 0 for one layer (never 1)
-// or the chain's length, 2..kMaxChainLayers.
+// or the chain's length, 2..kMaxChainLayers. space.plugin_backends in it is
+// the catalog's record of the listed plugin backends
+// (BackendCatalog::RecordFor), whatever the spec had there: empty when every
+// listed backend is native.
+absl::StatusOr<v1::SweepSpec> NormalizeSpec(const v1::SweepSpec& spec,
+                                            const BackendCatalog& catalog);
 absl::StatusOr<v1::SweepSpec> NormalizeSpec(const v1::SweepSpec& spec);
 
 // The workload with defaults applied, so that equal work has equal bytes:

@@ -18,8 +18,6 @@ namespace moetune::tuner {
 namespace {
 
 using backends::BackendDescriptor;
-using backends::FindBackend;
-using backends::KnownBackendNames;
 using model::ModelConfig;
 
 constexpr int kDegrees[] = {1, 2, 4, 8};
@@ -146,7 +144,8 @@ absl::Status CheckRouting(const v1::Routing& routing,
 }
 
 absl::Status CheckRegion(const v1::WorkloadSpace& w,
-                         const v1::SearchSpace& space) {
+                         const v1::SearchSpace& space,
+                         const BackendCatalog& catalog) {
   if (!v1::Region_IsValid(w.region())) {
     return Invalid("workload.region", absl::StrCat(w.region(),
                                                    " is not allowed; allowed: "
@@ -154,7 +153,7 @@ absl::Status CheckRegion(const v1::WorkloadSpace& w,
   }
   if (w.region() == v1::MOE_LAYER) return absl::OkStatus();
   for (const std::string& name : space.moe_backends()) {
-    const BackendDescriptor* backend = FindBackend(name);
+    const BackendDescriptor* backend = catalog.Find(name);
     if (backend == nullptr || backend->times_decode_step) continue;
     return Invalid("workload.region",
                    absl::StrCat("DECODE_STEP is not timed by '", name,
@@ -165,7 +164,8 @@ absl::Status CheckRegion(const v1::WorkloadSpace& w,
 }
 
 absl::Status CheckChain(const v1::WorkloadSpace& w,
-                        const v1::SearchSpace& space) {
+                        const v1::SearchSpace& space,
+                        const BackendCatalog& catalog) {
   const std::string path = "workload.chain_layers";
   // Each chained layer keeps its weights on the GPU.
   const int max = backends::kMaxChainLayers;
@@ -180,8 +180,15 @@ absl::Status CheckChain(const v1::WorkloadSpace& w,
                    "chains MoE layers; allowed with region: MOE_LAYER only");
   }
   for (const std::string& name : space.moe_backends()) {
-    const BackendDescriptor* backend = FindBackend(name);
-    if (backend == nullptr || backend->is_gpu()) continue;
+    const BackendDescriptor* backend = catalog.Find(name);
+    if (backend == nullptr) continue;
+    if (catalog.IsPlugin(name)) {
+      return Invalid(path, absl::StrCat("'", name,
+                                        "' is a plugin backend, which times "
+                                        "one layer; chains are timed by "
+                                        "native GPU backends only"));
+    }
+    if (backend->is_gpu()) continue;
     return Invalid(path, absl::StrCat("'", name,
                                       "' times one layer; chains are timed "
                                       "by GPU backends only"));
@@ -260,7 +267,8 @@ absl::Status CheckKvDtypes(const v1::WorkloadSpace& w) {
   return CheckNoRepeat(list, path, ShowKvDtype);
 }
 
-absl::Status CheckWorkload(const v1::SweepSpec& spec) {
+absl::Status CheckWorkload(const v1::SweepSpec& spec,
+                           const BackendCatalog& catalog) {
   const v1::WorkloadSpace& w = spec.workload();
   const ModelConfig* preset = nullptr;
   RETURN_IF_ERROR(CheckPreset(w, &preset));
@@ -270,8 +278,8 @@ absl::Status CheckWorkload(const v1::SweepSpec& spec) {
   RETURN_IF_ERROR(CheckIntList(w.context_lengths(), "workload.context_lengths",
                                1, kMaxContextLength));
   RETURN_IF_ERROR(CheckRouting(w.routing(), *preset));
-  RETURN_IF_ERROR(CheckRegion(w, spec.space()));
-  RETURN_IF_ERROR(CheckChain(w, spec.space()));
+  RETURN_IF_ERROR(CheckRegion(w, spec.space(), catalog));
+  RETURN_IF_ERROR(CheckChain(w, spec.space(), catalog));
   RETURN_IF_ERROR(CheckQuantization(w));
   return CheckKvDtypes(w);
 }
@@ -286,18 +294,19 @@ bool HasTile(const BackendDescriptor& backend, const v1::TileShape& tile) {
   return backend.HasTile(backends::TileOf(tile));
 }
 
-absl::Status CheckBackends(const v1::SearchSpace& space) {
+absl::Status CheckBackends(const v1::SearchSpace& space,
+                           const BackendCatalog& catalog) {
   const std::string path = "space.moe_backends";
   if (space.moe_backends().empty()) {
     return Invalid(path, absl::StrCat("must not be empty; allowed: ",
-                                      KnownBackendNames()));
+                                      catalog.AllowedText()));
   }
   for (int i = 0; i < space.moe_backends().size(); ++i) {
     const std::string& name = space.moe_backends(i);
-    if (FindBackend(name) != nullptr) continue;
+    if (catalog.Find(name) != nullptr) continue;
     return Invalid(At(path, i),
                    absl::StrCat("unknown backend '", name,
-                                "'; allowed: ", KnownBackendNames()));
+                                "'; allowed: ", catalog.AllowedText()));
   }
   return CheckNoRepeat(space.moe_backends(), path, [](const std::string& s) {
     return absl::StrCat("'", s, "'");
@@ -306,10 +315,11 @@ absl::Status CheckBackends(const v1::SearchSpace& space) {
 
 // "tiles of cpu_blocked: 4x64, 8x128; tiles of fused_gemv: ..." over the
 // listed backends that take tiles, or a note that none does.
-std::string ListedTiles(const v1::SearchSpace& space) {
+std::string ListedTiles(const v1::SearchSpace& space,
+                        const BackendCatalog& catalog) {
   std::vector<std::string> parts;
   for (const std::string& name : space.moe_backends()) {
-    const BackendDescriptor* backend = FindBackend(name);
+    const BackendDescriptor* backend = catalog.Find(name);
     if (backend == nullptr || backend->tiles.empty()) continue;
     parts.push_back(absl::StrCat("tiles of ", name, ": ", backend->TileList()));
   }
@@ -317,12 +327,13 @@ std::string ListedTiles(const v1::SearchSpace& space) {
   return absl::StrJoin(parts, "; ");
 }
 
-absl::Status CheckTiles(const v1::SearchSpace& space) {
+absl::Status CheckTiles(const v1::SearchSpace& space,
+                        const BackendCatalog& catalog) {
   for (int i = 0; i < space.tiles().size(); ++i) {
     const v1::TileShape& tile = space.tiles(i);
     bool known = false;
     for (const std::string& name : space.moe_backends()) {
-      const BackendDescriptor* backend = FindBackend(name);
+      const BackendDescriptor* backend = catalog.Find(name);
       known = known || (backend != nullptr && HasTile(*backend, tile));
     }
     if (known) continue;
@@ -331,7 +342,8 @@ absl::Status CheckTiles(const v1::SearchSpace& space) {
         absl::StrCat(
             "{block_n: ", tile.block_n(), ", block_k: ", tile.block_k(),
             tile.stages() != 0 ? absl::StrCat(", stages: ", tile.stages()) : "",
-            "} is not a tile of any listed backend; ", ListedTiles(space)));
+            "} is not a tile of any listed backend; ",
+            ListedTiles(space, catalog)));
   }
   return CheckNoRepeat(space.tiles(), "space.tiles", ShowTile);
 }
@@ -491,9 +503,10 @@ absl::Status CheckCollectives(const v1::SearchSpace& written,
                         region);
 }
 
-absl::Status CheckSpace(const v1::SearchSpace& space, v1::Region region) {
-  RETURN_IF_ERROR(CheckBackends(space));
-  RETURN_IF_ERROR(CheckTiles(space));
+absl::Status CheckSpace(const v1::SearchSpace& space, v1::Region region,
+                        const BackendCatalog& catalog) {
+  RETURN_IF_ERROR(CheckBackends(space, catalog));
+  RETURN_IF_ERROR(CheckTiles(space, catalog));
   RETURN_IF_ERROR(CheckDegrees(space.tp(), "space.tp"));
   RETURN_IF_ERROR(CheckDegrees(space.ep(), "space.ep"));
   RETURN_IF_ERROR(CheckNoRepeat(space.cuda_graph(), "space.cuda_graph",
@@ -574,14 +587,19 @@ absl::Status CheckMeasurement(const v1::Measurement& m) {
 
 }  // namespace
 
-absl::Status ValidateSweepSpec(const v1::SweepSpec& spec) {
+absl::Status ValidateSweepSpec(const v1::SweepSpec& spec,
+                               const BackendCatalog& catalog) {
   // Bounded, printable text first: a name of megabytes or with terminal
   // escapes is refused before anything else reads it.
   RETURN_IF_ERROR(CheckMessageText(spec, ""));
-  RETURN_IF_ERROR(CheckWorkload(spec));
-  RETURN_IF_ERROR(CheckSpace(spec.space(), spec.workload().region()));
+  RETURN_IF_ERROR(CheckWorkload(spec, catalog));
+  RETURN_IF_ERROR(CheckSpace(spec.space(), spec.workload().region(), catalog));
   RETURN_IF_ERROR(CheckStrategy(spec.strategy()));
   return CheckMeasurement(spec.measurement());
+}
+
+absl::Status ValidateSweepSpec(const v1::SweepSpec& spec) {
+  return ValidateSweepSpec(spec, BackendCatalog());
 }
 
 }  // namespace moetune::tuner

@@ -184,11 +184,12 @@ void AppendBackendConfigs(const backends::BackendDescriptor& backend,
 }
 
 std::vector<v1::TrialConfig> ConfigsAt(const v1::SearchSpace& space,
+                                       const BackendCatalog& catalog,
                                        const model::ModelConfig& preset,
                                        int batch, bool whole_step) {
   std::vector<v1::TrialConfig> configs;
   for (const std::string& name : space.moe_backends()) {
-    const backends::BackendDescriptor* backend = backends::FindBackend(name);
+    const backends::BackendDescriptor* backend = catalog.Find(name);
     if (backend != nullptr) {
       AppendBackendConfigs(*backend, space, preset, batch, whole_step, configs);
     }
@@ -228,7 +229,12 @@ v1::Workload MakeWorkload(const v1::WorkloadSpace& space, int batch,
 
 absl::StatusOr<std::shared_ptr<const SweepPlan>> SweepPlan::Create(
     const v1::SweepSpec& spec) {
-  absl::StatusOr<v1::SweepSpec> normalized = NormalizeSpec(spec);
+  return Create(spec, BackendCatalog());
+}
+
+absl::StatusOr<std::shared_ptr<const SweepPlan>> SweepPlan::Create(
+    const v1::SweepSpec& spec, const BackendCatalog& catalog) {
+  absl::StatusOr<v1::SweepSpec> normalized = NormalizeSpec(spec, catalog);
   if (!normalized.ok()) return normalized.status();
   std::shared_ptr<SweepPlan> plan(new SweepPlan(*std::move(normalized)));
   const int64_t points = plan->PlanConfigs();
@@ -255,6 +261,9 @@ std::shared_ptr<const SweepPlan> SweepPlan::FromNormalized(
 int64_t SweepPlan::PlanConfigs() {
   const model::ModelConfig* preset =
       model::FindPreset(spec_.workload().model_preset());
+  // The stored spec's own record: the plan never depends on which workers
+  // are registered now.
+  const BackendCatalog catalog = BackendCatalog::Recorded(spec_.space());
   std::map<int, int> list_of_batch;
   int64_t points = 0;
   const int64_t per_batch =
@@ -267,7 +276,7 @@ int64_t SweepPlan::PlanConfigs() {
       config_lists_.push_back(
           preset == nullptr
               ? std::vector<v1::TrialConfig>{}
-              : ConfigsAt(spec_.space(), *preset, batch,
+              : ConfigsAt(spec_.space(), catalog, *preset, batch,
                           spec_.workload().region() == v1::DECODE_STEP));
     }
     list_of_batch_slot_.push_back(it->second);

@@ -37,6 +37,9 @@
 //   descriptor can run it (BackendDescriptor::CanImplement on the preset's
 //   layer at that tp and the workload's batch: tile shape rules, batch
 //   limits such as fused_gemv_fp8's one token).
+//   A plugin backend's descriptor is built from its record in the spec
+//   (space.plugin_backends, BackendCatalog): its tiles (the first its
+//   default), cuda_graph as its probe said, MOE_LAYER only.
 // Points are built when asked for, one workload at a time; the plan itself
 // holds the workloads and the distinct config lists, not the grid.
 //
@@ -50,6 +53,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/moetune.pb.h"
+#include "tuner/backend_catalog.h"
 
 namespace moetune::tuner {
 
@@ -65,6 +69,12 @@ class SweepPlan {
   // with the count for a space of more than kMaxSweepPoints points.
   static absl::StatusOr<std::shared_ptr<const SweepPlan>> Create(
       const v1::SweepSpec& spec);
+  // The same, where the spec may also name the plugin backends of
+  // `catalog`; their records go into the normalised spec
+  // (space.plugin_backends) and the plan reads them from there, as
+  // FromNormalized does.
+  static absl::StatusOr<std::shared_ptr<const SweepPlan>> Create(
+      const v1::SweepSpec& spec, const BackendCatalog& catalog);
   // Plans a spec NormalizeSpec already produced (a stored sweep's): not
   // validated again; WithDefaults is re-applied, which leaves a normalised
   // spec as it is.

@@ -20,6 +20,9 @@ struct ChildOutcome {
   std::string stdout_data;
   std::string stderr_tail;  // last few KB of stderr
   std::string error;        // kSpawnFailed
+  // A warm process (warm_process.h) whose reply could not be read as a
+  // frame: what was wrong with it ("" otherwise).
+  std::string frame_error;
 };
 
 ChildOutcome RunChildProcess(const std::vector<std::string>& argv,

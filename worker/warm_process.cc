@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <string>
 #include <thread>
 
 #include "worker/frames.h"
@@ -106,7 +107,11 @@ ChildOutcome::Kind WarmProcess::Exchange(const std::string& frame,
       if (!DrainInto(pipes_.stdout_fd, &pending_, 0)) break;  // end of output
       bool corrupt = false;
       std::optional<std::string> reply = TakeFrame(&pending_, &corrupt);
-      if (corrupt) break;
+      if (corrupt) {
+        out->frame_error = "a frame length over the limit of " +
+                           std::to_string(kMaxFrameBytes) + " bytes";
+        break;
+      }
       if (reply.has_value()) {
         DrainReady(pipes_.stderr_fd, &out->stderr_tail);  // written before
         out->kind = ChildOutcome::Kind::kExited;

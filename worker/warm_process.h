@@ -42,6 +42,12 @@ class WarmProcess {
   void Stop();
 
   bool running() const { return pid_ > 0; }
+  // Whether a process runs now: one that ended between calls is forgotten
+  // first (so that the next Call starts a fresh one).
+  bool Alive() {
+    ReapIfGone();
+    return running();
+  }
   // Replies the running process has given (0 for a fresh one).
   int calls_served() const { return served_; }
 

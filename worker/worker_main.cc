@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/build_info.h"
 #include "common/comm/comm_calibration.h"
 #include "common/command_line.h"
 #include "common/log.h"
@@ -25,6 +26,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "worker/agent.h"
 #include "worker/grpc_gang_rendezvous.h"
+#include "worker/plugin_config.h"
 #include "worker/probe.h"
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:50052",
@@ -54,6 +56,12 @@ ABSL_FLAG(bool, count_gpus, false,
 ABSL_FLAG(std::string, trial_wrapper, "",
           "command prefix for each trial process, e.g. 'compute-sanitizer "
           "--tool memcheck' (split on spaces)");
+ABSL_FLAG(std::string, plugins, "",
+          "a JSON file naming out-of-process backends and the commands "
+          "that serve them (docs/plugins.md); empty: none");
+ABSL_FLAG(std::string, model_library, "",
+          "libmoetune_model.so, which plugins load to make their inputs; "
+          "default: lib/ beside this binary's directory, or that directory");
 ABSL_FLAG(bool, run_trial, false,
           "internal: run one trial from stdin (the supervised child)");
 ABSL_FLAG(bool, serve_trials, false,
@@ -103,10 +111,13 @@ std::vector<std::string> TrialCommand(const std::string& wrapper,
   // A trial process dies with its worker (a killed worker must not leave a
   // kernel running on its GPU), behind a wrapper too.
   command.push_back(absl::StrCat("--parent_pid=", getpid()));
-  // A gang trial's process calls the coordinator (its rendezvous) with the
+  // The trial process serves the worker's plugin backends too; a gang
+  // trial's process calls the coordinator (its rendezvous) with the
   // worker's own credentials: the files, never the secrets, on its line.
   for (const auto& [flag, value] :
-       {std::pair{"tls_ca", absl::GetFlag(FLAGS_tls_ca)},
+       {std::pair{"plugins", absl::GetFlag(FLAGS_plugins)},
+        std::pair{"model_library", absl::GetFlag(FLAGS_model_library)},
+        std::pair{"tls_ca", absl::GetFlag(FLAGS_tls_ca)},
         std::pair{"tls_cert", absl::GetFlag(FLAGS_tls_cert)},
         std::pair{"tls_key", absl::GetFlag(FLAGS_tls_key)},
         std::pair{"token_file", absl::GetFlag(FLAGS_token_file)}}) {
@@ -194,6 +205,23 @@ int ServeTrials(int ordinal, const v1::Probe& probe, SystemInfo& system) {
   return status.ok() ? 0 : 1;
 }
 
+// The plugin file's backends (--plugins), each served by its own plugin
+// process.
+absl::Status AddPlugins(BackendRegistry* registry) {
+  const std::string path = absl::GetFlag(FLAGS_plugins);
+  if (path.empty()) return absl::OkStatus();
+  absl::StatusOr<std::vector<PluginSpec>> specs = LoadPluginList(path);
+  if (!specs.ok()) return specs.status();
+  PluginOptions options;
+  options.model_library = absl::GetFlag(FLAGS_model_library);
+  if (options.model_library.empty()) {
+    options.model_library = DefaultModelLibrary();
+  }
+  options.worker_version = BuildHash();
+  RegisterPlugins(*specs, options, registry);
+  return absl::OkStatus();
+}
+
 int WorkerMain(int ordinal) {
   RealClock* clock = RealClock::Get();
   RealGpuApi gpu;
@@ -203,6 +231,10 @@ int WorkerMain(int ordinal) {
   }
   RealSystemInfo system;
   BackendRegistry registry = MakeDefaultRegistry(clock, &gpu);
+  if (const absl::Status plugins = AddPlugins(&registry); !plugins.ok()) {
+    LogError("worker: ", plugins.message());
+    return 2;
+  }
   TrialRunner runner(&registry, GrpcRendezvousFor);
   if (absl::GetFlag(FLAGS_run_trial)) return RunTrialChildMain(&runner);
   if (absl::GetFlag(FLAGS_serve_trials)) return RunTrialServeMain(&runner);
@@ -220,9 +252,9 @@ std::string Usage() {
       "--device cpu|N [flags]\n\nflags:\n",
       DescribeFlags({"coordinator", "device", "name", "token_file", "tls_ca",
                      "tls_cert", "tls_key", "report_retry_s", "trial_wrapper",
-                     "warm_trials", "comm_calibration", "max_trials",
-                     "probe_only", "count_gpus", "parent_pid", "log_level",
-                     "log_format"}),
+                     "warm_trials", "comm_calibration", "plugins",
+                     "model_library", "max_trials", "probe_only", "count_gpus",
+                     "parent_pid", "log_level", "log_format"}),
       "  --help, --version\n\nexit: 0 stopped, 1 failed, 2 bad flag\n");
 }
 

@@ -46,6 +46,12 @@ ABSL_FLAG(std::string, comm_calibration, "",
           "sweep: a moetune-comm-bench --calibration file, handed to every "
           "embedded worker (its --comm_calibration): measured latency and "
           "bandwidth replace the communication model's assumptions");
+ABSL_FLAG(std::string, plugins, "",
+          "probe: a plugin file (docs/plugins.md), handed to the worker "
+          "(its --plugins): its out-of-process backends are probed too");
+ABSL_FLAG(std::string, model_library, "",
+          "probe: libmoetune_model.so for the plugins (the worker's "
+          "--model_library; default: the worker's own default)");
 ABSL_FLAG(int64_t, baseline, 0,
           "compare: the baseline sweep id (0 = the previous finished sweep "
           "of the same name)");
@@ -86,6 +92,8 @@ moetune::cli::CommandOptions OptionsFromFlags(const std::string& command) {
   options.samples = absl::GetFlag(FLAGS_samples);
   options.keep_worker_logs = absl::GetFlag(FLAGS_keep_worker_logs);
   options.comm_calibration = absl::GetFlag(FLAGS_comm_calibration);
+  options.plugins = absl::GetFlag(FLAGS_plugins);
+  options.model_library = absl::GetFlag(FLAGS_model_library);
   options.baseline_sweep_id = absl::GetFlag(FLAGS_baseline);
   options.across_builds = absl::GetFlag(FLAGS_across_builds);
   options.threshold_pct = absl::GetFlag(FLAGS_threshold);

@@ -162,7 +162,20 @@ void PrintProbes(const std::vector<std::pair<std::string, v1::Probe>>& probes,
               << probe.fingerprint().sm_arch() << "), read "
               << FormatDouble(probe.device().measured_read_gbps()) << " GB/s\n";
     ProbeTable(probe).Print(std::cout, format);
+    std::cout << PluginDetails(probe);
   }
+}
+
+// The worker's plugin flags, as the probe was asked for them.
+std::vector<std::string> PluginFlags(const CommandOptions& options) {
+  std::vector<std::string> flags;
+  if (!options.plugins.empty()) {
+    flags.push_back(absl::StrCat("--plugins=", options.plugins));
+  }
+  if (!options.model_library.empty()) {
+    flags.push_back(absl::StrCat("--model_library=", options.model_library));
+  }
+  return flags;
 }
 
 int CmdProbe(const CommandOptions& options) {
@@ -170,8 +183,8 @@ int CmdProbe(const CommandOptions& options) {
   if (!targets.ok()) return Fail(targets.status());
   std::vector<std::pair<std::string, v1::Probe>> probes;
   for (const std::string& device : *targets) {
-    absl::StatusOr<v1::Probe> probe =
-        ProbeDevice(WorkerBinary(options.worker_binary), device);
+    absl::StatusOr<v1::Probe> probe = ProbeDevice(
+        WorkerBinary(options.worker_binary), device, PluginFlags(options));
     if (!probe.ok()) return Fail(probe.status());
     probes.emplace_back(device, *std::move(probe));
   }

@@ -32,6 +32,10 @@ struct CommandOptions {
   bool keep_worker_logs = false;  // sweep: keep the embedded workers' logs
   // sweep: each embedded worker's --comm_calibration (empty: none)
   std::string comm_calibration;
+  // probe: the worker's --plugins and --model_library (empty: none, and
+  // the worker's default library)
+  std::string plugins;
+  std::string model_library;
   // compare
   int64_t baseline_sweep_id = 0;  // 0: the previous sweep of the same name
   bool across_builds = false;     // match fingerprints without build hashes

@@ -69,10 +69,11 @@ std::vector<CommandHelp> MakeCommands() {
        {"format"},
        kExitQuery},
       {"probe",
-       "probe [--device cpu|N|all] [--format F]",
+       "probe [--device cpu|N|all] [--plugins FILE] [--format F]",
        "What this machine has: devices, measured bandwidth, each backend "
-       "available or not with the reason.",
-       {"device", "format"},
+       "available or not with the reason; with --plugins, its plugin "
+       "backends too, with their command, versions and error bound.",
+       {"device", "format", "plugins", "model_library"},
        "0 probed, 1 the probe failed, 2 bad usage"},
   };
 }

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/util/json_util.h"
 #include "kernels/backends/descriptor.h"
 #include "kernels/backends/tile_shape.h"
@@ -197,19 +198,47 @@ Table ProbeTable(const v1::Probe& probe) {
   return table;
 }
 
+std::string PluginDetails(const v1::Probe& probe) {
+  std::string text;
+  for (const v1::BackendProbe& b : probe.backends()) {
+    if (b.plugin().empty()) continue;
+    absl::StrAppend(&text, "  ", b.name(), ": plugin ", b.plugin(), "\n");
+    absl::StrAppend(
+        &text, "    versions: ",
+        b.versions().empty() ? "-" : absl::StrJoin(b.versions(), ", "), "\n");
+    if (b.error_bound() > 0) {
+      absl::StrAppend(&text, "    error bound: ", RawNumber(b.error_bound()),
+                      b.error_bound_why().empty()
+                          ? ""
+                          : absl::StrCat(" (", b.error_bound_why(), ")"),
+                      "\n");
+    }
+    if (!b.available()) {
+      absl::StrAppend(&text, "    unavailable: ", b.reason(), "\n");
+    }
+  }
+  return text.empty() ? "" : absl::StrCat("plugin backends:\n", text);
+}
+
 Table ProbesTable(
     const std::vector<std::pair<std::string, v1::Probe>>& probes) {
   Table table;
-  table.headers = {"device",  "device_name", "arch",  "read_gbps",
-                   "backend", "available",   "tiles", "reason"};
+  table.headers = {"device",   "device_name", "arch",        "read_gbps",
+                   "backend",  "available",   "tiles",       "reason",
+                   "versions", "plugin",      "error_bound", "error_bound_why"};
   for (const auto& [device, probe] : probes) {
     const Table backends = ProbeTable(probe);
-    for (const std::vector<std::string>& row : backends.rows) {
-      table.rows.push_back({device, probe.fingerprint().device_name(),
-                            probe.fingerprint().sm_arch(),
-                            RawNumber(probe.device().measured_read_gbps()),
-                            row[0], row[1] == "yes" ? "true" : "false",
-                            row[2] == "-" ? "" : row[2], row[3]});
+    for (int i = 0; i < probe.backends_size(); ++i) {
+      const std::vector<std::string>& row = backends.rows[i];
+      const v1::BackendProbe& b = probe.backends(i);
+      table.rows.push_back(
+          {device, probe.fingerprint().device_name(),
+           probe.fingerprint().sm_arch(),
+           RawNumber(probe.device().measured_read_gbps()), row[0],
+           row[1] == "yes" ? "true" : "false", row[2] == "-" ? "" : row[2],
+           row[3], absl::StrJoin(b.versions(), "; "), b.plugin(),
+           b.error_bound() > 0 ? RawNumber(b.error_bound()) : "",
+           b.error_bound_why()});
     }
   }
   return table;

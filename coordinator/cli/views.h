@@ -26,8 +26,15 @@ Table WorkersTable(const v1::ListWorkersResponse& workers, OutputFormat format);
 Table SweepsTable(const v1::ListSweepsResponse& sweeps, OutputFormat format);
 // One device's backends (table format: printed under a heading line).
 Table ProbeTable(const v1::Probe& probe);
+// The out-of-process backends of a probe (BackendProbe.plugin set), for
+// under its table: each one's plugin command, the versions it found, its
+// error bound and why, and the reason when it is unavailable. "" when the
+// probe has none.
+std::string PluginDetails(const v1::Probe& probe);
 // Every probed device's backends in one table with the device's columns
-// (CSV: one header, then rows; nothing before it).
+// (CSV: one header, then rows; nothing before it). The plugin columns
+// (versions, "; "-separated, plugin, error_bound, error_bound_why) come
+// last and are empty for native backends.
 Table ProbesTable(const std::vector<std::pair<std::string, v1::Probe>>& probes);
 // tuner::ConfigText: "backend tile tpN epM [dp-attn] [graph] [oneshot]
 // [measured]".

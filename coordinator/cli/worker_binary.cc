@@ -87,10 +87,13 @@ absl::StatusOr<int> CountGpus(const std::string& worker_binary) {
   return count;
 }
 
-absl::StatusOr<v1::Probe> ProbeDevice(const std::string& worker_binary,
-                                      const std::string& device) {
-  absl::StatusOr<std::string> json = CaptureStdout(
-      {worker_binary, "--probe_only", absl::StrCat("--device=", device)});
+absl::StatusOr<v1::Probe> ProbeDevice(
+    const std::string& worker_binary, const std::string& device,
+    const std::vector<std::string>& extra_flags) {
+  std::vector<std::string> argv = {worker_binary, "--probe_only",
+                                   absl::StrCat("--device=", device)};
+  argv.insert(argv.end(), extra_flags.begin(), extra_flags.end());
+  absl::StatusOr<std::string> json = CaptureStdout(argv);
   if (!json.ok()) return json.status();
   v1::Probe probe;
   const auto parsed =

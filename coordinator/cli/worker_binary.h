@@ -18,9 +18,11 @@ std::string WorkerBinary(const std::string& override_path);
 // The number of CUDA devices the worker binary sees (--count_gpus).
 absl::StatusOr<int> CountGpus(const std::string& worker_binary);
 
-// The worker binary's probe of `device` ("cpu" or an ordinal).
-absl::StatusOr<v1::Probe> ProbeDevice(const std::string& worker_binary,
-                                      const std::string& device);
+// The worker binary's probe of `device` ("cpu" or an ordinal), with
+// `extra_flags` on its command line (its --plugins and --model_library).
+absl::StatusOr<v1::Probe> ProbeDevice(
+    const std::string& worker_binary, const std::string& device,
+    const std::vector<std::string>& extra_flags = {});
 
 // Runs argv (argv[0] a path) to completion and returns its stdout; an error
 // naming the command when it cannot start or exits non-zero.

@@ -230,13 +230,16 @@ TEST(ValidateTest, ChainLayersOnlyForGpuBackendsOnMoeLayers) {
 TEST(ValidateTest, Backends) {
   v1::SweepSpec spec = Base();
   spec.mutable_space()->clear_moe_backends();
-  EXPECT_EQ(ErrorOf(spec), "space.moe_backends: must not be empty; allowed: " +
-                               backends::KnownBackendNames());
+  EXPECT_EQ(ErrorOf(spec),
+            "space.moe_backends: must not be empty; allowed: native: " +
+                backends::KnownBackendNames() +
+                "; plugin backends of the registered workers: none");
   spec.mutable_space()->add_moe_backends("foo");
   EXPECT_EQ(ErrorOf(spec),
             "space.moe_backends[0]: unknown backend 'foo'; "
-            "allowed: " +
-                backends::KnownBackendNames());
+            "allowed: native: " +
+                backends::KnownBackendNames() +
+                "; plugin backends of the registered workers: none");
   EXPECT_THAT(ErrorOf(spec),
               HasSubstr("cpu_reference, cpu_blocked, dequant_cublas, "
                         "fused_gemv, fused_gemv_fp8, fused_gemv_wgmma, "

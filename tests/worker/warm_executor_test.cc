@@ -2,28 +2,14 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/worker/tiny_moe_trial.h"
 #include "worker/trial_executor.h"
 
 namespace moetune::worker {
 namespace {
 
 v1::TrialExecution CpuTrial(int64_t id, const std::string& backend, int batch) {
-  v1::TrialExecution execution;
-  v1::Trial* trial = execution.mutable_trial();
-  trial->set_trial_id(id);
-  trial->set_attempt(1);
-  trial->mutable_workload()->set_model_preset("tiny");
-  trial->mutable_workload()->set_batch_size(batch);
-  trial->mutable_workload()->set_seed(5);
-  trial->mutable_workload()->set_region(v1::MOE_LAYER);
-  trial->mutable_config()->set_moe_backend(backend);
-  trial->mutable_config()->set_tp(1);
-  trial->mutable_config()->set_ep(1);
-  trial->mutable_measurement()->set_warmup_iterations(1);
-  trial->mutable_measurement()->set_iterations(3);
-  execution.mutable_probe()->mutable_device()->set_measured_read_gbps(10.0);
-  execution.set_device_ordinal(-1);
-  return execution;
+  return testing::TinyMoeTrial(id, backend, batch, /*seed=*/5);
 }
 
 WarmProcessExecutor Executor() {

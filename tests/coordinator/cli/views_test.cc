@@ -102,7 +102,37 @@ TEST(ViewsTest, ProbesInCsvStartWithTheHeader) {
   ProbesTable({{"cpu", probe}}).Print(csv, OutputFormat::kCsv);
   EXPECT_EQ(csv.str(),
             "device,device_name,arch,read_gbps,backend,available,tiles,"
-            "reason\ncpu,cpu model,,33.5,fused_gemv,false,,GPU backend\n");
+            "reason,versions,plugin,error_bound,error_bound_why\n"
+            "cpu,cpu model,,33.5,fused_gemv,false,,GPU backend,,,,\n");
+}
+
+// A plugin backend's probe says what serves it, what it found and how
+// close it must be; the table's native rows add nothing of that.
+TEST(ViewsTest, PluginBackendsShowTheirCommandVersionsAndBound) {
+  v1::Probe probe;
+  probe.add_backends()->set_name("cpu_reference");
+  v1::BackendProbe* b = probe.add_backends();
+  b->set_name("torch_grouped_bf16");
+  b->set_reason("not installed: torch");
+  b->add_versions("torch absent");
+  b->add_versions("numpy 1.24.2");
+  b->set_plugin("/usr/bin/python3 host.py");
+  b->set_error_bound(0.02);
+  b->set_error_bound_why("BF16 GEMM outputs");
+  EXPECT_EQ(PluginDetails(probe),
+            "plugin backends:\n"
+            "  torch_grouped_bf16: plugin /usr/bin/python3 host.py\n"
+            "    versions: torch absent, numpy 1.24.2\n"
+            "    error bound: 0.02 (BF16 GEMM outputs)\n"
+            "    unavailable: not installed: torch\n");
+  std::ostringstream csv;
+  ProbesTable({{"cpu", probe}}).Print(csv, OutputFormat::kCsv);
+  EXPECT_THAT(csv.str(),
+              HasSubstr("\ncpu,,,0,torch_grouped_bf16,false,,not installed: "
+                        "torch,torch absent; numpy 1.24.2,/usr/bin/python3 "
+                        "host.py,0.02,BF16 GEMM outputs\n"));
+  probe.mutable_backends()->DeleteSubrange(1, 1);
+  EXPECT_EQ(PluginDetails(probe), "");
 }
 
 TEST(UsageTest, EveryCommandHasItsOwnUsage) {
