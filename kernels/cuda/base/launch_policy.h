@@ -22,6 +22,12 @@ struct LaunchPolicy {
   // split of the kernel before it, so a step that fits some launches fits
   // them all but those measured slower fitted.
   bool fit_carveout = false;
+  // Kernels that can start their weights' trip to memory before waiting for
+  // the kernel before them do (the one- and two-sequence BF16 GEMVs stage
+  // their first rounds in shared memory); false: every read after the wait.
+  // Off by default: the staged GEMV has not yet beaten the plain one in the
+  // step (kernels/cuda/step/PERF.md, the link bound).
+  bool weights_ahead = false;
 
   // This policy for the kernels after a launch function's first one.
   LaunchPolicy Then() const {

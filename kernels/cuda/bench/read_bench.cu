@@ -17,7 +17,9 @@
 // Last, links that depend on the one before (an activation passed on) with
 // their weights' first stages issued before the wait or after it, from 0.1
 // to 17 MB on 1, ~132 and ~264 blocks: what a link costs above its bytes
-// once its weights are in flight ahead of its dependency.
+// once its weights are in flight ahead of its dependency; also links that
+// read only the activation, and links whose blocks leave no room on their
+// SM for the next link's.
 //
 //   moetune-read-bench [--rows=2784] [--row_bytes=12288] [--device=D]
 #include <cuda_runtime.h>
@@ -490,14 +492,17 @@ void TimeChain(const Buffers& b, const uint8_t* chain, int n, int rows_each,
 }
 
 // A CUDA graph of n dependent LinkKernels, link i reading slice i of
-// `chain` and activation i of `act`, writing activation i + 1.
+// `chain` and activation i of `act`, writing activation i + 1. Each block
+// holds at least hold_smem bytes of shared memory (its ring's if more):
+// enough, and a link's blocks cannot sit beside the link before's on an SM.
 template <int kRows, int kStageBytes, int kStages, int kThreads, bool kAhead>
 cudaGraphExec_t LinkGraph(const Buffers& b, const uint8_t* chain, unsigned* act,
-                          int n, int rows_each, int ranks, int grid) {
+                          int n, int rows_each, int ranks, int grid,
+                          int hold_smem) {
   auto* kernel = &LinkKernel<kRows, kStageBytes, kStages, kThreads, kAhead>;
   return CaptureChain(
-      kernel, kThreads, kRows * kStageBytes * kStages, grid, n, true,
-      [&](const cudaLaunchConfig_t& config, int i) {
+      kernel, kThreads, std::max(kRows * kStageBytes * kStages, hold_smem),
+      grid, n, true, [&](const cudaLaunchConfig_t& config, int i) {
         cudaLaunchKernelEx(
             &config, kernel,
             chain + static_cast<int64_t>(i) * rows_each * kProjectionRowBytes,
@@ -523,25 +528,29 @@ void PrintLink(const Buffers& b, const char* how, int n, double bytes_each,
 // each reading the activation the one before wrote): their weights loaded
 // after the wait (today's order) and issued before it, as dependent
 // launches; and as the phases of one resident launch, the next phase's
-// weights issued after or before the grid barrier.
+// weights issued after or before the grid barrier. With hold_smem (no
+// phases) each block holds that much shared memory, so that a link's blocks
+// enter an SM only as the link before's leave it.
 template <int kRows, int kStageBytes, int kStages, int kThreads>
 void TimeLinks(const Buffers& b, const uint8_t* chain, unsigned* act, int n,
-               int rows_each, int ranks, int at_least = 1) {
+               int rows_each, int ranks, int at_least = 1, int hold_smem = 0) {
   const double bytes_each =
       static_cast<double>(rows_each) * kProjectionRowBytes;
   const int grid = ChainGrid<kRows>(rows_each, ranks, at_least);
   cudaGraphExec_t after =
       LinkGraph<kRows, kStageBytes, kStages, kThreads, false>(
-          b, chain, act, n, rows_each, ranks, grid);
+          b, chain, act, n, rows_each, ranks, grid, hold_smem);
   cudaGraphExec_t before =
       LinkGraph<kRows, kStageBytes, kStages, kThreads, true>(
-          b, chain, act, n, rows_each, ranks, grid);
-  PrintLink(b, "wait, then read", n, bytes_each, grid,
+          b, chain, act, n, rows_each, ranks, grid, hold_smem);
+  const bool held = hold_smem > 0;
+  PrintLink(b, held ? "after, 1 an SM" : "wait, then read", n, bytes_each, grid,
             BestUs(b, [&] { cudaGraphLaunch(after, nullptr); }));
-  PrintLink(b, "weights ahead", n, bytes_each, grid,
+  PrintLink(b, held ? "ahead, 1 an SM" : "weights ahead", n, bytes_each, grid,
             BestUs(b, [&] { cudaGraphLaunch(before, nullptr); }));
   cudaGraphExecDestroy(after);
   cudaGraphExecDestroy(before);
+  if (held) return;
   auto* phased = &PhasedRingReadKernel<kRows, kStageBytes, kStages, kThreads>;
   constexpr int kSmem = kRows * kStageBytes * kStages;
   cudaFuncSetAttribute(phased, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -566,11 +575,17 @@ void TimeLinks(const Buffers& b, const uint8_t* chain, unsigned* act, int n,
 
 // The links from 0.1 to 17 MB on 1, ~132 and ~264 blocks: what a dependent
 // step costs beyond its bytes when its weights are in flight before its
-// sync, against when they are loaded after it.
+// sync, against when they are loaded after it. First the links that read
+// nothing but the activation (a norm's, RoPE's or top-k's place in the
+// chain); last, links whose blocks each hold 120 KB of shared memory (a
+// wgmma GEMV's or a deep ring's), so that no block of the next link fits
+// beside one of the link before on its SM.
 void TimeLinksAhead(const Buffers& b, const uint8_t* chain) {
   unsigned* act = nullptr;
   if (cudaMalloc(&act, 65 * sizeof(unsigned)) != cudaSuccess) return;
   cudaMemset(act, 0, 65 * sizeof(unsigned));
+  TimeLinks<32, 512, 5, 128>(b, chain, act, 64, 0, 1);  // the activation only
+  TimeLinks<32, 512, 5, 128>(b, chain, act, 64, 0, 1, b.sm_count);
   TimeLinks<8, 4096, 4, 128>(b, chain, act, 64, 8, 1);  // 0.1 MB, 1
   TimeLinks<32, 512, 5, 128>(b, chain, act, 64, 8, 1, b.sm_count);
   TimeLinks<32, 512, 5, 128>(b, chain, act, 64, 44, 66);     // 0.54 MB
@@ -582,6 +597,11 @@ void TimeLinksAhead(const Buffers& b, const uint8_t* chain) {
   TimeLinks<32, 512, 5, 128>(b, chain, act, 48, 704, 12);    //   264
   TimeLinks<128, 128, 5, 256>(b, chain, act, 24, 1408, 12);  // 17 MB
   TimeLinks<128, 128, 5, 256>(b, chain, act, 24, 1408, 24);  //   264
+  constexpr int kHold = 120 << 10;  // two blocks an SM do not fit
+  TimeLinks<32, 512, 5, 128>(b, chain, act, 64, 180, 22, 1, kHold);  // 2.2
+  TimeLinks<32, 512, 5, 128>(b, chain, act, 64, 352, 12, 1, kHold);  // 4.3
+  TimeLinks<32, 512, 5, 128>(b, chain, act, 48, 704, 6, 1, kHold);   // 8.7
+  TimeLinks<128, 128, 5, 256>(b, chain, act, 24, 1408, 12, 1, kHold);
   cudaFree(act);
 }
 

@@ -12,7 +12,8 @@
 //       [--backend=fused_gemv] [--rank=0] [--iterations=20]
 //       [--warmup=3] [--preset=glm5] [--device=D]
 //       [--kv_cache_dtype=bf16,fp8] [--quantization=default,all_nvfp4]
-//       [--overlap=on|off|both] [--tile=NxK[sS]]
+//       [--overlap=on|off|both] [--weights_ahead=on|off|both]
+//       [--tile=NxK[sS]]
 // --tile: the MoE backend's tile (block_n x block_k, with S ring stages
 // where the backend lists them; one of its own); by
 // default its tile for the layer (the default, or where that cannot run the
@@ -24,7 +25,8 @@
 // group changed). --overlap: the step's kernels launched overlapped (each
 // scheduled while the one before it finishes; StepRunOptions::
 // overlap_launches) or each after the previous has drained; both: side by
-// side.
+// side. --weights_ahead: kernels issue their weights' reads before waiting
+// for the kernel before them (StepRunOptions::weights_ahead) or after.
 // A layout is tpN, epN or dpN: N ranks, the MoE split N ways by TP or by
 // EP (attention, the dense MLP and lm_head are split over the N ranks in
 // both), or dpN: EP N ways under data-parallel attention (attention, dense
@@ -53,7 +55,7 @@ struct Flags {
   std::vector<int> batches = {1, 8, 32};
   std::vector<int> contexts = {4096, 32768};
   std::string graph = "both", backend = "fused_gemv", preset = "glm5";
-  std::string overlap = "on";
+  std::string overlap = "on", weights_ahead = "off";
   std::string tile;  // "NxK", or "" for the backend's own choice
   std::vector<std::string> kv_dtypes = {"bf16"}, quantizations = {"default"};
   int layers = 0, rank = 0, iterations = 20, warmup = 3, device = 0;
@@ -80,6 +82,8 @@ bool ParseFlag(const std::string& arg, Flags* f) {
     f->graph = value;
   else if (key == "overlap")
     f->overlap = value;
+  else if (key == "weights_ahead")
+    f->weights_ahead = value;
   else if (key == "backend")
     f->backend = value;
   else if (key == "tile")
@@ -239,9 +243,10 @@ std::string FormatName(const ref::StepSpec& spec) {
   return "mixed";
 }
 
-// How the step is launched: one graph or eager; overlapped or not.
+// How the step is launched: one graph or eager; overlapped or not; its
+// weights read ahead of each kernel's wait or after it.
 struct Mode {
-  bool graph = false, overlap = false;
+  bool graph = false, overlap = false, ahead = false;
 };
 
 // Runs one configuration; false when its result is wrong.
@@ -252,17 +257,18 @@ bool RunOne(const Flags& f, const ref::StepSpec& spec,
   backends::ParseTileText(f.tile, &o.tile);  // checked in Main
   o.cuda_graph = mode.graph;
   o.overlap_launches = mode.overlap;
+  o.weights_ahead = mode.ahead;
   o.warmup = f.warmup;
   o.iterations = f.iterations;
   o.device = f.device;
   o.compute_reference = true;
   o.profile_parts = true;
   const StepRunResult r = RunDecodeStep(MakeStepProblem(spec), o);
-  std::printf("%-5s %-15s %-4s %5d %6d %-5s %-7s ", layout.c_str(),
+  std::printf("%-5s %-15s %-4s %5d %6d %-5s %-7s %-5s ", layout.c_str(),
               FormatName(spec).c_str(),
               spec.kv_cache == ref::KvCacheDtype::kFp8E4M3 ? "fp8" : "bf16",
               spec.batch, spec.context, mode.graph ? "on" : "off",
-              mode.overlap ? "on" : "off");
+              mode.overlap ? "on" : "off", mode.ahead ? "on" : "off");
   if (r.status != RunStatus::kOk) {
     std::printf("not run: %s\n", r.message.c_str());
     return r.status == RunStatus::kCannotImplement;
@@ -298,9 +304,10 @@ bool RunFormats(const Flags& f, ref::StepSpec spec, const std::string& layout,
   for (const std::string& q : f.quantizations) {
     for (const std::string& kv : f.kv_dtypes) {
       ApplyFormats(q, kv, &spec);
-      for (int m = 0; m < 4; ++m) {
-        const Mode mode{(m & 2) != 0, (m & 1) != 0};
-        if (!Wanted(f.graph, mode.graph) || !Wanted(f.overlap, mode.overlap))
+      for (int m = 0; m < 8; ++m) {
+        const Mode mode{(m & 4) != 0, (m & 2) != 0, (m & 1) != 0};
+        if (!Wanted(f.graph, mode.graph) || !Wanted(f.overlap, mode.overlap) ||
+            !Wanted(f.weights_ahead, mode.ahead))
           continue;
         all_ok = RunOne(f, spec, layout, mode, read_gbps) && all_ok;
       }
@@ -311,7 +318,8 @@ bool RunFormats(const Flags& f, ref::StepSpec spec, const std::string& layout,
 
 int Main(const Flags& f) {
   if (!FormatsFlagsOk(f) || !ModeFlagOk("graph", f.graph) ||
-      !ModeFlagOk("overlap", f.overlap) || !TileFlagOk(f.tile)) {
+      !ModeFlagOk("overlap", f.overlap) ||
+      !ModeFlagOk("weights_ahead", f.weights_ahead) || !TileFlagOk(f.tile)) {
     return 2;
   }
   for (const std::string& layout : f.layouts) {
@@ -340,9 +348,9 @@ int Main(const Flags& f) {
               f.layers > 0 ? f.layers : config->num_layers, f.backend.c_str(),
               f.rank, read_gbps);
   std::printf(
-      "%-5s %-15s %-4s %5s %6s %-5s %-7s %10s %9s %7s %7s %7s %7s %9s\n", "lay",
-      "quantization", "kv", "batch", "ctx", "graph", "overlap", "median_us",
-      "floor_us", "eff", "kernels", "w_GiB", "kv_GiB", "rel_err");
+      "%-5s %-15s %-4s %5s %6s %-5s %-7s %-5s %10s %9s %7s %7s %7s %7s %9s\n",
+      "lay", "quantization", "kv", "batch", "ctx", "graph", "overlap", "ahead",
+      "median_us", "floor_us", "eff", "kernels", "w_GiB", "kv_GiB", "rel_err");
   bool all_ok = true;
   for (const std::string& layout : f.layouts) {
     for (int batch : f.batches) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/cuda/base/hopper_async.cuh"
 #include "kernels/cuda/base/launch.cuh"
 #include "kernels/cuda/step/gemv.cuh"
 #include "kernels/cuda/step/gemv_mma.cuh"
@@ -24,6 +25,9 @@ using gemv_detail::RowOf;
 using gemv_detail::SumPartsAndStore;
 using gemv_detail::Unpack4;
 using gemv_detail::Unpack8;
+using mma_detail::CpAsync16;
+using mma_detail::CpAsyncCommit;
+using mma_detail::CpAsyncWait;
 
 constexpr int kWarpsPerBlock = 8;
 
@@ -104,15 +108,57 @@ __device__ __forceinline__ void AccumulateQuad(const uint2& packed,
   }
 }
 
+// One round of a lane's loads: halves la[u] and lb[u] are quads qa + u *
+// quad_stride and 32 beyond it (those past `quads` are not accumulated).
+template <int NB, int U>
+__device__ __forceinline__ void AccumulateRound(
+    const uint2 (&la)[U], const uint2 (&lb)[U], const float* x0,
+    const Bf16Gemv& g, int nb, int qa, int quad_stride, int quads, float* acc) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int q = qa + quad_stride * u;
+    if (q < quads) AccumulateQuad<NB>(la[u], x0, g, nb, q, acc);
+    if (q + 32 < quads) AccumulateQuad<NB>(lb[u], x0, g, nb, q + 32, acc);
+  }
+}
+
+// The first kAhead rounds of a warp's weights in the one- and two-sequence
+// GEMVs, copied into `stage` (kAhead x U groups of 32 chunks) with
+// cp.async before the kernel waits for the one before it: they do not
+// depend on it, so their trip to memory overlaps that kernel's tail and the
+// dependency's sync rather than following them. Shared memory, not
+// registers: the kernel's 32-register budget (eight blocks an SM) has no
+// room for loads held across the wait.
+template <int U, int kAhead>
+__device__ __forceinline__ void StageRoundsAhead(const GemvRow& row, int part,
+                                                 int chunks, int stride,
+                                                 uint4* stage) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int j = 0; j < kAhead; ++j) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c8 = part * 32 + stride * (j * U + u) + lane;
+      if (c8 < chunks) CpAsync16(stage + (j * U + u) * 32 + lane, row.w + c8);
+    }
+  }
+  CpAsyncCommit();
+}
+
 // GemvBf16Body with a lane's 16 bytes of a 256-K group taken as two 8-byte
 // halves, quads lane and 32 + lane of the group, so that a warp's float4
 // loads of x are lane-contiguous (4 L1 wavefronts each, not 8): the one-
 // and two-sequence kernels' body. Alone no faster (ncu: the input projections
 // 14.2 us either way, L1 busy 51 -> 37 %), in the step -1 % at batch 1 and -4 %
-// at batch 2, where the kernels beside it share the SMs' L1.
-template <int NB, int U>
+// at batch 2, where the kernels beside it share the SMs' L1. With kAhead > 0
+// the warp's first kAhead rounds come from StageRoundsAhead's copies (issued
+// before the wait) and the rest as before; kAhead = 0 loads every round after
+// the wait (a first round held in registers across it made the step 3-6 %
+// slower).
+template <int NB, int U, int kAhead>
 __device__ __forceinline__ void GemvBf16QuadBody(const Bf16Gemv& g, int ks) {
   __shared__ float partial[kWarpsPerBlock][NB];
+  extern __shared__ uint4 ahead[];  // [warp][kAhead * U][32 chunks]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int rows_per_block = kWarpsPerBlock / ks;
   const int r = blockIdx.x * rows_per_block + warp / ks, part = warp % ks;
@@ -120,16 +166,34 @@ __device__ __forceinline__ void GemvBf16QuadBody(const Bf16Gemv& g, int ks) {
   const GemvRow row = RowOf(g, live ? r : 0);
   const uint2* w = reinterpret_cast<const uint2*>(row.w);
   const int chunks = g.k / 8, quads = g.k / 4, stride = 32 * ks;
-  // Unlike the tensor-core and NVFP4 GEMVs, no weights are loaded before
-  // the wait: the first round loaded so makes this kernel slower (its own
-  // time +0.5 us a launch at batch 1, +1.7 at batch 2; the step +3 % and
-  // +6 %), not faster.
+  uint4* stage = ahead + warp * (kAhead * U * 32);
+  if constexpr (kAhead > 0) {
+    if (live) StageRoundsAhead<U, kAhead>(row, part, chunks, stride, stage);
+  }
   EnterAfterPriorKernels();
+  if constexpr (kAhead > 0) {
+    CpAsyncWait<0>();
+    __syncwarp();  // each lane reads halves its neighbours copied
+  }
+  const uint2* staged = reinterpret_cast<const uint2*>(stage);
   for (int b0 = 0; b0 < g.batch; b0 += NB) {
     const int nb = min(NB, g.batch - b0);
     const float* x0 = row.x + b0 * g.x_stride;
     float acc[NB] = {};
-    for (int c0 = part * 32; live && c0 < chunks; c0 += stride * U) {
+    int c0 = part * 32;
+    // The staged rounds first (a lane's halves at 64-quad groups' slots).
+    for (int j = 0; b0 == 0 && j < kAhead && live && c0 < chunks;
+         ++j, c0 += stride * U) {
+      uint2 la[U], lb[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        la[u] = staged[(j * U + u) * 64 + lane];
+        lb[u] = staged[(j * U + u) * 64 + 32 + lane];
+      }
+      AccumulateRound<NB, U>(la, lb, x0, g, nb, 2 * c0 + lane, 2 * stride,
+                             quads, acc);
+    }
+    for (; live && c0 < chunks; c0 += stride * U) {
       uint2 la[U], lb[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
@@ -170,10 +234,15 @@ __global__ void GemvBf16Kernel(Bf16Gemv g, int ks) {
 constexpr int kGemvFewUnroll = 2;
 template <int NB>
 inline constexpr int kGemvFewBlocksPerSm = NB == 1 ? 8 : 6;
-template <int NB>
+// Rounds a warp stages ahead of the wait (StageRoundsAhead): 2 of the
+// step's 4-6 rounds a warp, a third to a half of its bytes; 16 KB a block,
+// so that eight blocks an SM still fit (3 rounds, 24 KB a block, were slower
+// at one and two sequences).
+constexpr int kGemvFewAheadRounds = 2;
+template <int NB, int kAhead>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock, kGemvFewBlocksPerSm<NB>)
     GemvBf16FewKernel(Bf16Gemv g, int ks) {
-  GemvBf16QuadBody<NB, kGemvFewUnroll>(g, ks);
+  GemvBf16QuadBody<NB, kGemvFewUnroll, kAhead>(g, ks);
 }
 
 // Decodes 16 weights of one block (8 code bytes) with the E2M1 table and
@@ -245,8 +314,14 @@ GpuStatus LaunchGemvBf16Nb(const Bf16Gemv& g, cudaStream_t stream,
   const int ks = gemv_detail::RowKParts(g.rows, g.k / 8, kWarpsPerBlock);
   const int blocks = gemv_detail::RowBlocks(g.rows, ks, kWarpsPerBlock);
   if constexpr (NB <= 2) {
-    return LaunchOverlapped(GemvBf16FewKernel<NB>, blocks, 32 * kWarpsPerBlock,
-                            0, stream, policy, g, ks);
+    if (!policy.weights_ahead) {
+      return LaunchOverlapped(GemvBf16FewKernel<NB, 0>, blocks,
+                              32 * kWarpsPerBlock, 0, stream, policy, g, ks);
+    }
+    constexpr int kStage =
+        kWarpsPerBlock * kGemvFewAheadRounds * kGemvFewUnroll * 32 * 16;
+    return LaunchOverlapped(GemvBf16FewKernel<NB, kGemvFewAheadRounds>, blocks,
+                            32 * kWarpsPerBlock, kStage, stream, policy, g, ks);
   } else {
     return LaunchOverlapped(GemvBf16Kernel<NB>, blocks, 32 * kWarpsPerBlock, 0,
                             stream, policy, g, ks);

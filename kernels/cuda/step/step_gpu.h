@@ -111,6 +111,9 @@ struct StepRunOptions {
   // before it finishes (kernels/cuda/base/launch.cuh); off: each waits
   // for the previous to drain.
   bool overlap_launches = true;
+  // Kernels issue the reads that do not depend on the kernel before them
+  // ahead of waiting for it (LaunchPolicy::weights_ahead).
+  bool weights_ahead = false;
   int warmup = 3;
   int iterations = 20;
   int device = 0;

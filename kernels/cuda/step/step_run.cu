@@ -399,6 +399,7 @@ GpuStatus Prepare(const StepProblem& p, const StepRunOptions& o, Context** ctx,
 LaunchPolicy StepPolicy(const StepRunOptions& o) {
   LaunchPolicy policy;
   policy.overlap = o.overlap_launches;
+  policy.weights_ahead = o.weights_ahead;
   policy.fit_carveout = true;
   return policy;
 }

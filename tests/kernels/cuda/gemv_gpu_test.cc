@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -125,6 +126,25 @@ TEST(GemvGpuTest, PlainProductsMatchADoubleEvaluation) {
   // Few rows and a long K (split over K in one block), and many rows.
   ExpectMatches(Plain(40, 2048, 8));
   ExpectMatches(Plain(4100, 512, 5));
+}
+
+// The one- and two-sequence GEMVs with their first rounds staged before
+// the wait and without: K a multiple of a round, not one (the staged rounds
+// then end inside a group), and shorter than the staged rounds (rows of a
+// single part).
+TEST(GemvGpuTest, WeightsAheadOrAfterTheWaitGiveTheSameProducts) {
+  SKIP_WITHOUT_GPU();
+  for (const bool ahead : {true, false}) {
+    for (int batch : {1, 2}) {
+      for (const auto& [rows, k] : {std::pair{300, 6144}, std::pair{77, 1000},
+                                    std::pair{5000, 2048}, std::pair{9, 64}}) {
+        Case c = Plain(rows, k, batch);
+        c.shape.weights_ahead = ahead;
+        SCOPED_TRACE(ahead ? "weights ahead" : "weights after the wait");
+        ExpectMatches(c, BoundFor(batch));
+      }
+    }
+  }
 }
 
 // The dense MLP's shapes at 6-17 sequences (the wgmma GEMV): tiny's gate_up

@@ -241,9 +241,11 @@ std::string RunGemvBf16(const GemvShape& shape, const std::vector<uint16_t>& w,
   if (shape.force_wgmma && !GemvBf16WgmmaFits(g)) {
     return "the wgmma GEMV does not take the shape";
   }
-  const GpuStatus launched =
-      shape.force_wgmma ? LaunchGemvBf16Wgmma(g, nullptr, LaunchPolicy{})
-                        : LaunchGemvBf16(g, nullptr, LaunchPolicy{});
+  LaunchPolicy policy;
+  policy.weights_ahead = shape.weights_ahead;
+  const GpuStatus launched = shape.force_wgmma
+                                 ? LaunchGemvBf16Wgmma(g, nullptr, policy)
+                                 : LaunchGemvBf16(g, nullptr, policy);
   if (!launched.ok()) return launched.message;
   if (cudaDeviceSynchronize() != cudaSuccess) return "the GEMV failed";
   y->clear();

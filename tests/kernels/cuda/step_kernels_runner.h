@@ -21,6 +21,9 @@ struct GemvShape {
   // Launch the wgmma GEMV directly (gemv_wgmma.cuh), at any batch it takes,
   // rather than through LaunchGemvBf16's choice.
   bool force_wgmma = false;
+  // The kernels that can issue their weights before their wait do
+  // (LaunchPolicy::weights_ahead).
+  bool weights_ahead = false;
   // NVFP4: give the kernel the scratch for its inputs split once
   // (Nvfp4Gemv::x_parts), which it uses from kNvfp4SplitOnceFromBatch.
   bool x_parts = false;
