@@ -82,9 +82,24 @@ std::vector<std::string> PlaceGang(const GangCandidate& asker,
   return ranks;
 }
 
+std::string GangBackendRefusal(const std::string& backend,
+                               const backends::BackendDescriptor* descriptor) {
+  if (descriptor == nullptr) {
+    return absl::StrCat(
+        "MEASURED communication needs a native GPU backend with NCCL; ",
+        backend, " is an out-of-process backend, which runs one rank's shard");
+  }
+  if (!descriptor->is_gpu()) {
+    return absl::StrCat(
+        "MEASURED communication needs a GPU backend with NCCL; ", backend,
+        " runs on the CPU");
+  }
+  return "";
+}
+
 std::string GangShortfall(const std::vector<GangCandidate>& alive,
-                          const std::string& backend, bool backend_is_gpu,
-                          int world) {
+                          const std::string& backend,
+                          const std::string& backend_refusal, int world) {
   if (alive.empty()) return "";
   std::map<std::string, int> per_host;
   bool any_gpu = false;
@@ -96,12 +111,7 @@ std::string GangShortfall(const std::vector<GangCandidate>& alive,
     return "MEASURED communication needs GPU workers; the live workers are "
            "all CPU workers";
   }
-  if (!backend_is_gpu) {
-    return absl::StrCat(
-        "MEASURED communication needs a GPU backend with "
-        "NCCL; ",
-        backend, " runs on the CPU");
-  }
+  if (!backend_refusal.empty()) return backend_refusal;
   int largest = 0;
   for (const auto& [host, count] : per_host) largest = std::max(largest, count);
   if (largest >= world) return "";

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backends/descriptor.h"
 #include "proto/moetune.pb.h"
 
 namespace moetune::coordinator {
@@ -44,12 +45,19 @@ std::vector<std::string> PlaceGang(const GangCandidate& asker,
                                    const std::vector<GangCandidate>& others,
                                    int world);
 
+// Why `backend` cannot run MEASURED communication at all ("" when it can):
+// only a native GPU backend (`descriptor`; null for an out-of-process one)
+// drives NCCL; a CPU backend or a plugin runs one rank's shard.
+std::string GangBackendRefusal(const std::string& backend,
+                               const backends::BackendDescriptor* descriptor);
+
 // Why no host of the live workers can run a gang of `world` on `backend`,
 // however long it waits ("" when one can, or when no worker is live:
-// nothing is known yet). E.g. "needs 8 GPU workers with fused_gemv on one
-// host; the largest host has 2".
+// nothing is known yet). `backend_refusal`: GangBackendRefusal's. E.g.
+// "needs 8 GPU workers with fused_gemv on one host; the largest host has
+// 2".
 std::string GangShortfall(const std::vector<GangCandidate>& alive,
-                          const std::string& backend, bool backend_is_gpu,
-                          int world);
+                          const std::string& backend,
+                          const std::string& backend_refusal, int world);
 
 }  // namespace moetune::coordinator

@@ -239,8 +239,9 @@ absl::Status Scheduler::MarkGangTrialsOf(int64_t sweep_id) {
     const std::string& backend = trial.config().moe_backend();
     auto [memo, fresh] = shortfalls.try_emplace({backend, world});
     if (fresh) {
-      memo->second = GangShortfall(Candidates(backend), backend,
-                                   IsGpuBackend(backend), world);
+      memo->second = GangShortfall(
+          Candidates(backend), backend,
+          GangBackendRefusal(backend, backends::FindBackend(backend)), world);
     }
     const std::string& reason = memo->second;
     if (reason.empty()) continue;

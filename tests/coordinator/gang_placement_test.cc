@@ -3,6 +3,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/backends/registry.h"
 
 namespace moetune::coordinator {
 namespace {
@@ -57,21 +58,32 @@ TEST(PlaceGangTest, NeverCpuWorkersOrWorkersWithoutTheBackend) {
 TEST(GangShortfallTest, SaysWhyNoHostCanServe) {
   GangCandidate cpu = Gpu("c", "a");
   cpu.is_gpu = false;
-  EXPECT_EQ(GangShortfall({cpu}, "fused_gemv", true, 2),
+  EXPECT_EQ(GangShortfall({cpu}, "fused_gemv", "", 2),
             "MEASURED communication needs GPU workers; the live workers are "
             "all CPU workers");
-  EXPECT_EQ(GangShortfall({Gpu("a0", "a")}, "cpu_reference", false, 2),
+  const std::string cpu_refusal = GangBackendRefusal(
+      "cpu_reference", backends::FindBackend("cpu_reference"));
+  EXPECT_EQ(cpu_refusal,
             "MEASURED communication needs a GPU backend with NCCL; "
             "cpu_reference runs on the CPU");
+  EXPECT_EQ(GangShortfall({Gpu("a0", "a")}, "cpu_reference", cpu_refusal, 2),
+            cpu_refusal);
+  EXPECT_EQ(GangBackendRefusal("torch_grouped_bf16", nullptr),
+            "MEASURED communication needs a native GPU backend with NCCL; "
+            "torch_grouped_bf16 is an out-of-process backend, which runs one "
+            "rank's shard");
+  EXPECT_EQ(
+      GangBackendRefusal("fused_gemv", backends::FindBackend("fused_gemv")),
+      "");
   EXPECT_EQ(GangShortfall({Gpu("a0", "a"), Gpu("a1", "a"), Gpu("b0", "b")},
-                          "fused_gemv", true, 8),
+                          "fused_gemv", "", 8),
             "needs 8 GPU workers with fused_gemv on one host; the largest "
             "host has 2");
   // Busy workers still count: the gang can form once they are free.
   EXPECT_EQ(GangShortfall({Gpu("a0", "a", 0, false), Gpu("a1", "a")},
-                          "fused_gemv", true, 2),
+                          "fused_gemv", "", 2),
             "");
-  EXPECT_EQ(GangShortfall({}, "fused_gemv", true, 2), "");  // nobody yet
+  EXPECT_EQ(GangShortfall({}, "fused_gemv", "", 2), "");  // nobody yet
 }
 
 }  // namespace
