@@ -434,10 +434,20 @@ absl::StatusOr<v1::ReportResultResponse> Scheduler::RecordReported(
   response.set_duplicate(!recorded);
   if (recorded) {
     LogTrialOutcome(trial, stored.outcome(), &stored, stored.reason());
+    if (result_observer_) {
+      const std::optional<WorkerEntry> worker =
+          registry_->Get(stored.worker_id());
+      result_observer_(worker ? worker->name : stored.worker_id(), stored);
+    }
     RETURN_IF_ERROR(AdvanceSweep(trial.sweep_id()));
     Notify();
   }
   return response;
+}
+
+void Scheduler::SetResultObserver(ResultObserver observer) {
+  absl::MutexLock lock(&mu_);
+  result_observer_ = std::move(observer);
 }
 
 absl::StatusOr<v1::Sweep> Scheduler::Cancel(int64_t sweep_id) {

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -106,6 +107,12 @@ class Scheduler {
   int64_t WaitForEvent(int64_t seen, int64_t timeout_ms) const;
   // Wakes every WaitForEvent (the server is shutting down).
   void WakeWaiters() { Notify(); }
+  // Told of each result recorded, with the reporting worker's name (a gang's
+  // rank 0 for a gang trial): the metrics' trial durations and busy time.
+  // Called under the scheduling mutex, so it must not call the scheduler.
+  using ResultObserver = std::function<void(const std::string& worker_name,
+                                            const v1::TrialResult& result)>;
+  void SetResultObserver(ResultObserver observer);
 
  private:
   // Why no live worker can run `backend` ("" when one can).
@@ -212,6 +219,7 @@ class Scheduler {
   int64_t unavailable_grace_ms_ ABSL_GUARDED_BY(mu_);
   const int64_t started_ms_;  // when this coordinator started
   absl::Mutex mu_;            // serialises acquire/report/expire decisions
+  ResultObserver result_observer_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, std::shared_ptr<const tuner::SweepPlan>> plans_
       ABSL_GUARDED_BY(mu_);
   // Whether a sweep's plan has MEASURED configs (memo of its plan).

@@ -115,6 +115,11 @@ absl::Status CoordinatorServer::OpenState(const ServerOptions& options,
   metrics_source_ = std::make_unique<http::StoreMetricsSource>(
       store_.get(), clock, options.scheduler.lease_ms);
   metrics_->SetSource(metrics_source_.get());
+  scheduler_->SetResultObserver(
+      [metrics = metrics_.get()](const std::string& worker_name,
+                                 const v1::TrialResult& result) {
+        metrics->ObserveTrial(worker_name, result.wall_s());
+      });
   return absl::OkStatus();
 }
 

@@ -11,10 +11,11 @@ PACKAGES=(cmake ninja-build ccache g++ pkg-config git
   libabsl-dev libsqlite3-dev sqlite3 libgtest-dev libgmock-dev
   libbenchmark-dev grpc-proto libssl-dev openssl
   libcpp-httplib-dev prometheus-cpp-dev
-  chromium fonts-dejavu-core python3 python3-numpy)
+  chromium fonts-dejavu-core python3 python3-numpy python3-yaml prometheus)
 # The HTTP side: cpp-httplib and prometheus-cpp build into the coordinator;
 # chromium (headless) lets ctest load the dashboard page and screenshot it;
-# python3-numpy runs the Python plugin host's numpy backend (docs/plugins.md).
+# python3-numpy runs the Python plugin host's numpy backend (docs/plugins.md);
+# python3-yaml and prometheus (its promtool) check deploy/ (tests/deploy).
 # npm fetches the page's charting library (coordinator/web/package.json);
 # where no npm is installed yet, Debian's is.
 command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)

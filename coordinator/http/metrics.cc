@@ -1,8 +1,10 @@
 #include "coordinator/http/metrics.h"
 
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/build_info.h"
 #include "prometheus/text_serializer.h"
 
 namespace moetune::coordinator::http {
@@ -20,6 +22,21 @@ const prometheus::Histogram::BucketBoundaries& RpcBuckets() {
   return *buckets;
 }
 
+// A trial's wall time: from a sub-second CPU check to the 120 s default
+// timeout and beyond (a whole decode step with many iterations).
+const prometheus::Histogram::BucketBoundaries& TrialBuckets() {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
+      0.1, 0.3, 1, 3, 10, 30, 60, 120, 300, 600, 1800};
+  return *buckets;
+}
+
+// A gauge without labels.
+prometheus::Gauge& PlainGauge(prometheus::Registry& registry,
+                              const std::string& name,
+                              const std::string& help) {
+  return BuildGauge().Name(name).Help(help).Register(registry).Add({});
+}
+
 constexpr const char* kFinalStates[] = {"DONE",        "FAILED",    "INCORRECT",
                                         "UNAVAILABLE", "CANCELLED", "TIMEOUT"};
 constexpr const char* kAllStates[] = {"QUEUED",    "LEASED",    "DONE",
@@ -28,7 +45,8 @@ constexpr const char* kAllStates[] = {"QUEUED",    "LEASED",    "DONE",
 
 }  // namespace
 
-CoordinatorMetrics::CoordinatorMetrics()
+CoordinatorMetrics::CoordinatorMetrics(
+    std::unique_ptr<ProcessStatsSource> process)
     : registry_(std::make_shared<prometheus::Registry>()),
       trials_(BuildGauge()
                   .Name("moetune_trials")
@@ -73,7 +91,32 @@ CoordinatorMetrics::CoordinatorMetrics()
       best_efficiency_(BuildGauge()
                            .Name("moetune_best_efficiency_ratio")
                            .Help("Roofline floor / median of that winner")
-                           .Register(*registry_)) {
+                           .Register(*registry_)),
+      trial_duration_(
+          BuildHistogram()
+              .Name("moetune_trial_duration_seconds")
+              .Help("Wall time of each trial whose result a worker reported")
+              .Register(*registry_)
+              .Add({}, TrialBuckets())),
+      worker_busy_(BuildCounter()
+                       .Name("moetune_worker_busy_seconds_total")
+                       .Help("Wall time of the trials a worker reported, by "
+                             "worker name")
+                       .Register(*registry_)),
+      process_start_(PlainGauge(*registry_, "process_start_time_seconds",
+                                "Start time of the process since the Unix "
+                                "epoch in seconds")),
+      process_resident_(PlainGauge(*registry_, "process_resident_memory_bytes",
+                                   "Resident memory size in bytes")),
+      process_fds_(PlainGauge(*registry_, "process_open_fds",
+                              "Number of open file descriptors")),
+      process_(std::move(process)) {
+  BuildGauge()
+      .Name("moetune_build_info")
+      .Help("1, labelled with the coordinator's version and commit")
+      .Register(*registry_)
+      .Add({{"version", Version()}, {"commit", BuildHash()}})
+      .Set(1);
   // Every state is present from the start, so a query for one is never
   // empty just because nothing reached it yet.
   for (const char* state : kAllStates) trials_.Add({{"state", state}});
@@ -101,8 +144,16 @@ void CoordinatorMetrics::ObserveRpc(absl::string_view full_method,
       .Observe(seconds);
 }
 
+void CoordinatorMetrics::ObserveTrial(const std::string& worker,
+                                      double wall_s) {
+  if (wall_s < 0) return;
+  trial_duration_.Observe(wall_s);
+  worker_busy_.Add({{"worker", worker}}).Increment(wall_s);
+}
+
 absl::StatusOr<std::string> CoordinatorMetrics::Scrape() {
   absl::MutexLock lock(&mu_);
+  ApplyProcess();
   if (source_ != nullptr) {
     absl::StatusOr<MetricsSnapshot> snapshot = source_->Snapshot();
     if (!snapshot.ok()) return snapshot.status();
@@ -111,6 +162,17 @@ absl::StatusOr<std::string> CoordinatorMetrics::Scrape() {
   std::ostringstream out;
   prometheus::TextSerializer().Serialize(out, registry_->Collect());
   return out.str();
+}
+
+// An unreadable procfs (a sandbox that hides it) keeps the last values: the
+// coordinator's own series matter more than these.
+void CoordinatorMetrics::ApplyProcess() {
+  if (process_ == nullptr) return;
+  const absl::StatusOr<ProcessStats> stats = process_->Read();
+  if (!stats.ok()) return;
+  process_start_.Set(stats->start_time_seconds);
+  process_resident_.Set(stats->resident_memory_bytes);
+  process_fds_.Set(stats->open_fds);
 }
 
 void CoordinatorMetrics::Apply(const MetricsSnapshot& snapshot) {
@@ -140,15 +202,13 @@ void CoordinatorMetrics::ApplyBests(const std::vector<WorkloadBest>& bests) {
   }
   best_series_.clear();
   for (const WorkloadBest& best : bests) {
-    const prometheus::Labels labels = {
-        {"workload_hash", best.workload_hash},
-        {"fingerprint", best.fingerprint},
-        {"model_preset", best.model_preset},
-        {"region", best.region},
-        {"batch", absl::StrCat(best.batch)},
-        {"context", absl::StrCat(best.context)},
-        {"backend", best.backend},
-        {"sweep_id", absl::StrCat(best.sweep_id)}};
+    const prometheus::Labels labels = {{"workload_hash", best.workload_hash},
+                                       {"model_preset", best.model_preset},
+                                       {"region", best.region},
+                                       {"batch", absl::StrCat(best.batch)},
+                                       {"context", absl::StrCat(best.context)},
+                                       {"device", best.device},
+                                       {"backend", best.backend}};
     prometheus::Gauge& median = best_median_.Add(labels);
     median.Set(best.median_seconds);
     prometheus::Gauge& efficiency = best_efficiency_.Add(labels);

@@ -7,10 +7,17 @@
 //   moetune_trials_finished_total          trials that reached a final state
 //   moetune_trials_per_second              finished over the last minute / 60
 //   moetune_rpc_duration_seconds{service,method,code}  unary RPC latency
-//   moetune_best_median_seconds{workload_hash,fingerprint,model_preset,
-//       region,batch,context,backend}      latest sweep's winner per workload
+//   moetune_trial_duration_seconds         reported trials' wall time
+//   (histogram) moetune_worker_busy_seconds_total{worker}  wall time of its
+//   reported trials
+//   moetune_best_median_seconds{workload_hash,model_preset,region,batch,
+//       context,device,backend}            newest winner per workload, device
 //   moetune_best_efficiency_ratio{...}     its floor / median
-// Thread-safe: ObserveRpc from any gRPC thread, Scrape from HTTP threads.
+//   moetune_build_info{version,commit}     1
+//   process_start_time_seconds, process_resident_memory_bytes,
+//   process_open_fds                       the coordinator process
+// Thread-safe: ObserveRpc and ObserveTrial from any gRPC thread, Scrape from
+// HTTP threads.
 #pragma once
 
 #include <memory>
@@ -22,6 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "coordinator/http/metrics_source.h"
+#include "coordinator/http/process_stats.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -34,12 +42,16 @@ class CoordinatorMetrics {
  public:
   // `source` may be set later (the RPC histogram is needed before the store
   // is); until then a scrape reports the RPC latencies only.
-  CoordinatorMetrics();
+  // `process` reads the process series at each scrape (procfs by default).
+  explicit CoordinatorMetrics(std::unique_ptr<ProcessStatsSource> process =
+                                  std::make_unique<ProcfsProcessStats>());
   void SetSource(MetricsSource* source);
 
   // `full_method` as gRPC names it: "/moetune.v1.Moetune/GetSweep".
   void ObserveRpc(absl::string_view full_method, absl::string_view code,
                   double seconds);
+  // A trial whose result `worker` (its name) reported, `wall_s` long.
+  void ObserveTrial(const std::string& worker, double wall_s);
   // Refreshes the gauges from the source, then the text exposition format.
   absl::StatusOr<std::string> Scrape();
 
@@ -48,6 +60,7 @@ class CoordinatorMetrics {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyBests(const std::vector<WorkloadBest>& bests)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyProcess() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Gauge>& trials_;
@@ -59,9 +72,15 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Histogram>& rpc_duration_;
   prometheus::Family<prometheus::Gauge>& best_median_;
   prometheus::Family<prometheus::Gauge>& best_efficiency_;
+  prometheus::Histogram& trial_duration_;
+  prometheus::Family<prometheus::Counter>& worker_busy_;
+  prometheus::Gauge& process_start_;
+  prometheus::Gauge& process_resident_;
+  prometheus::Gauge& process_fds_;
 
   absl::Mutex mu_;
   MetricsSource* source_ ABSL_GUARDED_BY(mu_) = nullptr;
+  const std::unique_ptr<ProcessStatsSource> process_;
   double finished_seen_ ABSL_GUARDED_BY(mu_) = 0;
   // The best-per-workload series of the last scrape: a workload whose
   // winner changed must not keep its old series.

@@ -13,16 +13,15 @@
 
 namespace moetune::coordinator::http {
 
-// The latest sweep's winner for one workload and fingerprint.
+// The newest sweep's winner for one workload on one kind of device.
 struct WorkloadBest {
   std::string workload_hash;
-  std::string fingerprint;  // Fingerprint.hash
+  std::string device;  // Fingerprint.device_name, e.g. "NVIDIA H200"
   std::string model_preset;
   std::string region;   // DECODE_STEP or MOE_LAYER
   int batch = 0;        // tokens per step
   int context = 0;      // tokens in the KV cache
   std::string backend;  // the winner's
-  int64_t sweep_id = 0;
   double median_seconds = 0;
   double efficiency = 0;  // floor / median, 0..1
 };

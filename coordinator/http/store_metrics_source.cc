@@ -15,18 +15,17 @@ bool IsFinal(const std::string& state) {
   return state != "QUEUED" && state != "LEASED";
 }
 
-WorkloadBest BestOf(const v1::BestForWorkload& entry, int64_t sweep_id) {
+WorkloadBest BestOf(const v1::BestForWorkload& entry) {
   const v1::Workload& workload = entry.workload();
   WorkloadBest best;
   best.workload_hash = entry.workload_hash();
-  best.fingerprint = entry.fingerprint().hash();
+  best.device = entry.fingerprint().device_name();
   best.model_preset = workload.model_preset();
   best.region =
       workload.region() == v1::MOE_LAYER ? "MOE_LAYER" : "DECODE_STEP";
   best.batch = workload.batch_size();
   best.context = workload.context_length();
   best.backend = entry.best().config().moe_backend();
-  best.sweep_id = sweep_id;
   best.median_seconds = entry.best().result().stats().median_us() * 1e-6;
   best.efficiency = entry.best().result().roofline().efficiency();
   return best;
@@ -73,7 +72,9 @@ absl::Status StoreMetricsSource::AddTrialCounts(int64_t now_ms,
 absl::Status StoreMetricsSource::AddBests(MetricsSnapshot* snapshot) {
   ASSIGN_OR_RETURN(const std::vector<v1::Sweep> sweeps,
                    store_->ListSweeps(best_sweeps_));
-  std::set<std::pair<std::string, std::string>> seen;  // workload, fingerprint
+  // One winner per workload and device name: fingerprints that differ only
+  // in driver or build (a new night's build) stay one series, the newest.
+  std::set<std::pair<std::string, std::string>> seen;  // workload, device
   for (const v1::Sweep& sweep : sweeps) {              // newest first
     const auto done = sweep.trial_counts().find("DONE");
     if (done == sweep.trial_counts().end() || done->second == 0) continue;
@@ -85,11 +86,12 @@ absl::Status StoreMetricsSource::AddBests(MetricsSnapshot* snapshot) {
     if (!answer.ok()) return answer.status();
     for (const v1::BestForWorkload& entry : answer->workloads()) {
       if (!entry.has_best()) continue;
-      if (!seen.emplace(entry.workload_hash(), entry.fingerprint().hash())
+      if (!seen.emplace(entry.workload_hash(),
+                        entry.fingerprint().device_name())
                .second) {
         continue;
       }
-      snapshot->bests.push_back(BestOf(entry, sweep.sweep_id()));
+      snapshot->bests.push_back(BestOf(entry));
     }
   }
   return absl::OkStatus();

@@ -2,6 +2,11 @@
 // Prometheus scrape sees.
 #include "coordinator/http/metrics.h"
 
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/build_info.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -17,16 +22,21 @@ class FakeSource final : public MetricsSource {
   MetricsSnapshot snapshot;
 };
 
+class FakeProcess final : public ProcessStatsSource {
+ public:
+  absl::StatusOr<ProcessStats> Read() override { return stats; }
+  ProcessStats stats;
+};
+
 WorkloadBest Best(const std::string& backend, double median_s) {
   WorkloadBest best;
   best.workload_hash = "abc";
-  best.fingerprint = "fp";
+  best.device = "NVIDIA H200";
   best.model_preset = "glm5";
   best.region = "MOE_LAYER";
   best.batch = 8;
   best.context = 2048;
   best.backend = backend;
-  best.sweep_id = 4;
   best.median_seconds = median_s;
   best.efficiency = 0.75;
   return best;
@@ -55,6 +65,56 @@ TEST(MetricsTest, ScrapeReportsTheSnapshot) {
   EXPECT_THAT(text, HasSubstr("moetune_best_median_seconds{backend=\"fused_gemv"
                               "\",batch=\"8\",context=\"2048\""));
   EXPECT_THAT(text, HasSubstr("moetune_best_efficiency_ratio{"));
+}
+
+// Series stay the same across nights: keyed by workload and a readable
+// device name, never by the sweep or the fingerprint's hash.
+TEST(MetricsTest, BestSeriesAreKeyedByWorkloadAndDevice) {
+  FakeSource source;
+  source.snapshot.bests = {Best("fused_gemv", 335e-6)};
+  CoordinatorMetrics metrics;
+  metrics.SetSource(&source);
+  const std::string text = *metrics.Scrape();
+  EXPECT_THAT(text, HasSubstr("context=\"2048\",device=\"NVIDIA H200\","
+                              "model_preset=\"glm5\",region=\"MOE_LAYER\","
+                              "workload_hash=\"abc\"} 0.000335"));
+  EXPECT_THAT(text, Not(HasSubstr("sweep_id=")));
+  EXPECT_THAT(text, Not(HasSubstr("fingerprint=")));
+}
+
+TEST(MetricsTest, BuildInfoNamesVersionAndCommit) {
+  const std::string text = *CoordinatorMetrics().Scrape();
+  EXPECT_THAT(
+      text, HasSubstr(absl::StrCat("moetune_build_info{commit=\"", BuildHash(),
+                                   "\",version=\"", Version(), "\"} 1")));
+}
+
+TEST(MetricsTest, ProcessSeriesComeFromTheProcessSource) {
+  auto process = std::make_unique<FakeProcess>();
+  process->stats = {.start_time_seconds = 1700000000,
+                    .resident_memory_bytes = 4096,
+                    .open_fds = 12};
+  CoordinatorMetrics metrics(std::move(process));
+  const std::string text = *metrics.Scrape();
+  EXPECT_THAT(text, HasSubstr("process_start_time_seconds 1700000000"));
+  EXPECT_THAT(text, HasSubstr("process_resident_memory_bytes 4096"));
+  EXPECT_THAT(text, HasSubstr("process_open_fds 12"));
+}
+
+TEST(MetricsTest, TrialsFillTheDurationHistogramAndBusyTime) {
+  CoordinatorMetrics metrics(nullptr);
+  metrics.ObserveTrial("gpu-host:0", 2.5);
+  metrics.ObserveTrial("gpu-host:0", 40);
+  metrics.ObserveTrial("gpu-host:1", 0.2);
+  const std::string text = *metrics.Scrape();
+  EXPECT_THAT(text, HasSubstr("moetune_trial_duration_seconds_count 3"));
+  EXPECT_THAT(text, HasSubstr("moetune_trial_duration_seconds_bucket{le=\"3\"}"
+                              " 2"));
+  EXPECT_THAT(text, HasSubstr("moetune_trial_duration_seconds_sum 42.7"));
+  EXPECT_THAT(text, HasSubstr("moetune_worker_busy_seconds_total{worker=\""
+                              "gpu-host:0\"} 42.5"));
+  EXPECT_THAT(text, HasSubstr("moetune_worker_busy_seconds_total{worker=\""
+                              "gpu-host:1\"} 0.2"));
 }
 
 TEST(MetricsTest, FinishedCounterOnlyGoesUp) {
