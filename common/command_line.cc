@@ -42,9 +42,10 @@ absl::Status CheckValue(const absl::CommandLineFlag& flag,
 }
 
 // One flag argument (without its dashes, not --help or --version); a
-// non-boolean flag without "=" takes argv[*i + 1] as its value.
+// non-boolean flag without "=" takes argv[*i + 1] as its value, which is
+// appended to `joined` after an "=".
 absl::Status CheckFlag(absl::string_view arg, int argc, const char* const* argv,
-                       int* i) {
+                       int* i, std::string* joined) {
   const size_t eq = arg.find('=');
   const absl::string_view name = arg.substr(0, eq);
   bool negated = false;
@@ -64,7 +65,8 @@ absl::Status CheckFlag(absl::string_view arg, int argc, const char* const* argv,
     return absl::InvalidArgumentError(
         absl::StrCat("--", name, ": missing its value"));
   }
-  return CheckValue(*flag, argv[++*i]);
+  absl::StrAppend(joined, "=", argv[++*i]);
+  return CheckValue(*flag, argv[*i]);
 }
 
 }  // namespace
@@ -72,10 +74,15 @@ absl::Status CheckFlag(absl::string_view arg, int argc, const char* const* argv,
 absl::StatusOr<CommandLineCheck> CheckCommandLine(int argc,
                                                   const char* const* argv) {
   CommandLineCheck check;
+  if (argc > 0) check.args.emplace_back(argv[0]);
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
+    check.args.emplace_back(arg);
     if (arg == "--") {
-      for (++i; i < argc; ++i) check.positional.emplace_back(argv[i]);
+      for (++i; i < argc; ++i) {
+        check.positional.emplace_back(argv[i]);
+        check.args.emplace_back(argv[i]);
+      }
       break;
     }
     if (arg.size() < 2 || arg[0] != '-') {
@@ -89,22 +96,25 @@ absl::StatusOr<CommandLineCheck> CheckCommandLine(int argc,
     } else if (name == "version") {
       check.version = true;
     } else {
-      const absl::Status status = CheckFlag(arg, argc, argv, &i);
+      const absl::Status status =
+          CheckFlag(arg, argc, argv, &i, &check.args.back());
       if (!status.ok()) return status;
     }
   }
   return check;
 }
 
-std::string DescribeFlags(const std::vector<std::string>& names) {
+std::string DescribeFlags(const std::vector<std::string>& names,
+                          const std::map<std::string, std::string>& help) {
   std::string text;
   for (const std::string& name : names) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr) continue;
     const std::string default_value = flag->DefaultValue();
+    const auto own = help.find(name);
     absl::StrAppend(&text, "  --", name, "=",
                     default_value.empty() ? "\"\"" : default_value, "\n      ",
-                    flag->Help(), "\n");
+                    own == help.end() ? flag->Help() : own->second, "\n");
   }
   return text;
 }

@@ -7,6 +7,7 @@
 // the flag. Reads the global flag registry; call from main only.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,11 @@ namespace moetune {
 
 struct CommandLineCheck {
   std::vector<std::string> positional;  // arguments that are not flags
+  // argv as abseil should parse it: a non-boolean flag given as "--name
+  // value" becomes "--name=value", so that a value starting with '-' (such
+  // as "--out -", standard output) is taken without abseil's "Did you really
+  // mean..." warning.
+  std::vector<std::string> args;
   bool help = false;
   bool version = false;
 };
@@ -25,8 +31,11 @@ struct CommandLineCheck {
 absl::StatusOr<CommandLineCheck> CheckCommandLine(int argc,
                                                   const char* const* argv);
 
-// "  --name=DEFAULT\n      help" for each flag, in the order given.
-std::string DescribeFlags(const std::vector<std::string>& names);
+// "  --name=DEFAULT\n      help" for each flag, in the order given; a flag
+// named in `help` gets that text instead of its own (a command that reads
+// the flag differently from the others).
+std::string DescribeFlags(const std::vector<std::string>& names,
+                          const std::map<std::string, std::string>& help = {});
 
 // "<program> <version> (build <git describe>)".
 std::string VersionLine(const std::string& program);

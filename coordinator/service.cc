@@ -1,6 +1,7 @@
 #include "coordinator/service.h"
 
 #include <chrono>
+#include <map>
 #include <set>
 #include <thread>
 #include <utility>
@@ -96,6 +97,9 @@ grpc::Status MoetuneService::CancelSweep(grpc::ServerContext* context,
 // Sends the sweep's progress, then every trial as it reaches a final state
 // (without raw samples), until the sweep is no longer running (or the client
 // goes away). Each round reads only the trials updated since the last one.
+// A round whose counts moved without a trial ending (a trial leased, or
+// re-queued) sends the progress alone, so that a watcher's "running" counts
+// the trials leased since.
 grpc::Status MoetuneService::WatchSweep(
     grpc::ServerContext* context, const v1::WatchSweepRequest* request,
     grpc::ServerWriter<v1::SweepEvent>* writer) {
@@ -107,6 +111,7 @@ grpc::Status MoetuneService::WatchSweep(
   int64_t version = scheduler_->event_version();
   int64_t since_ms = 0;
   bool first = true;
+  std::map<std::string, int32_t> counts;  // as last sent
   while (!context->IsCancelled()) {
     if (stopping_) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE,
@@ -124,8 +129,13 @@ grpc::Status MoetuneService::WatchSweep(
     since_ms = round_ms - kWatchMarginMs;
     v1::SweepEvent event;
     *event.mutable_progress() = *sweep;
-    if (first && !writer->Write(event)) return grpc::Status::OK;
+    const std::map<std::string, int32_t> now_counts(
+        sweep->trial_counts().begin(), sweep->trial_counts().end());
+    if ((first || now_counts != counts) && !writer->Write(event)) {
+      return grpc::Status::OK;
+    }
     first = false;
+    counts = now_counts;
     for (const v1::Trial& trial : *trials) {
       if (!sent.insert(trial.trial_id()).second) continue;
       *event.mutable_trial() = trial;

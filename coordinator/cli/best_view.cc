@@ -114,11 +114,17 @@ std::vector<std::string> Row(const v1::BestForWorkload& w,
 }  // namespace
 
 void PrintBest(std::ostream& out, const v1::GetBestResponse& best) {
+  // A backend is excluded from the whole sweep (no worker had it), so it is
+  // said once, above the workloads it holds for.
+  if (!best.excluded().empty()) {
+    out << "excluded, for every workload"
+        << (best.workloads().empty() ? "" : " below") << ":\n";
+  }
+  for (const v1::ExcludedBackend& e : best.excluded()) {
+    out << "  " << e.backend() << ": " << e.reason() << "\n";
+  }
   for (const v1::BestForWorkload& w : best.workloads()) PrintOne(out, w);
   if (best.workloads().empty()) out << "no correct, timed trial to rank\n";
-  for (const v1::ExcludedBackend& e : best.excluded()) {
-    out << "  excluded:  " << e.backend() << ": " << e.reason() << "\n";
-  }
 }
 
 Table BestTable(const v1::GetBestResponse& best) {

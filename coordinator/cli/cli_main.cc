@@ -24,6 +24,9 @@ ABSL_FLAG(std::string, format, "table",
           "output: table (to read), csv or json (raw numbers, for programs); "
           "compare also markdown");
 ABSL_FLAG(int64_t, sweep, 0, "sweep id (0 = the latest sweep)");
+ABSL_FLAG(bool, wide, false,
+          "--format table: every column (default: the table keeps to 120 "
+          "columns, leaving out the least important and cutting the reason)");
 ABSL_FLAG(std::string, state, "", "results: only trials in this state");
 ABSL_FLAG(std::string, backend, "", "results: only this backend");
 ABSL_FLAG(std::string, workload, "", "results/best: only this workload hash");
@@ -80,6 +83,7 @@ moetune::cli::CommandOptions OptionsFromFlags(const std::string& command) {
   options.db_path = absl::GetFlag(FLAGS_db);
   options.spec_path = absl::GetFlag(FLAGS_spec);
   options.sweep_id = absl::GetFlag(FLAGS_sweep);
+  options.wide = absl::GetFlag(FLAGS_wide);
   options.state = absl::GetFlag(FLAGS_state);
   options.backend = absl::GetFlag(FLAGS_backend);
   options.workload_hash = absl::GetFlag(FLAGS_workload);
@@ -124,9 +128,15 @@ int PrintHelp(const std::vector<std::string>& positional) {
   return 0;
 }
 
-// Runs COMMAND once the command line is known to be well formed.
-int RunParsed(int argc, char** argv, const std::string& command) {
-  absl::ParseCommandLine(argc, argv);
+// Runs COMMAND once the command line is known to be well formed; `args` is
+// argv with each flag's value joined to it (CommandLineCheck::args).
+int RunParsed(const std::vector<std::string>& args,
+              const std::string& command) {
+  std::vector<char*> argv;
+  for (const std::string& arg : args) {
+    argv.push_back(const_cast<char*>(arg.c_str()));
+  }
+  absl::ParseCommandLine(static_cast<int>(argv.size()), argv.data());
   signal(SIGPIPE, SIG_IGN);
   // The embedded coordinator's chatter would drown the table (its trial
   // outcomes are in the progress lines already).
@@ -173,5 +183,5 @@ int main(int argc, char** argv) {
               << moetune::cli::GlobalUsage();
     return 2;
   }
-  return RunParsed(argc, argv, positional[0]);
+  return RunParsed(check->args, positional[0]);
 }

@@ -48,7 +48,7 @@ int CmdResults(const CommandOptions& options) {
   if (!session.ok()) return Fail(session.status());
   absl::StatusOr<v1::QueryTrialsResponse> trials = Trials(*session, filter);
   if (!trials.ok()) return Fail(trials.status());
-  PrintTrials(std::cout, *trials, options.format);
+  PrintTrials(std::cout, *trials, options.format, options.wide);
   return ListedExit(trials->trials_size(), "trials");
 }
 
@@ -104,8 +104,12 @@ int CmdSweeps(const CommandOptions& options) {
 }
 
 int CmdCancel(const CommandOptions& options) {
-  if (options.sweep_id == 0) {
-    return Fail(absl::InvalidArgumentError("--sweep: required for cancel"));
+  // Cancelling is not undone: "the latest sweep" could be one somebody
+  // else started a moment ago, so cancel takes only a sweep named by id.
+  if (options.sweep_id <= 0) {
+    return Fail(absl::InvalidArgumentError(
+        "--sweep: required for cancel: the id of the sweep to cancel "
+        "(moetune sweeps lists them); cancel never picks the latest sweep"));
   }
   absl::StatusOr<Session> session = Open(options, Access::kWrite);
   if (!session.ok()) return Fail(session.status());
@@ -195,8 +199,9 @@ int CmdProbe(const CommandOptions& options) {
 }  // namespace
 
 int RunCommand(const std::string& command, const CommandOptions& options) {
+  // compare reads markdown; export says itself which formats it takes.
   if (options.format == OutputFormat::kMarkdown && command != "compare" &&
-      CommandUsage(command).has_value()) {
+      command != "export" && CommandUsage(command).has_value()) {
     return FailFormat(options);
   }
   if (command == "sweep") return CmdSweep(options);

@@ -18,6 +18,7 @@ struct CommandOptions {
   std::string db_path;
   std::string spec_path;
   OutputFormat format = OutputFormat::kTable;
+  bool wide = false;  // --format table: every column, not 120 wide
   int64_t sweep_id = 0;
   std::string state;
   std::string backend;

@@ -276,7 +276,12 @@ ComparisonReport Compare(const std::vector<v1::Trial>& baseline,
     report.regressions += row.regression;
     report.compared += row.baseline.present && row.target.present;
   }
-  report.workloads = SummarizeWorkloads(report.configs);
+  // Winners are set side by side only where the configs matched: with none
+  // in common (other builds, other devices) a winner "slower" would compare
+  // what the config rows refuse to.
+  if (report.compared > 0) {
+    report.workloads = SummarizeWorkloads(report.configs);
+  }
   if (report.compared == 0 && !options.across_builds) {
     report.would_match_across_builds =
         MatchesAcrossBuilds(baseline, target, options);

@@ -123,7 +123,7 @@ int CmdCompare(const CommandOptions& options) {
   absl::StatusOr<ComparisonReport> report =
       BuildReport(*session, options, &header);
   if (!report.ok()) return Fail(report.status());
-  PrintComparison(std::cout, header, *report, options.format);
+  PrintComparison(std::cout, header, *report, options.format, options.wide);
   for (const absl::Status& written :
        {WriteReport(options.markdown_out, header, *report,
                     OutputFormat::kMarkdown),

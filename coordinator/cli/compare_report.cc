@@ -25,6 +25,14 @@ std::string HumanSide(const Side& side) {
                       FormatDouble(side.stats.ci_high_us()), ")");
 }
 
+// The median alone (the narrow table: the verdict already says whether
+// the intervals overlap), or the state when not DONE, or "-".
+std::string HumanMedian(const Side& side) {
+  if (!side.present) return "-";
+  if (side.state != v1::DONE) return v1::TrialState_Name(side.state);
+  return FormatDouble(side.stats.median_us());
+}
+
 std::string HumanEfficiency(const Side& side) {
   return side.state == v1::DONE
              ? absl::StrCat(FormatDouble(100 * side.efficiency), "%")
@@ -35,11 +43,28 @@ bool BothTimed(const ConfigComparison& row) {
   return row.baseline.state == v1::DONE && row.target.state == v1::DONE;
 }
 
-std::vector<std::string> HumanRow(const ConfigComparison& row) {
+std::string Note(const ConfigComparison& row) {
   std::string note = row.regression ? "REGRESSION" : "";
   const std::string& reason =
       row.target.reason.empty() ? row.baseline.reason : row.target.reason;
   if (!reason.empty()) absl::StrAppend(&note, note.empty() ? "" : ": ", reason);
+  return note;
+}
+
+std::vector<std::string> NarrowRow(const ConfigComparison& row) {
+  return {row.workload.model_preset(),
+          absl::StrCat(row.workload.batch_size()),
+          absl::StrCat(row.workload.context_length()),
+          ConfigCells(row.config),
+          HumanMedian(row.baseline),
+          HumanMedian(row.target),
+          BothTimed(row) ? Percent(row.change) : "-",
+          VerdictName(row.verdict),
+          Note(row)};
+}
+
+std::vector<std::string> HumanRow(const ConfigComparison& row) {
+  const std::string note = Note(row);
   return {row.workload.model_preset(),
           absl::StrCat(row.workload.batch_size()),
           absl::StrCat(row.workload.context_length()),
@@ -87,6 +112,19 @@ std::vector<std::string> MachineRow(const ConfigComparison& row) {
 
 }  // namespace
 
+// The text table's default form, for 120 columns: medians without their
+// intervals, no device or efficiencies, the note cut.
+Table NarrowComparisonTable(const ComparisonReport& report) {
+  Table table;
+  table.headers = {"preset",    "batch",  "ctx",     "config", "baseline_us",
+                   "target_us", "change", "verdict", "note"};
+  for (const ConfigComparison& row : report.configs) {
+    table.rows.push_back(NarrowRow(row));
+  }
+  table.max_width = kNarrowWidth;
+  return table;
+}
+
 Table ComparisonTable(const ComparisonReport& report, OutputFormat format) {
   Table table;
   if (IsMachineFormat(format)) {
@@ -130,31 +168,36 @@ std::string SweepText(const v1::Sweep& sweep) {
                       UtcTime(sweep.created_at_unix_ms()), ")");
 }
 
-std::string BestText(const ConfigComparison* row, const Side& side) {
+// "config: median (interval)"; narrow: "config: median".
+std::string BestText(const ConfigComparison* row, const Side& side, bool wide) {
   if (row == nullptr) return "-";
-  return absl::StrCat(ConfigCells(row->config), ": ", HumanSide(side));
+  return absl::StrCat(ConfigCells(row->config), ": ",
+                      wide ? HumanSide(side) : HumanMedian(side));
 }
 
-Table WorkloadsTable(const ComparisonReport& report) {
+// Narrow (not `wide`): no device column, the winners' medians without
+// their intervals.
+Table WorkloadsTable(const ComparisonReport& report, bool wide) {
   Table table;
-  table.headers = {"preset",
-                   "batch",
-                   "ctx",
-                   "device",
-                   "baseline winner (us)",
-                   "target winner (us)",
-                   "change",
-                   "verdict"};
+  table.headers = {"preset", "batch", "ctx"};
+  if (wide) table.headers.push_back("device");
+  table.headers.insert(
+      table.headers.end(),
+      {"baseline winner (us)", "target winner (us)", "change", "verdict"});
   for (const WorkloadComparison& w : report.workloads) {
     const bool both = w.baseline_best != nullptr && w.target_best != nullptr;
-    table.rows.push_back(
-        {w.workload.model_preset(), absl::StrCat(w.workload.batch_size()),
-         absl::StrCat(w.workload.context_length()), w.device,
-         BestText(w.baseline_best,
-                  w.baseline_best ? w.baseline_best->baseline : Side()),
-         BestText(w.target_best,
-                  w.target_best ? w.target_best->target : Side()),
+    std::vector<std::string> cells = {
+        w.workload.model_preset(), absl::StrCat(w.workload.batch_size()),
+        absl::StrCat(w.workload.context_length())};
+    if (wide) cells.push_back(w.device);
+    cells.insert(
+        cells.end(),
+        {BestText(w.baseline_best,
+                  w.baseline_best ? w.baseline_best->baseline : Side(), wide),
+         BestText(w.target_best, w.target_best ? w.target_best->target : Side(),
+                  wide),
          both ? Percent(w.change) : "-", VerdictName(w.verdict)});
+    table.rows.push_back(std::move(cells));
   }
   return table;
 }
@@ -220,8 +263,19 @@ std::string Summary(const ReportHeader& header,
   return text;
 }
 
+// Why no winner was set beside another.
+std::string NothingComparedText(const ComparisonReport& report) {
+  return report.would_match_across_builds
+             ? "none compared: no config was measured by the same build on "
+               "both sides (the builds differ); pass --across_builds to "
+               "compare them"
+             : "none compared: no config was measured on the same device "
+               "and software on both sides";
+}
+
 void PrintReadable(std::ostream& out, const ReportHeader& header,
-                   const ComparisonReport& report, OutputFormat format) {
+                   const ComparisonReport& report, OutputFormat format,
+                   bool wide) {
   const bool md = format == OutputFormat::kMarkdown;
   out << (md ? "# moetune compare\n\n" : "")
       << "target:   " << SweepText(header.target) << (md ? "  \n" : "\n")
@@ -238,9 +292,14 @@ void PrintReadable(std::ostream& out, const ReportHeader& header,
   out << "\n"
       << (md ? "**" : "") << Summary(header, report) << (md ? "**\n" : "\n");
   out << "\n" << (md ? "## Winners\n\n" : "winners per workload:\n");
-  WorkloadsTable(report).Print(out, format);
+  if (report.compared == 0) {
+    out << NothingComparedText(report) << "\n";
+  } else {
+    WorkloadsTable(report, wide).Print(out, format);
+  }
   out << "\n" << (md ? "## Configs\n\n" : "configs:\n");
-  ComparisonTable(report, format).Print(out, format);
+  (wide ? ComparisonTable(report, format) : NarrowComparisonTable(report))
+      .Print(out, format);
 }
 
 google::protobuf::Value Number(double v) {
@@ -267,6 +326,7 @@ bool IsNumericColumn(const std::string& header) {
 // cells as numbers, empty cells left out.
 google::protobuf::Value RowsAsJson(const Table& table) {
   google::protobuf::Value list;
+  list.mutable_list_value();  // an empty table is [], not null
   for (const std::vector<std::string>& row : table.rows) {
     google::protobuf::Value object;
     auto& fields = *object.mutable_struct_value()->mutable_fields();
@@ -311,13 +371,16 @@ void PrintJsonReport(std::ostream& out, const ReportHeader& header,
 }  // namespace
 
 void PrintComparison(std::ostream& out, const ReportHeader& header,
-                     const ComparisonReport& report, OutputFormat format) {
+                     const ComparisonReport& report, OutputFormat format,
+                     bool wide) {
   if (format == OutputFormat::kCsv) {
     ComparisonTable(report, format).Print(out, format);
   } else if (format == OutputFormat::kJson) {
     PrintJsonReport(out, header, report);
   } else {
-    PrintReadable(out, header, report, format);
+    // A Markdown report is a page, not a terminal: every column.
+    PrintReadable(out, header, report, format,
+                  wide || format == OutputFormat::kMarkdown);
   }
 }
 

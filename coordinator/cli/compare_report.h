@@ -19,8 +19,12 @@ struct ReportHeader {
   double threshold_pct = -1;
 };
 
+// `wide` is for --format table: every column; otherwise the tables keep to
+// 120 columns (medians without intervals, no device or efficiencies).
+// Markdown always has every column.
 void PrintComparison(std::ostream& out, const ReportHeader& header,
-                     const ComparisonReport& report, OutputFormat format);
+                     const ComparisonReport& report, OutputFormat format,
+                     bool wide = true);
 
 // The per-config rows as a table (machine columns for CSV).
 Table ComparisonTable(const ComparisonReport& report, OutputFormat format);

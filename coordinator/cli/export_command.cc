@@ -11,6 +11,16 @@
 namespace moetune::cli {
 
 int CmdExport(const CommandOptions& options) {
+  // The winners file is JSON whatever the format: table, the default of
+  // every command, means it too; the others would be ignored silently.
+  if (options.format != OutputFormat::kJson &&
+      options.format != OutputFormat::kTable) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--format: '", FormatName(options.format),
+        "' is not allowed for export; allowed: json (the winners file; "
+        "table, the default, means json here too). For the winners as CSV: "
+        "moetune best --format csv")));
+  }
   if (options.out_path.empty()) {
     return Fail(absl::InvalidArgumentError(
         "--out: required for export (a file, or - for standard output)"));

@@ -5,9 +5,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/strict_json.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
+#include "kernels/backends/registry.h"
+#include "kernels/backends/tile_shape.h"
 
 namespace moetune::cli {
 
@@ -50,6 +53,29 @@ absl::StatusOr<v1::SweepSpec> LoadSweepSpec(const std::string& path) {
         absl::StrCat("--spec: ", path, ": ", spec.status().message()));
   }
   return spec;
+}
+
+std::vector<std::string> DroppedTileWarnings(const v1::SweepSpec& spec) {
+  std::vector<std::string> warnings;
+  for (const std::string& name : spec.space().moe_backends()) {
+    const backends::BackendDescriptor* backend = backends::FindBackend(name);
+    if (backend == nullptr || backend->tiles.empty()) continue;
+    std::vector<std::string> dropped;
+    for (const v1::TileShape& listed : spec.space().tiles()) {
+      const backends::Tile tile = backends::TileOf(listed);
+      if (!backend->HasTile(tile)) dropped.push_back(backends::TileText(tile));
+    }
+    if (dropped.empty()) continue;
+    const bool none_kept =
+        static_cast<int>(dropped.size()) == spec.space().tiles_size();
+    warnings.push_back(absl::StrCat(
+        "space.tiles: ", absl::StrJoin(dropped, ", "),
+        dropped.size() == 1 ? " is not a tile" : " are not tiles", " of ", name,
+        " (its tiles: ", backend->TileList(), "): ",
+        none_kept ? "it runs its default tile for each shape instead"
+                  : "left out for it"));
+  }
+  return warnings;
 }
 
 }  // namespace moetune::cli

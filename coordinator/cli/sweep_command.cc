@@ -225,7 +225,7 @@ int Report(Session& session, int64_t sweep_id, const CommandOptions& options) {
     if (!sweep.ok()) return Fail(sweep.status());
     PrintSweepJson(*sweep, *trials, best);
   } else {
-    PrintTrials(std::cout, *trials, options.format);
+    PrintTrials(std::cout, *trials, options.format, options.wide);
     if (options.format == OutputFormat::kTable) {
       std::cout << "\n";
       PrintBest(std::cout, best);
@@ -311,6 +311,9 @@ int CmdSweep(const CommandOptions& options) {
         !plan.ok()) {
       return Fail(plan.status());
     }
+  }
+  for (const std::string& warning : DroppedTileWarnings(*spec)) {
+    std::cerr << "moetune: warning: " << warning << "\n";
   }
   signal(SIGINT, OnInterrupt);
   signal(SIGTERM, OnInterrupt);

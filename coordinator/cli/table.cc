@@ -18,7 +18,30 @@ std::string CsvCell(const std::string& cell) {
   return "\"" + absl::StrReplaceAll(cell, {{"\"", "\"\""}}) + "\"";
 }
 
-void PrintAligned(std::ostream& out, const Table& table) {
+// Cuts the last cell of each row so that the lines keep to max_width.
+void CutLastColumn(Table& table) {
+  if (table.max_width == 0 || table.headers.empty()) return;
+  const size_t last = table.headers.size() - 1;
+  size_t before = 0;  // the columns before the last, with their separators
+  for (size_t c = 0; c < last; ++c) {
+    size_t width = table.headers[c].size();
+    for (const auto& row : table.rows) {
+      if (c < row.size()) width = std::max(width, row[c].size());
+    }
+    before += width + 2;
+  }
+  const size_t room =
+      std::max(Table::kMinLastColumn,
+               table.max_width > before ? table.max_width - before : 0);
+  for (auto& row : table.rows) {
+    if (row.size() > last && row[last].size() > room) {
+      row[last] = row[last].substr(0, room - 3) + "...";
+    }
+  }
+}
+
+void PrintAligned(std::ostream& out, Table table) {
+  CutLastColumn(table);
   std::vector<size_t> widths(table.headers.size(), 0);
   for (size_t c = 0; c < table.headers.size(); ++c) {
     widths[c] = table.headers[c].size();
@@ -108,6 +131,28 @@ void Table::Print(std::ostream& out, OutputFormat format) const {
   };
   out << csv_row(headers) << "\n";
   for (const auto& row : rows) out << csv_row(row) << "\n";
+}
+
+Table Columns(const Table& table, const std::vector<std::string>& headers,
+              const std::vector<std::pair<std::string, std::string>>& renamed) {
+  std::vector<size_t> picked;
+  Table narrow;
+  narrow.max_width = table.max_width;
+  for (const std::string& header : headers) {
+    const auto it =
+        std::find(table.headers.begin(), table.headers.end(), header);
+    if (it == table.headers.end()) continue;
+    picked.push_back(it - table.headers.begin());
+    narrow.headers.push_back(header);
+    for (const auto& [from, to] : renamed) {
+      if (from == header) narrow.headers.back() = to;
+    }
+  }
+  for (const auto& row : table.rows) {
+    std::vector<std::string>& cells = narrow.rows.emplace_back();
+    for (size_t c : picked) cells.push_back(c < row.size() ? row[c] : "");
+  }
+  return narrow;
 }
 
 std::string FormatDouble(double value, int precision) {

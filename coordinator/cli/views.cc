@@ -1,8 +1,11 @@
 #include "coordinator/cli/views.h"
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/text_bounds.h"
 #include "google/protobuf/util/json_util.h"
 #include "kernels/backends/descriptor.h"
 #include "kernels/backends/tile_shape.h"
@@ -122,10 +125,43 @@ Table TrialsTable(const v1::QueryTrialsResponse& trials, OutputFormat format) {
   return table;
 }
 
+Table NarrowTrialsTable(const v1::QueryTrialsResponse& trials) {
+  return Columns(TrialsTable(trials, OutputFormat::kTable),
+                 {"trial", "backend", "tile", "tpxep", "graph", "batch", "ctx",
+                  "median_us", "ci95_us", "efficiency", "tok_s", "state"},
+                 {{"efficiency", "eff"}});
+}
+
+std::string TrialReasons(const v1::QueryTrialsResponse& trials) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<int64_t>> ids;  // reason -> trials
+  for (const v1::Trial& t : trials.trials()) {
+    const std::string reason = EscapeForTerminal(Reason(t));
+    if (reason.empty()) continue;
+    if (ids[reason].empty()) order.push_back(reason);
+    ids[reason].push_back(t.trial_id());
+  }
+  std::string text;
+  for (const std::string& reason : order) {
+    std::string line =
+        absl::StrCat(ids[reason].size() == 1 ? "trial " : "trials ",
+                     absl::StrJoin(ids[reason], ", "), ": ", reason);
+    if (line.size() > kNarrowWidth) {
+      line = line.substr(0, kNarrowWidth - 3) + "...";
+    }
+    absl::StrAppend(&text, line, "\n");
+  }
+  return text;
+}
+
 void PrintTrials(std::ostream& out, const v1::QueryTrialsResponse& trials,
-                 OutputFormat format) {
+                 OutputFormat format, bool wide) {
   if (format == OutputFormat::kJson) {
     PrintJson(out, trials);
+  } else if (format == OutputFormat::kTable && !wide) {
+    NarrowTrialsTable(trials).Print(out, format);
+    const std::string reasons = TrialReasons(trials);
+    if (!reasons.empty()) out << "\nwhy:\n" << reasons;
   } else {
     TrialsTable(trials, format).Print(out, format);
   }

@@ -17,11 +17,19 @@
 
 namespace moetune::cli {
 
+// Every column (the text table's --wide form).
 Table TrialsTable(const v1::QueryTrialsResponse& trials,
                   OutputFormat format = OutputFormat::kTable);
-// The trials as a table, CSV, or JSON.
+// The text table's default form, for 120 columns: without p90_us,
+// floor_us, ms_tok, rel_err and reason, efficiency as "eff".
+Table NarrowTrialsTable(const v1::QueryTrialsResponse& trials);
+// Under the narrow table: one line per reason a trial is not DONE, with the
+// trials it holds for ("trials 4, 11: fused_gemv unavailable: ..."), each
+// line cut to 120 characters.
+std::string TrialReasons(const v1::QueryTrialsResponse& trials);
+// The trials as a table (narrow unless `wide`), CSV, or JSON.
 void PrintTrials(std::ostream& out, const v1::QueryTrialsResponse& trials,
-                 OutputFormat format);
+                 OutputFormat format, bool wide = false);
 Table WorkersTable(const v1::ListWorkersResponse& workers, OutputFormat format);
 Table SweepsTable(const v1::ListSweepsResponse& sweeps, OutputFormat format);
 // One device's backends (table format: printed under a heading line).

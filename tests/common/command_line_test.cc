@@ -6,6 +6,7 @@
 
 ABSL_FLAG(int, test_count, 1, "a test flag");
 ABSL_FLAG(bool, test_switch, false, "a test switch");
+ABSL_FLAG(std::string, test_out, "", "a test file name");
 
 namespace moetune {
 namespace {
@@ -24,6 +25,18 @@ TEST(CommandLineTest, SeparatesPositionalsFromKnownFlags) {
   ASSERT_TRUE(check.ok()) << check.status();
   EXPECT_THAT(check->positional, ElementsAre("sweep", "x"));
   EXPECT_FALSE(check->help);
+}
+
+// "--out -" (standard output) reaches abseil as "--out=-", which it takes
+// without asking whether "-" was meant as a flag.
+TEST(CommandLineTest, JoinsSeparateValuesSoADashIsAValue) {
+  const auto check = Check({"export", "--test_out", "-", "--test_switch",
+                            "--test_count", "-4", "--", "--x"});
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_THAT(check->args,
+              ElementsAre("prog", "export", "--test_out=-", "--test_switch",
+                          "--test_count=-4", "--", "--x"));
+  EXPECT_THAT(check->positional, ElementsAre("export", "--x"));
 }
 
 TEST(CommandLineTest, HelpAndVersionAreRequestsNotErrors) {
@@ -48,6 +61,10 @@ TEST(CommandLineTest, UnknownFlagsAndBadValuesNameTheFlag) {
 TEST(CommandLineTest, DescribesFlagsAndTheVersion) {
   EXPECT_THAT(DescribeFlags({"test_count"}),
               HasSubstr("--test_count=1\n      a test flag"));
+  EXPECT_EQ(DescribeFlags({"test_switch", "test_count"},
+                          {{"test_count", "how many, here"}}),
+            "  --test_switch=false\n      a test switch\n"
+            "  --test_count=1\n      how many, here\n");
   EXPECT_THAT(VersionLine("moetune"),
               ::testing::MatchesRegex("moetune [0-9]+\\.[0-9]+\\.[0-9]+ "
                                       "\\(build .+\\)"));

@@ -57,6 +57,26 @@ TEST(SpecFileTest, ReadsJsonAndTextFormat) {
   EXPECT_EQ(text->space().moe_backends(0), "cpu_blocked");
 }
 
+// A listed tile a backend lacks is left out for it: said, with its tiles.
+TEST(SpecFileTest, WarnsOfEachTileABackendLeavesOut) {
+  auto spec = ParseSweepSpec(
+      "space { moe_backends: ['cpu_reference', 'cpu_blocked', 'fused_gemv'] "
+      "tiles { block_n: 4 block_k: 64 } tiles { block_n: 32 block_k: 256 } }",
+      true);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const std::vector<std::string> warnings = DroppedTileWarnings(*spec);
+  ASSERT_EQ(warnings.size(), 2);
+  EXPECT_EQ(warnings[0],
+            "space.tiles: 32x256 is not a tile of cpu_blocked (its tiles: "
+            "4x64, 8x128, 16x256, 32x512): left out for it");
+  EXPECT_THAT(warnings[1],
+              ::testing::StartsWith("space.tiles: 4x64 is not a tile of "
+                                    "fused_gemv (its tiles: "));
+  spec->mutable_space()->mutable_tiles()->RemoveLast();
+  EXPECT_THAT(DroppedTileWarnings(*spec)[0],
+              HasSubstr("it runs its default tile for each shape instead"));
+}
+
 // protobuf's parser takes a trailing comma; a spec another tool would
 // refuse is refused here too, naming where.
 TEST(SpecFileTest, ATrailingCommaIsRefusedNamingWhere) {
@@ -176,6 +196,24 @@ TEST(ViewsTest, BestNamesAStepsFormatsWhenNotTheDefault) {
       out.str(),
       ::testing::StartsWith("workload abc (glm5, batch 1, context 2048, "
                             "attention=NVFP4 lm_head=NVFP4, KV_FP8_E4M3) on "));
+}
+
+// Exclusions hold for the whole sweep: said once, above every workload,
+// not under the last one as if they were its own.
+TEST(ViewsTest, BestSaysExclusionsOnceAboveTheWorkloads) {
+  v1::GetBestResponse best;
+  AddGlm5Workload(&best);
+  AddGlm5Workload(&best)->set_workload_hash("def");
+  v1::ExcludedBackend* excluded = best.add_excluded();
+  excluded->set_backend("fused_gemv");
+  excluded->set_reason("built without CUDA");
+  std::ostringstream out;
+  PrintBest(out, best);
+  EXPECT_THAT(out.str(),
+              ::testing::StartsWith("excluded, for every workload below:\n"
+                                    "  fused_gemv: built without CUDA\n"
+                                    "workload abc "));
+  EXPECT_EQ(out.str().find("fused_gemv"), out.str().rfind("fused_gemv"));
 }
 
 // A gang's result: its measured communication beside the model's figure,

@@ -94,6 +94,45 @@ TEST_F(ServiceTest, BadSpecIsInvalidArgumentNamingTheField) {
   EXPECT_EQ(sweeps.sweeps_size(), 0);
 }
 
+// A trial leased while a client watches moves no trial to a final state,
+// yet the watcher hears of it: a progress event counting it LEASED.
+TEST_F(ServiceTest, WatchersHearOfLeasesBeforeAnyTrialEnds) {
+  grpc::ClientContext context;
+  v1::SubmitSweepRequest request;
+  *request.mutable_spec() = TinySpec();
+  v1::SubmitSweepResponse submitted;
+  ASSERT_TRUE(stub_->SubmitSweep(&context, request, &submitted).ok());
+  grpc::ClientContext watch_context;
+  v1::WatchSweepRequest watch;
+  watch.set_sweep_id(submitted.sweep_id());
+  auto reader = stub_->WatchSweep(&watch_context, watch);
+  v1::SweepEvent event;
+  ASSERT_TRUE(reader->Read(&event));  // the snapshot: nothing leased
+  EXPECT_EQ(event.progress().trial_counts().count("LEASED"), 0);
+
+  auto workers = v1::WorkerControl::NewStub(worker_channel_);
+  grpc::ClientContext register_context;
+  v1::RegisterWorkerRequest worker;
+  worker.set_name("test:cpu");
+  *worker.mutable_probe() = CpuWorkerProbe();
+  v1::RegisterWorkerResponse registered;
+  ASSERT_TRUE(
+      workers->RegisterWorker(&register_context, worker, &registered).ok());
+  grpc::ClientContext acquire_context;
+  v1::AcquireTrialRequest acquire;
+  acquire.set_worker_id(registered.worker_id());
+  acquire.set_token(registered.token());
+  v1::AcquireTrialResponse leased;
+  ASSERT_TRUE(workers->AcquireTrial(&acquire_context, acquire, &leased).ok());
+  ASSERT_TRUE(leased.granted());
+
+  ASSERT_TRUE(reader->Read(&event));
+  EXPECT_FALSE(event.has_trial());
+  EXPECT_EQ(event.progress().trial_counts().at("LEASED"), 1);
+  watch_context.TryCancel();
+  reader->Finish();
+}
+
 TEST_F(ServiceTest, SweepRunsThroughAWorkerAndIsExplained) {
   grpc::ClientContext context;
   v1::SubmitSweepRequest request;

@@ -70,7 +70,33 @@ TEST(CliTest, HelpAndVersionOnEveryBinaryExitZero) {
         << command;
     EXPECT_EQ(RunCommand(kBin + "/moetune help " + command).output,
               help.output);
+    // Only the flags the command reads: probe asks no coordinator, and
+    // only sweep and probe run a worker binary.
+    EXPECT_EQ(help.output.find("--coordinator") == std::string::npos,
+              command == "probe")
+        << command;
+    EXPECT_EQ(help.output.find("--worker_binary") != std::string::npos,
+              command == "sweep" || command == "probe")
+        << command;
   }
+  EXPECT_THAT(RunCommand(kBin + "/moetune cancel --help").output,
+              HasSubstr("required: cancel never picks the latest sweep"));
+}
+
+// cancel names its sweep; export writes JSON and refuses other formats
+// naming the allowed one: both before any database is opened.
+TEST(CliTest, CancelNeedsItsSweepAndExportRefusesCsv) {
+  const std::string db = (TempDir("cli-refusals") / "none.db").string();
+  const CommandResult cancel = RunCommand(kBin + "/moetune cancel --db " + db);
+  EXPECT_EQ(cancel.exit_code, 2) << cancel.output;
+  EXPECT_THAT(cancel.output,
+              HasSubstr("--sweep: required for cancel: the id of the sweep"));
+  const CommandResult csv =
+      RunCommand(kBin + "/moetune export --format csv --db " + db);
+  EXPECT_EQ(csv.exit_code, 2) << csv.output;
+  EXPECT_THAT(csv.output, HasSubstr("--format: 'csv' is not allowed for "
+                                    "export; allowed: json"));
+  EXPECT_FALSE(fs::exists(db));
 }
 
 TEST(CliTest, UsageErrorsExitTwoAndQueriesNeverCreateADatabase) {
@@ -291,6 +317,37 @@ TEST_F(TwoSweepsTest, CompareWritesMarkdownAndJsonForCi) {
             2);
   EXPECT_EQ(RunCommand(kBin + "/moetune compare --sweep 1" + Db()).exit_code,
             1);
+}
+
+// "--out -" is standard output, with no warning that "-" looks like a flag.
+TEST_F(TwoSweepsTest, ExportToStandardOutputWithoutAWarning) {
+  const fs::path err = *dir_ / "export.err";
+  const CommandResult exported = Stdout("moetune export --out -" + Db(), err);
+  EXPECT_EQ(exported.exit_code, 0) << exported.output;
+  EXPECT_THAT(exported.output, StartsWith("{"));
+  EXPECT_EQ(ReadFile(err), "");
+}
+
+// The example spec lists CPU tiles beside GPU backends: each backend that
+// leaves them out is named with its own tiles.
+TEST_F(TwoSweepsTest, TilesABackendLeavesOutAreSaid) {
+  EXPECT_THAT(ReadFile(*dir_ / "night0.err"),
+              HasSubstr("moetune: warning: space.tiles: 4x64, 8x128 are not "
+                        "tiles of fused_gemv (its tiles: "));
+}
+
+// The default table keeps to 120 columns; --wide has every column.
+TEST_F(TwoSweepsTest, TablesKeepTo120ColumnsUnlessWide) {
+  const CommandResult narrow = Stdout("moetune results" + Db());
+  EXPECT_EQ(narrow.exit_code, 0);
+  std::istringstream lines(narrow.output);
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_LE(line.size(), 120u) << line;
+  }
+  EXPECT_THAT(FirstLine(narrow.output), ::testing::Not(HasSubstr("p90_us")));
+  const CommandResult wide = Stdout("moetune results --wide" + Db());
+  EXPECT_THAT(FirstLine(wide.output), HasSubstr("p90_us"));
+  EXPECT_THAT(FirstLine(wide.output), HasSubstr("rel_err"));
 }
 
 TEST_F(TwoSweepsTest, ExportWritesTheWinnerPerBatchSize) {

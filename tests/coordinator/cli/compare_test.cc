@@ -119,6 +119,30 @@ TEST(CompareTest, BuildsMatchOnlyWhenAskedAndGpusNever) {
   EXPECT_EQ(Compare(baseline, other_gpu, across).compared, 0);
 }
 
+// Nothing in common (another build): no winner is set beside the other as
+// "slower"; the report says why and what to pass.
+TEST(CompareReportTest, NothingComparedPrintsNoWinnersAndSaysWhy) {
+  const ComparisonReport report =
+      Compare(Trials({{1, 1, 10, 9.9, 10.1, "old"}}),
+              Trials({{2, 1, 20, 19.9, 20.1, "new"}}), {});
+  EXPECT_TRUE(report.workloads.empty());
+  ReportHeader header;
+  std::ostringstream text;
+  PrintComparison(text, header, report, OutputFormat::kTable);
+  EXPECT_THAT(text.str(), HasSubstr("0 configs compared"));
+  EXPECT_THAT(text.str(),
+              HasSubstr("winners per workload:\nnone compared: no config was "
+                        "measured by the same build on both sides (the builds "
+                        "differ); pass --across_builds"));
+  const std::string configs = text.str().substr(text.str().find("configs:"));
+  EXPECT_THAT(configs, ::testing::Not(HasSubstr("slower")));
+  EXPECT_THAT(configs, HasSubstr("gone"));
+  EXPECT_THAT(text.str(), ::testing::Not(HasSubstr("baseline winner")));
+  std::ostringstream json;
+  PrintComparison(json, header, report, OutputFormat::kJson);
+  EXPECT_THAT(json.str(), HasSubstr("\"workloads\": []"));
+}
+
 // A probe measured under load gives a low bandwidth, a high floor and a
 // flattering efficiency: both sides use the device's best recorded one.
 TEST(CompareTest, FloorsUseTheBestBandwidthRecordedForTheDevice) {
@@ -165,6 +189,35 @@ TEST(CompareReportTest, CsvIsRawAndMarkdownIsATable) {
   PrintComparison(json, header, report, OutputFormat::kJson);
   EXPECT_THAT(json.str(), HasSubstr("\"verdict\": \"slower\""));
   EXPECT_THAT(json.str(), HasSubstr("\"target_median_us\": 13.5"));
+}
+
+// The default text report keeps to 120 columns: medians without their
+// intervals, no device or efficiencies; --wide has them.
+TEST(CompareReportTest, TheDefaultTextReportKeepsTo120Columns) {
+  const ComparisonReport report = Compare(
+      Trials({{1, 1, 10, 9.8, 10.2}}), Trials({{11, 1, 13.5, 13.2, 13.8}}), {});
+  ReportHeader header;
+  std::ostringstream narrow;
+  PrintComparison(narrow, header, report, OutputFormat::kTable,
+                  /*wide=*/false);
+  const std::string tables =
+      narrow.str().substr(narrow.str().find("winners per workload:"));
+  EXPECT_THAT(tables, HasSubstr("fused_gemv - tp1 ep0: 10.0  "));
+  EXPECT_THAT(
+      tables,
+      HasSubstr("config                baseline_us  target_us  change  "
+                "verdict  note\n"
+                "glm5    8      0    fused_gemv - tp1 ep0  10.0         "
+                "13.5       +35.0%  slower\n"));
+  EXPECT_THAT(tables, ::testing::Not(HasSubstr("NVIDIA H200")));
+  std::istringstream lines(narrow.str());
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_LE(line.size(), 120u) << line;
+  }
+  std::ostringstream wide;
+  PrintComparison(wide, header, report, OutputFormat::kTable, /*wide=*/true);
+  EXPECT_THAT(wide.str(), HasSubstr("10.0 (9.8-10.2)"));
+  EXPECT_THAT(wide.str(), HasSubstr("NVIDIA H200"));
 }
 
 // A config that crashes tonight leaves no result of its own: its worker's

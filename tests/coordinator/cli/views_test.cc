@@ -46,6 +46,32 @@ TEST(ViewsTest, CsvHasRawNumbersAndTheIntervalInTwoColumns) {
   EXPECT_THAT(table.str(), HasSubstr("0.9%"));
 }
 
+// The default text table keeps to 120 columns: the least important
+// columns left out, a long reason cut; --wide (TrialsTable) has them all.
+TEST(ViewsTest, TheDefaultTableKeepsTo120Columns) {
+  v1::QueryTrialsResponse trials = OneDoneTrial();
+  v1::Trial* failed = trials.add_trials();
+  failed->set_trial_id(2);
+  failed->set_state(v1::FAILED);
+  failed->mutable_config()->set_moe_backend("fused_gemv_fp8");
+  failed->set_reason(std::string(200, 'x'));
+  std::ostringstream narrow;
+  PrintTrials(narrow, trials, OutputFormat::kTable);
+  std::istringstream lines(narrow.str());
+  std::string line;
+  std::getline(lines, line);
+  EXPECT_EQ(line,
+            "trial  backend         tile  tpxep  graph  batch  ctx  median_us  "
+            "ci95_us        eff   tok_s  state");
+  while (std::getline(lines, line)) EXPECT_LE(line.size(), 120u) << line;
+  EXPECT_THAT(narrow.str(), HasSubstr("\nwhy:\ntrial 2: xxx"));
+  EXPECT_THAT(narrow.str(), HasSubstr("xxx...\n"));
+  std::ostringstream wide;
+  PrintTrials(wide, trials, OutputFormat::kTable, /*wide=*/true);
+  EXPECT_THAT(wide.str(), HasSubstr("p90_us"));
+  EXPECT_THAT(wide.str(), HasSubstr(std::string(200, 'x') + "\n"));
+}
+
 // Data-parallel attention is its own column for programs and follows the
 // layout for people; tp attention (unset) reads "tp".
 TEST(ViewsTest, TrialsNameTheirAttention) {
