@@ -5,43 +5,25 @@
 #include <iostream>
 
 #include "coordinator/http/metrics.h"
+#include "tests/coordinator/http/fake_metrics_source.h"
 
 namespace {
 
 using moetune::coordinator::http::CoordinatorMetrics;
-using moetune::coordinator::http::MetricsSnapshot;
-using moetune::coordinator::http::MetricsSource;
-using moetune::coordinator::http::WorkloadBest;
-
-class FakeSource final : public MetricsSource {
- public:
-  absl::StatusOr<MetricsSnapshot> Snapshot() override {
-    MetricsSnapshot snapshot;
-    snapshot.trials_by_state = {{"DONE", 5}, {"QUEUED", 2}, {"FAILED", 1}};
-    snapshot.queue_depth = 2;
-    snapshot.finished_total = 6;
-    snapshot.finished_last_minute = 3;
-    snapshot.workers_known = 2;
-    snapshot.workers_alive = 1;
-    WorkloadBest best;
-    best.workload_hash = "abc";
-    best.device = "NVIDIA H200";
-    best.model_preset = "glm5";
-    best.region = "MOE_LAYER";
-    best.batch = 8;
-    best.context = 2048;
-    best.backend = "fused_gemv";
-    best.median_seconds = 335e-6;
-    best.efficiency = 0.75;
-    snapshot.bests = {best};
-    return snapshot;
-  }
-};
+using moetune::coordinator::http::testing::FakeMetricsSource;
+using moetune::coordinator::http::testing::H200Best;
 
 }  // namespace
 
 int main() {
-  FakeSource source;
+  FakeMetricsSource source;
+  source.snapshot.trials_by_state = {{"DONE", 5}, {"QUEUED", 2}, {"FAILED", 1}};
+  source.snapshot.queue_depth = 2;
+  source.snapshot.finished_total = 6;
+  source.snapshot.finished_last_minute = 3;
+  source.snapshot.workers_known = 2;
+  source.snapshot.workers_alive = 1;
+  source.snapshot.bests = {H200Best("fused_gemv", 335e-6)};
   CoordinatorMetrics metrics;
   metrics.SetSource(&source);
   metrics.ObserveRpc("/moetune.v1.Moetune/GetSweep", "OK", 0.002);

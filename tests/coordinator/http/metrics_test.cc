@@ -9,6 +9,7 @@
 #include "common/build_info.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/coordinator/http/fake_metrics_source.h"
 
 namespace moetune::coordinator::http {
 namespace {
@@ -16,11 +17,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-class FakeSource final : public MetricsSource {
- public:
-  absl::StatusOr<MetricsSnapshot> Snapshot() override { return snapshot; }
-  MetricsSnapshot snapshot;
-};
+using FakeSource = testing::FakeMetricsSource;
 
 class FakeProcess final : public ProcessStatsSource {
  public:
@@ -29,17 +26,7 @@ class FakeProcess final : public ProcessStatsSource {
 };
 
 WorkloadBest Best(const std::string& backend, double median_s) {
-  WorkloadBest best;
-  best.workload_hash = "abc";
-  best.device = "NVIDIA H200";
-  best.model_preset = "glm5";
-  best.region = "MOE_LAYER";
-  best.batch = 8;
-  best.context = 2048;
-  best.backend = backend;
-  best.median_seconds = median_s;
-  best.efficiency = 0.75;
-  return best;
+  return testing::H200Best(backend, median_s);
 }
 
 TEST(MetricsTest, ScrapeReportsTheSnapshot) {
